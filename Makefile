@@ -1,0 +1,59 @@
+# Thin aliases. `make demo` and `make test` each do all set-up on a fresh Debian/Ubuntu machine.
+SHELL := /bin/bash
+UV := $(shell tools/bootstrap-uv.sh)
+# Use the machine's Python; never download one (only the package index is reachable).
+export UV_PYTHON_DOWNLOADS := never
+export UV_PYTHON ?= python3
+PYTEST_ARGS ?=
+ASAN_VENV := .venv-asan
+
+.PHONY: all setup fetch build demo test test-suite stubtest typecheck lint asan-test docs clean \
+        debian-packages
+
+all: build
+
+fetch:
+	python3 vendor/mongoose/fetch.py
+
+debian-packages:
+	tools/ensure-debian-packages.sh tools/debian-packages.txt
+
+# Creates .venv with the dev tools and builds the extension into it.
+setup: fetch
+	$(UV) sync --group dev
+
+build: setup
+
+demo: setup
+	$(UV) run --no-sync python tests/benchmarks/demo_server.py
+
+test: debian-packages setup
+	$(MAKE) --no-print-directory test-suite stubtest asan-test
+
+test-suite:
+	$(UV) run --no-sync pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+stubtest:
+	$(UV) run --no-sync python -m mypy.stubtest cymongoose._mongoose \
+	    --allowlist tests/typing/stubtest-allowlist.txt
+
+typecheck:
+	$(UV) run --no-sync mypy
+
+lint:
+	$(UV) run --no-sync ruff check src tests examples
+	$(UV) run --no-sync cython-lint src/cymongoose
+
+# The suite's core and reliability tests against an AddressSanitizer build of the extension,
+# in its own environment so the normal build is untouched. Any ASan report fails the run.
+asan-test: fetch
+	CYMONGOOSE_ASAN=ON UV_PROJECT_ENVIRONMENT=$(ASAN_VENV) $(UV) sync --group dev --reinstall-package cymongoose
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1 \
+	LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
+	UV_PROJECT_ENVIRONMENT=$(ASAN_VENV) CYMONGOOSE_ASAN=ON \
+	    $(UV) run --no-sync pytest -q -p no:cacheprovider -m "not no_asan" tests/core $(wildcard tests/reliability)
+
+clean:
+	rm -rf build .venv $(ASAN_VENV) vendor/mongoose/mongoose.[ch]
+
+-include tests/benchmarks/bench.mk

@@ -1,0 +1,7 @@
+"""cymongoose: Python bindings for the Mongoose networking library."""
+
+from ._mongoose import *  # noqa: F403 - the extension defines __all__
+from ._mongoose import __all__ as _core_all
+
+__version__ = "0.3.0"
+__all__ = list(_core_all)

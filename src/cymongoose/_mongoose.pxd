@@ -1,0 +1,128 @@
+# Every cdef class of cymongoose._mongoose with its C-level fields and cdef methods.
+# Ownership rules (docs/internals.md):
+# - Manager embeds the mg_mgr. Connections and Timers point back at it with a *borrowed*
+#   pointer, never a reference, so dropping an unclosed Manager frees it.
+# - A live mg_connection holds one strong reference to its Connection in c->fn_data,
+#   taken when the connection opens and released at MG_EV_CLOSE, when _c becomes NULL.
+# - Views (HttpMessage, WsMessage, MqttMessage) point into Mongoose's buffers only while
+#   their event handler runs; the pointer is cleared when it returns.
+
+from cpython.pystate cimport PyThreadState
+from libc.stdint cimport uint64_t
+
+from .includes cimport mongoose as mg
+
+
+cdef struct GilSlot:
+    # The poll thread's saved state while mg_mgr_poll() runs without the GIL. The first
+    # callback of an iteration restores it and sets it to NULL, so the rest of the iteration
+    # dispatches with the GIL held (one acquisition per poll, not one per event).
+    PyThreadState *saved
+    void *manager  # borrowed Manager that embeds this slot
+    bint finalizing  # the Manager is being deallocated: bookkeeping only, no Python calls
+
+
+cdef struct HttpLimits:
+    # Per-listener HTTP limits, copied onto accepted connections (reliability/limits.pxi).
+    size_t max_header_count
+    size_t max_header_size
+    size_t max_uri_size
+    size_t max_body_size
+    uint64_t header_timeout_ms
+    uint64_t body_timeout_ms
+    uint64_t keepalive_timeout_ms
+    uint64_t tls_handshake_timeout_ms
+
+
+cdef struct TimerBox:
+    mg.mg_timer timer
+    GilSlot *gil
+    void *owner  # borrowed Timer; the Manager keeps the Timer alive while it is linked
+
+
+cdef class Manager:
+    cdef mg.mg_mgr _mgr
+    cdef GilSlot _gil
+    cdef bint _closed
+    cdef bint _polling
+    cdef bint _stop_dispatch
+    cdef object _handler
+    cdef object _error_handler
+    cdef object _fatal
+    cdef set _timers
+    cdef bint _wakeup_enabled
+    cdef bint _wake_pending
+    cdef unsigned long _wakeup_id
+    cdef object _wakeup_queue
+    cdef HttpMessage _http_view
+    cdef HttpLimits _limits
+    cdef object __weakref__
+
+    cdef int _ensure_open(self) except -1
+    cdef void _report(self, BaseException exc) noexcept
+    cdef void _release_timers(self) noexcept
+    cdef void _reap_timers(self) noexcept
+    cdef void _deliver_wakeups(self) noexcept
+    cdef Connection _find(self, unsigned long conn_id)
+
+
+cdef class Connection:
+    cdef mg.mg_connection *_c
+    cdef void *_manager  # borrowed Manager, valid while _c is not NULL
+    cdef object _handler
+    cdef public object userdata
+    cdef bint _head_request
+    cdef bint _bound
+    cdef HttpLimits _limits
+    cdef uint64_t _deadline_ms
+    cdef int _http_phase
+    cdef size_t _requests_seen
+
+    cdef int _ensure_open(self) except -1
+
+
+cdef class HttpMessage:
+    cdef mg.mg_http_message *_hm
+
+    cdef int _ensure_valid(self) except -1
+
+
+cdef class WsMessage:
+    cdef mg.mg_ws_message *_wm
+
+    cdef int _ensure_valid(self) except -1
+
+
+cdef class MqttMessage:
+    cdef mg.mg_mqtt_message *_mm
+
+    cdef int _ensure_valid(self) except -1
+
+
+cdef class Timer:
+    cdef TimerBox *_box
+    cdef object _callback
+    cdef bint _repeat
+    cdef bint _active
+    cdef bint _cancelled
+    cdef void *_manager  # borrowed Manager, valid while _box is not NULL
+
+
+cdef class TlsOpts:
+    cdef public bytes ca
+    cdef public bytes cert
+    cdef public bytes key
+    cdef public bytes name
+    cdef public bint skip_verification
+
+
+cdef class RpcReq:
+    cdef mg.mg_rpc_req *_req
+    cdef bint _answered
+    cdef str _frame
+
+
+cdef class Rpc:
+    cdef mg.mg_rpc *_head
+    cdef dict _handlers
+    cdef list _patterns

@@ -1,0 +1,38 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: binding=False, embedsignature=False
+"""Cython core of cymongoose: one extension module owning mongoose.c (Mongoose keeps
+process-wide state such as the log level, so two modules would each get a copy).
+
+This file holds only directives, module-level cimports and the ordered include list; each
+fragment under _pxi/ says in its first line what it holds. The typed public contract and the
+user-facing docstrings live in _mongoose.pyi.
+"""
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.pystate cimport PyThreadState
+from cpython.ref cimport Py_DECREF, Py_INCREF, PyObject
+from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.string cimport memchr, memcmp, memcpy, memset, strlen
+
+cimport cython
+
+from .includes cimport mongoose as mg
+
+include "_pxi/errors.pxi"
+include "_pxi/constants.pxi"
+include "_pxi/buffers.pxi"
+include "_pxi/views.pxi"
+include "_pxi/dispatch.pxi"
+include "_pxi/connection.pxi"
+include "_pxi/manager.pxi"
+include "_pxi/timer.pxi"
+include "_pxi/limits.pxi"
+include "_pxi/http.pxi"
+include "_pxi/ws.pxi"
+include "_pxi/mqtt.pxi"
+include "_pxi/tls.pxi"
+include "_pxi/dns_sntp.pxi"
+include "_pxi/json_rpc.pxi"
+include "_pxi/util.pxi"
+include "_pxi/module_init.pxi"

@@ -1,0 +1,226 @@
+# Connection: the Python face of one mg_connection (state, buffers, raw I/O); protocol
+# methods are one-line delegations to the fragment of their protocol.
+
+
+cdef str _format_ip(const mg.mg_addr *a):
+    cdef const uint8_t *ip = a.addr.ip
+    if a.is_ip6:
+        # Eight 4-hex-digit groups, no "::" compression (0.2.5's format).
+        return ":".join([f"{(ip[i] << 8) | ip[i + 1]:04x}" for i in range(0, 16, 2)])
+    return f"{ip[0]}.{ip[1]}.{ip[2]}.{ip[3]}"
+
+
+cdef tuple _addr_tuple(const mg.mg_addr *a):
+    cdef uint16_t port = ((a.port & 0xFF) << 8) | (a.port >> 8)  # network to host order
+    return (_format_ip(a), port, bool(a.is_ip6))
+
+
+cdef inline object _check_handler(object handler, str argname):
+    if handler is not None and not callable(handler):
+        raise TypeError(
+            f"{argname} must be a callable handler(conn, ev, data) or None, "
+            f"not {type(handler).__name__}")
+    return handler
+
+
+@cython.final
+cdef class Connection:
+    """One Mongoose connection. Made by the Manager; the same object is passed to every
+    event of its connection."""
+
+    def __cinit__(self):
+        self._c = NULL
+        self._manager = NULL
+        self._bound = False
+
+    cdef int _ensure_open(self) except -1:
+        if self._c == NULL:
+            raise RuntimeError(_CLOSED_MSG)
+        return 0
+
+    def __repr__(self):
+        if self._c == NULL:
+            return "<Connection closed>"
+        return (f"<Connection id={self._c.id} readable={bool(self._c.is_readable)} "
+                f"writable={bool(self._c.is_writable)}>")
+
+    @property
+    def handler(self):
+        return self._handler
+
+    def set_handler(self, handler):
+        self._handler = _check_handler(handler, "handler")
+
+    @property
+    def id(self):
+        return self._c.id if self._c != NULL else 0
+
+    @property
+    def is_listening(self):
+        return self._c != NULL and self._c.is_listening != 0
+
+    @property
+    def is_closing(self):
+        return self._c == NULL or self._c.is_closing != 0
+
+    @property
+    def is_client(self):
+        return self._c != NULL and self._c.is_client != 0
+
+    @property
+    def is_tls(self):
+        return self._c != NULL and self._c.is_tls != 0
+
+    @property
+    def is_udp(self):
+        return self._c != NULL and self._c.is_udp != 0
+
+    @property
+    def is_websocket(self):
+        return self._c != NULL and self._c.is_websocket != 0
+
+    @property
+    def is_readable(self):
+        return self._c != NULL and self._c.is_readable != 0
+
+    @property
+    def is_writable(self):
+        return self._c != NULL and self._c.is_writable != 0
+
+    @property
+    def is_full(self):
+        return self._c != NULL and self._c.is_full != 0
+
+    @property
+    def is_draining(self):
+        return self._c != NULL and self._c.is_draining != 0
+
+    @property
+    def local_addr(self):
+        return _addr_tuple(&self._c.loc) if self._c != NULL else None
+
+    @property
+    def remote_addr(self):
+        return _addr_tuple(&self._c.rem) if self._c != NULL else None
+
+    @property
+    def recv_len(self):
+        return self._c.recv.len if self._c != NULL else 0
+
+    @property
+    def send_len(self):
+        return self._c.send.len if self._c != NULL else 0
+
+    @property
+    def recv_size(self):
+        return self._c.recv.size if self._c != NULL else 0
+
+    @property
+    def send_size(self):
+        return self._c.send.size if self._c != NULL else 0
+
+    def send(self, data):
+        self._ensure_open()
+        cdef bytes b = _coerce_bytes(data, "data")
+        if not mg.mg_send(self._c, PyBytes_AS_STRING(b), <size_t>PyBytes_GET_SIZE(b)):
+            raise RuntimeError("send failed: out of memory for the send buffer")
+
+    def recv_data(self, Py_ssize_t length=-1, *, bint consume=False):
+        self._ensure_open()
+        cdef size_t n = self._c.recv.len
+        if length >= 0 and <size_t>length < n:
+            n = <size_t>length
+        out = PyBytes_FromStringAndSize(<char *>self._c.recv.buf, <Py_ssize_t>n)
+        if consume and n > 0:
+            mg.mg_iobuf_del(&self._c.recv, 0, n)
+        return out
+
+    def send_data(self, Py_ssize_t length=-1):
+        self._ensure_open()
+        cdef size_t n = self._c.send.len
+        if length >= 0 and <size_t>length < n:
+            n = <size_t>length
+        return PyBytes_FromStringAndSize(<char *>self._c.send.buf, <Py_ssize_t>n)
+
+    def close(self):
+        # Marking, not freeing: Mongoose closes it at the end of the current (or next)
+        # poll iteration, after any running handler has returned, so the mg_connection
+        # never disappears under a handler that still uses it (0.2.5 freed it at once).
+        if self._c != NULL:
+            self._c.is_closing = 1
+
+    def drain(self):
+        self._ensure_open()
+        self._c.is_draining = 1
+
+    def error(self, str message):
+        self._ensure_open()
+        cdef bytes m = _utf8(message)
+        mg.mg_error(self._c, "%.*s", <int>min(len(m), 1 << 20), <const char *>m)
+
+    # HTTP (http.pxi)
+    def reply(self, int status_code, body=b"", headers=None):
+        _http_reply(self, status_code, body, headers)
+
+    def reply_json(self, data, int status_code=200, headers=None):
+        _http_reply_json(self, data, status_code, headers)
+
+    def serve_dir(self, HttpMessage message, str root_dir, str extra_headers="",
+                  str mime_types="", str page404=""):
+        _http_serve_dir(self, message, root_dir, extra_headers, mime_types, page404)
+
+    def serve_file(self, HttpMessage message, str path, str extra_headers="",
+                   str mime_types=""):
+        _http_serve_file(self, message, path, extra_headers, mime_types)
+
+    def http_chunk(self, data):
+        _http_chunk(self, data)
+
+    def http_sse(self, str event_type, str data):
+        _http_sse(self, event_type, data)
+
+    def http_basic_auth(self, str username, str password):
+        _http_basic_auth(self, username, password)
+
+    # WebSocket (ws.pxi)
+    def ws_upgrade(self, HttpMessage message, extra_headers=None):
+        _ws_upgrade(self, message, extra_headers)
+
+    def ws_send(self, data, op=WEBSOCKET_OP_TEXT):
+        _ws_send(self, data, op)
+
+    # MQTT (mqtt.pxi)
+    def mqtt_pub(self, str topic, message, qos=0, retain=False):
+        return _mqtt_pub(self, topic, message, qos, retain)
+
+    def mqtt_sub(self, str topic, qos=0):
+        _mqtt_sub(self, topic, qos)
+
+    def mqtt_unsub(self, str topic):
+        _mqtt_unsub(self, topic)
+
+    def mqtt_ping(self):
+        _mqtt_ping(self)
+
+    def mqtt_pong(self):
+        _mqtt_pong(self)
+
+    def mqtt_disconnect(self):
+        _mqtt_disconnect(self)
+
+    # TLS (tls.pxi)
+    def tls_init(self, TlsOpts opts):
+        _tls_init(self, opts)
+
+    def tls_free(self):
+        _tls_free(self)
+
+    # DNS / SNTP (dns_sntp.pxi)
+    def resolve(self, str url):
+        _resolve(self, url)
+
+    def resolve_cancel(self):
+        _resolve_cancel(self)
+
+    def sntp_request(self):
+        _sntp_request(self)

@@ -1,0 +1,186 @@
+# The C->Python bridge: Mongoose's event callback, the GIL hand-over, and per-event data.
+
+cdef extern from "Python.h":
+    PyThreadState *PyEval_SaveThread() nogil
+    void PyEval_RestoreThread(PyThreadState *tstate) nogil
+    Py_ssize_t Py_REFCNT(object o)
+
+
+cdef inline void _take_gil_back(GilSlot *slot) noexcept nogil:
+    # poll() released the GIL with PyEval_SaveThread(); the first callback of the iteration
+    # takes it back for good, so every later event of this iteration runs without any GIL
+    # traffic. poll() restores it itself if no callback ran.
+    cdef PyThreadState *tstate
+    if slot != NULL and slot.saved != NULL:
+        tstate = slot.saved
+        slot.saved = NULL
+        PyEval_RestoreThread(tstate)
+
+
+cdef void _on_event(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
+    if c.fn_data == NULL:
+        return
+    _take_gil_back(<GilSlot *>c.mgr.userdata)
+    _dispatch(c, ev, ev_data)
+
+
+cdef Connection _bind(mg.mg_connection *c):
+    """The Connection owned by c, created on first sight of an accepted connection."""
+    cdef Connection conn = <Connection>c.fn_data
+    cdef Connection child
+    if conn._c == c:
+        return conn
+    if conn._c == NULL and not conn._bound:
+        # Made by listen()/connect(), which already took the reference fn_data owns.
+        conn._c = c
+        conn._bound = True
+        return conn
+    # Mongoose copies the listener's fn_data onto each accepted connection: give the new
+    # connection its own object, inheriting the listener's handler and limits.
+    child = Connection.__new__(Connection)
+    child._c = c
+    child._bound = True
+    child._manager = conn._manager
+    child._handler = conn._handler
+    child._limits = conn._limits
+    Py_INCREF(child)  # owned by c->fn_data until MG_EV_CLOSE
+    c.fn_data = <void *>child
+    return child
+
+
+cdef void _unbind(mg.mg_connection *c, Connection conn) noexcept:
+    conn._c = NULL
+    conn._manager = NULL
+    c.fn_data = NULL
+    Py_DECREF(conn)
+
+
+cdef void _dispatch(mg.mg_connection *c, int ev, void *ev_data) noexcept with gil:
+    cdef GilSlot *slot = <GilSlot *>c.mgr.userdata
+    cdef Connection conn
+    cdef Manager manager
+    try:
+        conn = _bind(c)
+        if slot.finalizing:
+            # The Manager is being deallocated: no Python code may see it again.
+            if ev == mg.MG_EV_CLOSE:
+                _unbind(c, conn)
+            return
+        manager = <Manager>slot.manager
+        if ev == mg.MG_EV_HTTP_MSG and c.is_accepted:
+            # Remembered so reply() sends no body to HEAD (RFC 9110 §9.3.2).
+            conn._head_request = ((<mg.mg_http_message *>ev_data).method.len == 4 and
+                                  memcmp((<mg.mg_http_message *>ev_data).method.buf,
+                                         b"HEAD", 4) == 0)
+        _deliver(manager, conn, c, ev, ev_data)
+        if ev == mg.MG_EV_CLOSE:
+            _unbind(c, conn)
+    except BaseException as exc:
+        # Only reachable through a bug in the bridge itself; never let it escape into C.
+        _default_error_handler(exc)
+
+
+cdef void _deliver(Manager manager, Connection conn, mg.mg_connection *c, int ev,
+                   void *ev_data) noexcept:
+    """Call the Python handler for one event, with the exception rules of the module."""
+    if manager._stop_dispatch:
+        return
+    handler = conn._handler if conn._handler is not None else manager._handler
+    if handler is None:
+        return
+    cdef size_t send_mark = c.send.len
+    cdef object data = None
+    cdef HttpMessage hview = None
+    cdef WsMessage wview = None
+    cdef MqttMessage mview = None
+    if ev == mg.MG_EV_POLL or ev == mg.MG_EV_READ or ev == mg.MG_EV_WRITE:
+        pass
+    elif ev == mg.MG_EV_HTTP_MSG or ev == mg.MG_EV_HTTP_HDRS or ev == mg.MG_EV_WS_OPEN:
+        hview = _http_view(manager)
+        hview._hm = <mg.mg_http_message *>ev_data
+        data = hview
+    elif ev == mg.MG_EV_WS_MSG:
+        wview = WsMessage.__new__(WsMessage)
+        wview._wm = <mg.mg_ws_message *>ev_data
+        data = wview
+    elif ev == mg.MG_EV_MQTT_MSG or ev == mg.MG_EV_MQTT_CMD:
+        mview = MqttMessage.__new__(MqttMessage)
+        mview._mm = <mg.mg_mqtt_message *>ev_data
+        data = mview
+    elif ev == mg.MG_EV_ERROR:
+        data = (<const char *>ev_data).decode("utf-8", "ignore") if ev_data != NULL else ""
+    elif ev == mg.MG_EV_MQTT_OPEN:
+        data = (<int *>ev_data)[0] if ev_data != NULL else 0
+    elif ev == mg.MG_EV_SNTP_TIME:
+        data = (<int64_t *>ev_data)[0] if ev_data != NULL else 0
+    elif ev == mg.MG_EV_WAKEUP:
+        data = _bytes_mg((<mg.mg_str *>ev_data)[0]) if ev_data != NULL else b""
+    try:
+        handler(conn, ev, data)
+    except BaseException as exc:
+        if _is_fatal(exc):
+            manager._fatal = exc
+            manager._stop_dispatch = True
+        else:
+            manager._report(exc)
+            if ev == mg.MG_EV_HTTP_MSG:
+                _answer_failed_request(c, send_mark)
+    finally:
+        # Views die with their event (picows' rule): a stored view raises, never reads
+        # freed memory.
+        if hview is not None:
+            hview._hm = NULL
+        elif wview is not None:
+            wview._wm = NULL
+        elif mview is not None:
+            mview._mm = NULL
+
+
+cdef HttpMessage _http_view(Manager manager):
+    # Reuse one view object per Manager when nobody kept the previous one: saves an
+    # allocation per request. A view someone still holds (refcount > 1) or one in use by an
+    # outer handler (nested WS_OPEN inside ws_upgrade) is never revived.
+    cdef HttpMessage view = manager._http_view
+    if view is None or view._hm != NULL or Py_REFCNT(view) > 2:
+        view = HttpMessage.__new__(HttpMessage)
+        manager._http_view = view
+    return view
+
+
+cdef void _deliver_synthetic(Manager manager, Connection conn, int ev, object data) noexcept:
+    """Deliver an event cymongoose makes itself (MG_EV_WAKEUP payloads) to a handler."""
+    if manager._stop_dispatch or conn._c == NULL:
+        return
+    handler = conn._handler if conn._handler is not None else manager._handler
+    if handler is None:
+        return
+    try:
+        handler(conn, ev, data)
+    except BaseException as exc:
+        if _is_fatal(exc):
+            manager._fatal = exc
+            manager._stop_dispatch = True
+        else:
+            manager._report(exc)
+
+
+cdef bytes _RESPONSE_500 = (
+    b"HTTP/1.1 500 Internal Server Error\r\n"
+    b"Content-Type: text/plain; charset=utf-8\r\n"
+    b"Content-Length: 21\r\n"
+    b"Connection: close\r\n\r\n"
+    b"Internal Server Error")
+
+
+cdef void _answer_failed_request(mg.mg_connection *c, size_t send_mark) noexcept:
+    # The handler raised on a request it had not answered (Mongoose's is_resp still set).
+    # Nothing written yet: a clean 500, then close after it is flushed. Something
+    # written: the response is half-framed and can't be completed, so close now.
+    if not c.is_accepted or c.is_closing or c.is_websocket or not c.is_resp:
+        return
+    if c.send.len == send_mark:
+        mg.mg_send(c, PyBytes_AS_STRING(_RESPONSE_500), PyBytes_GET_SIZE(_RESPONSE_500))
+        c.is_resp = 0
+        c.is_draining = 1
+    else:
+        c.is_closing = 1

@@ -1,0 +1,26 @@
+# Error messages and the bridge that routes callback exceptions to logging or error handlers.
+
+import logging as _logging
+
+cdef object _log = _logging.getLogger("cymongoose")
+
+cdef str _CLOSED_MSG = "Connection has been closed"
+cdef str _MANAGER_CLOSED_MSG = (
+    "Manager has been closed; create a new Manager to listen or connect again")
+cdef str _STALE_VIEW_MSG = (
+    "{} was used after its event handler returned: Mongoose has reused its memory. "
+    "Copy what you need (for example msg.body_bytes or msg.headers()) inside the handler.")
+
+
+cdef void _default_error_handler(BaseException exc) noexcept:
+    """Log an exception from a handler, timer or callback with its traceback."""
+    try:
+        _log.error("Unhandled exception in a cymongoose callback", exc_info=exc)
+    except BaseException:
+        pass
+
+
+cdef inline bint _is_fatal(BaseException exc):
+    # KeyboardInterrupt and SystemExit stop the loop (uvloop's rule); everything else is
+    # reported and the loop goes on.
+    return not isinstance(exc, Exception)

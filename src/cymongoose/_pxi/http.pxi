@@ -1,0 +1,202 @@
+# HTTP server and client helpers behind Connection.reply/serve_*/http_*: responses are framed
+# here with explicit lengths, never through a C format string, so bodies are binary-safe.
+
+import json as _json
+
+cdef dict _REASONS = {
+    100: "Continue", 101: "Switching Protocols", 200: "OK", 201: "Created",
+    202: "Accepted", 203: "Non-Authoritative Information", 204: "No Content",
+    205: "Reset Content", 206: "Partial Content", 300: "Multiple Choices",
+    301: "Moved Permanently", 302: "Found", 303: "See Other", 304: "Not Modified",
+    307: "Temporary Redirect", 308: "Permanent Redirect", 400: "Bad Request",
+    401: "Unauthorized", 402: "Payment Required", 403: "Forbidden", 404: "Not Found",
+    405: "Method Not Allowed", 406: "Not Acceptable", 408: "Request Timeout",
+    409: "Conflict", 410: "Gone", 411: "Length Required", 412: "Precondition Failed",
+    413: "Content Too Large", 414: "URI Too Long", 415: "Unsupported Media Type",
+    416: "Range Not Satisfiable", 417: "Expectation Failed", 418: "I'm a teapot",
+    421: "Misdirected Request", 422: "Unprocessable Content", 425: "Too Early",
+    426: "Upgrade Required", 428: "Precondition Required", 429: "Too Many Requests",
+    431: "Request Header Fields Too Large", 451: "Unavailable For Legal Reasons",
+    500: "Internal Server Error", 501: "Not Implemented", 502: "Bad Gateway",
+    503: "Service Unavailable", 504: "Gateway Timeout", 505: "HTTP Version Not Supported",
+}
+
+# Status lines for the common codes, prebuilt so the hot path does no formatting.
+cdef dict _STATUS_LINES = {
+    code: f"HTTP/1.1 {code} {reason}\r\n".encode("ascii") for code, reason in _REASONS.items()}
+cdef bytes _DEFAULT_CONTENT_TYPE = b"Content-Type: text/plain\r\n"
+cdef bytes _JSON_CONTENT_TYPE = b"Content-Type: application/json\r\n"
+
+
+cdef bytes _status_line(int status_code):
+    line = _STATUS_LINES.get(status_code)
+    if line is not None:
+        return <bytes>line
+    if status_code < 100 or status_code > 999:
+        raise ValueError(f"status_code must be between 100 and 999, not {status_code}")
+    return f"HTTP/1.1 {status_code} \r\n".encode("ascii")
+
+
+cdef str _header_text(object value, str what):
+    # str() the name/value as 0.2.5 did, then refuse anything that would split the header
+    # block (CR, LF) or truncate it in C (NUL): no response splitting.
+    cdef str s = value if type(value) is str else str(value)
+    if "\r" in s or "\n" in s or "\0" in s:
+        raise ValueError(f"header {what} {s!r} contains CR, LF or NUL; remove them")
+    return s
+
+
+cdef bytes _header_block(object headers, bint json_type):
+    """Encoded 'Name: value\\r\\n' lines; Content-Type first unless the caller set one."""
+    if headers is None:
+        return _JSON_CONTENT_TYPE if json_type else _DEFAULT_CONTENT_TYPE
+    if not isinstance(headers, dict):
+        raise TypeError(f"headers must be a dict or None, not {type(headers).__name__}")
+    cdef list lines = []
+    cdef bint has_type = False
+    cdef str name
+    for key, value in (<dict>headers).items():
+        name = _header_text(key, "name")
+        if not name or ":" in name or " " in name or "\t" in name:
+            raise ValueError(f"header name {name!r} is not a valid HTTP field name")
+        lower = name.lower()
+        if lower == "content-length":
+            continue  # always computed from the body: a wrong one would misframe
+        if lower == "content-type":
+            if json_type:
+                continue
+            has_type = True
+        lines.append(f"{name}: {_header_text(value, 'value')}\r\n")
+    cdef bytes block = "".join(lines).encode("utf-8")
+    if json_type:
+        return _JSON_CONTENT_TYPE + block
+    return block if has_type else _DEFAULT_CONTENT_TYPE + block
+
+
+cdef int _send_response(Connection conn, int status_code, bytes header_block,
+                        bytes body) except -1:
+    conn._ensure_open()
+    cdef mg.mg_connection *c = conn._c
+    cdef bytes status = _status_line(status_code)
+    cdef Py_ssize_t body_len = PyBytes_GET_SIZE(body)
+    # No body for HEAD, 1xx, 204 and 304 (RFC 9110 §6.4.1); Content-Length still tells
+    # a HEAD client what GET would have sent.
+    cdef bint bodyless_status = status_code < 200 or status_code == 204 or status_code == 304
+    cdef bytes length_line
+    if bodyless_status and status_code != 304:
+        length_line = b"\r\n"
+    else:
+        length_line = b"Content-Length: %d\r\n\r\n" % body_len
+    cdef bytes head = status + header_block + length_line
+    if not mg.mg_send(c, PyBytes_AS_STRING(head), <size_t>PyBytes_GET_SIZE(head)):
+        raise RuntimeError("reply failed: out of memory for the send buffer")
+    if body_len and not conn._head_request and not bodyless_status:
+        if not mg.mg_send(c, PyBytes_AS_STRING(body), <size_t>body_len):
+            raise RuntimeError("reply failed: out of memory for the send buffer")
+    c.is_resp = 0  # response complete: Mongoose may parse the next pipelined request
+    return 0
+
+
+cdef int _http_reply(Connection conn, int status_code, object body, object headers) except -1:
+    conn._ensure_open()
+    _send_response(conn, status_code, _header_block(headers, False),
+                   _coerce_bytes(body, "body"))
+    return 0
+
+
+cdef int _http_reply_json(Connection conn, object data, int status_code,
+                          object headers) except -1:
+    conn._ensure_open()
+    cdef bytes body = _json.dumps(data).encode("utf-8")
+    _send_response(conn, status_code, _header_block(headers, True), body)
+    return 0
+
+
+cdef int _check_message(HttpMessage message) except -1:
+    if message is None or message._hm == NULL:
+        raise ValueError(
+            "HttpMessage is no longer valid: serve it inside the handler of its event")
+    return 0
+
+
+cdef int _http_serve_dir(Connection conn, HttpMessage message, str root_dir,
+                         str extra_headers, str mime_types, str page404) except -1:
+    conn._ensure_open()
+    _check_message(message)
+    cdef bytes root = _utf8_no_nul(root_dir, "root_dir")
+    cdef bytes extra = _utf8_no_nul(_checked_header_block(extra_headers), "extra_headers")
+    cdef bytes mimes = _utf8_no_nul(mime_types, "mime_types")
+    cdef bytes p404 = _utf8_no_nul(page404, "page404")
+    cdef mg.mg_http_serve_opts opts
+    memset(&opts, 0, sizeof(opts))
+    opts.root_dir = root
+    if len(extra):
+        opts.extra_headers = extra
+    if len(mimes):
+        opts.mime_types = mimes
+    if len(p404):
+        opts.page404 = p404
+    mg.mg_http_serve_dir(conn._c, message._hm, &opts)
+    return 0
+
+
+cdef int _http_serve_file(Connection conn, HttpMessage message, str path,
+                          str extra_headers, str mime_types) except -1:
+    conn._ensure_open()
+    _check_message(message)
+    cdef bytes bpath = _utf8_no_nul(path, "path")
+    cdef bytes extra = _utf8_no_nul(_checked_header_block(extra_headers), "extra_headers")
+    cdef bytes mimes = _utf8_no_nul(mime_types, "mime_types")
+    cdef mg.mg_http_serve_opts opts
+    memset(&opts, 0, sizeof(opts))
+    if len(extra):
+        opts.extra_headers = extra
+    if len(mimes):
+        opts.mime_types = mimes
+    mg.mg_http_serve_file(conn._c, message._hm, bpath, &opts)
+    return 0
+
+
+cdef str _checked_header_block(str block):
+    # A raw header block must be whole "Name: value\r\n" lines: a bare CR or LF inside it
+    # would let the caller's data start a new header or end the head early.
+    if not block:
+        return block
+    if not block.endswith("\r\n"):
+        block += "\r\n"
+    for line in block[:len(block) - 2].split("\r\n"):
+        if not line or "\r" in line or "\n" in line or ":" not in line:
+            raise ValueError(
+                f"extra_headers must be 'Name: value' lines separated by CRLF, got {line!r}")
+    return block
+
+
+cdef int _http_chunk(Connection conn, object data) except -1:
+    conn._ensure_open()
+    cdef bytes b = _coerce_bytes(data, "data")
+    mg.mg_http_write_chunk(conn._c, PyBytes_AS_STRING(b), <size_t>PyBytes_GET_SIZE(b))
+    return 0
+
+
+cdef int _http_sse(Connection conn, str event_type, str data) except -1:
+    conn._ensure_open()
+    if "\r" in event_type or "\n" in event_type:
+        raise ValueError("event_type must not contain CR or LF")
+    # Every line of data gets its own "data:" field so multi-line payloads survive.
+    cdef list parts = [f"event: {event_type}\n"] if event_type else []
+    for line in data.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+        parts.append(f"data: {line}\n")
+    parts.append("\n")
+    _http_chunk(conn, "".join(parts))
+    return 0
+
+
+cdef int _http_basic_auth(Connection conn, str username, str password) except -1:
+    conn._ensure_open()
+    import base64
+    if ":" in username:
+        raise ValueError("username must not contain ':' (RFC 7617)")
+    token = base64.b64encode(f"{username}:{password}".encode("utf-8"))
+    cdef bytes line = b"Authorization: Basic " + token + b"\r\n"
+    mg.mg_send(conn._c, PyBytes_AS_STRING(line), <size_t>PyBytes_GET_SIZE(line))
+    return 0

@@ -1,0 +1,291 @@
+# Manager: owns one mg_mgr; poll loop (GIL released while waiting), lifecycle, listen/connect,
+# lossless cross-thread wakeup.
+
+import collections as _collections
+import signal as _signal
+import threading as _threading
+import warnings as _warnings
+
+# Largest payload wakeup() accepts. Payloads travel in an in-process queue, not through the
+# datagram pipe (which 0.2.5 silently truncated), so this bound only keeps a runaway
+# producer from queueing unbounded single messages.
+WAKEUP_MAX_PAYLOAD = 64 * 1024 * 1024
+
+cdef tuple _HTTP_SCHEMES = ("http://", "https://", "ws://", "wss://")
+
+
+cdef extern from "Python.h":
+    int PyErr_CheckSignals() except -1
+
+
+@cython.final
+cdef class Manager:
+    """Owns one Mongoose event manager and every connection made through it."""
+
+    def __cinit__(self, *args, **kwargs):
+        mg.mg_mgr_init(&self._mgr)
+        self._gil.saved = NULL
+        self._gil.manager = <void *>self
+        self._gil.finalizing = False
+        self._mgr.userdata = <void *>&self._gil
+        self._closed = False
+        self._polling = False
+        self._timers = set()
+        self._wakeup_queue = _collections.deque()
+        self._limits = _DEFAULT_LIMITS
+
+    def __init__(self, handler=None, enable_wakeup=False, error_handler=None):
+        self._handler = _check_handler(handler, "handler")
+        if error_handler is not None and not callable(error_handler):
+            raise TypeError(
+                "error_handler must be a callable error_handler(exc) or None, "
+                f"not {type(error_handler).__name__}")
+        self._error_handler = error_handler
+        if enable_wakeup:
+            if not mg.mg_wakeup_init(&self._mgr):
+                raise RuntimeError("could not create the wakeup socket pair")
+            self._wakeup_enabled = True
+            # mg_wakeup_init() adds its pipe connection at the head of the list.
+            self._wakeup_id = self._mgr.conns.id
+
+    def __dealloc__(self):
+        if self._closed:
+            return
+        # Dropped without close(): free everything, but run no Python handler on an object
+        # being destroyed (uvloop's loud rule: warn, then clean up).
+        self._gil.finalizing = True
+        try:
+            _warnings.warn(
+                "unclosed cymongoose.Manager: call close() or use it as a context manager",
+                ResourceWarning)
+        except BaseException:
+            pass
+        self._release_timers()
+        mg.mg_mgr_free(&self._mgr)
+        self._closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+        return False
+
+    cdef int _ensure_open(self) except -1:
+        if self._closed:
+            raise RuntimeError(_MANAGER_CLOSED_MSG)
+        return 0
+
+    cdef void _report(self, BaseException exc) noexcept:
+        if self._error_handler is None:
+            _default_error_handler(exc)
+            return
+        try:
+            self._error_handler(exc)
+        except BaseException as handler_exc:
+            _default_error_handler(handler_exc)
+
+    @property
+    def connections(self):
+        cdef list out = []
+        cdef mg.mg_connection *c = self._mgr.conns if not self._closed else NULL
+        while c != NULL:
+            # Only connections that run our callback and are bound: never Mongoose's own
+            # wakeup pipe or DNS sockets.
+            if c.fn == _on_event and c.fn_data != NULL and (<Connection>c.fn_data)._c == c:
+                out.append(<Connection>c.fn_data)
+            c = c.next
+        out.reverse()  # creation order
+        return tuple(out)
+
+    @property
+    def wakeup_id(self):
+        return self._wakeup_id if self._wakeup_enabled and not self._closed else 0
+
+    def poll(self, int timeout_ms=0):
+        self._ensure_open()
+        if self._polling:
+            raise RuntimeError(
+                "poll() is already running on this Manager (re-entrant call from a handler, "
+                "or a second thread); only one thread may poll a Manager")
+        self._reap_timers()
+        self._polling = True
+        self._stop_dispatch = False
+        try:
+            self._gil.saved = PyEval_SaveThread()
+            mg.mg_mgr_poll(&self._mgr, timeout_ms)
+            if self._gil.saved != NULL:  # no callback ran, so nobody took the GIL back
+                PyEval_RestoreThread(self._gil.saved)
+                self._gil.saved = NULL
+            self._deliver_wakeups()
+        finally:
+            self._polling = False
+        if self._fatal is not None:
+            exc, self._fatal = self._fatal, None
+            raise exc
+        PyErr_CheckSignals()
+
+    def run(self, int poll_ms=100):
+        self._ensure_open()
+        stop = []
+        previous = {}
+
+        def _request_stop(signum, frame):
+            stop.append(signum)
+
+        # Signal handlers can only be set from the main thread; elsewhere run() relies on
+        # KeyboardInterrupt raised out of poll().
+        if _threading.current_thread() is _threading.main_thread():
+            for signum in (_signal.SIGINT, _signal.SIGTERM):
+                previous[signum] = _signal.signal(signum, _request_stop)
+        try:
+            while not stop and not self._closed:
+                self.poll(poll_ms)
+        finally:
+            for signum, old in previous.items():
+                _signal.signal(signum, old)
+            self.close()
+
+    def close(self):
+        if self._closed:
+            return
+        if self._polling:
+            raise RuntimeError(
+                "cannot close a Manager while poll() is running; close it after poll() "
+                "returns (a handler can call conn.close() or stop the loop instead)")
+        self._release_timers()
+        self._polling = True  # handlers run by MG_EV_CLOSE must not poll or close again
+        try:
+            mg.mg_mgr_free(&self._mgr)
+        finally:
+            self._polling = False
+            self._closed = True
+            self._wakeup_queue.clear()
+            self._http_view = None
+        if self._fatal is not None:
+            exc, self._fatal = self._fatal, None
+            raise exc
+
+    def listen(self, str url, handler=None, *, http=None):
+        return _open(self, url, handler, http, True)
+
+    def connect(self, str url, handler=None, *, http=None):
+        return _open(self, url, handler, http, False)
+
+    def ws_connect(self, str url, handler=None):
+        return _ws_connect(self, url, handler)
+
+    def mqtt_connect(self, str url, handler=None, client_id="", username="", password="",
+                     clean_session=True, keepalive=60, **kwargs):
+        return _mqtt_connect(self, url, handler, client_id, username, password,
+                             clean_session, keepalive, kwargs)
+
+    def mqtt_listen(self, str url, handler=None):
+        return _mqtt_listen(self, url, handler)
+
+    def sntp_connect(self, str url, handler=None):
+        return _sntp_connect(self, url, handler)
+
+    def timer_add(self, int milliseconds, callback, *, repeat=False, run_now=False):
+        return _timer_add(self, milliseconds, callback, repeat, run_now)
+
+    def wakeup(self, unsigned long connection_id, bytes data=b""):
+        self._ensure_open()
+        if not self._wakeup_enabled or connection_id == 0:
+            return False
+        if len(data) > WAKEUP_MAX_PAYLOAD:
+            raise ValueError(
+                f"wakeup payload is {len(data)} bytes; the limit is {WAKEUP_MAX_PAYLOAD}. "
+                "Pass large data through your own queue and wake with a small token.")
+        self._wakeup_queue.append((connection_id, data))
+        # One datagram wakes the poll; the queue carries the payloads. The flag is cleared
+        # by the poll thread *before* it drains, so an append that misses the drain always
+        # sends a fresh datagram.
+        if not self._wake_pending:
+            self._wake_pending = True
+            mg.mg_wakeup(&self._mgr, self._wakeup_id, b"w", 1)
+        return True
+
+    cdef void _deliver_wakeups(self) noexcept:
+        if not self._wake_pending and not self._wakeup_queue:
+            return
+        self._wake_pending = False
+        queue = self._wakeup_queue
+        cdef Connection conn
+        while queue:
+            connection_id, data = queue.popleft()
+            conn = self._find(connection_id)
+            if conn is not None:
+                _deliver_synthetic(self, conn, mg.MG_EV_WAKEUP, data)
+
+    cdef Connection _find(self, unsigned long conn_id):
+        cdef mg.mg_connection *c = self._mgr.conns
+        while c != NULL:
+            if c.id == conn_id:
+                if c.fn == _on_event and c.fn_data != NULL:
+                    return <Connection>c.fn_data
+                return None
+            c = c.next
+        return None
+
+    cdef void _release_timers(self) noexcept:
+        cdef Timer t
+        self._mgr.timers = NULL  # mg_mgr_free would mg_free() them: they are ours
+        for t in self._timers:
+            _timer_detach(t)
+        self._timers.clear()
+
+    cdef void _reap_timers(self) noexcept:
+        cdef Timer t
+        if not self._timers:
+            return
+        for t in [t for t in self._timers if not t._active or t._cancelled]:
+            mg.mg_timer_free(&self._mgr.timers, &t._box.timer)
+            _timer_detach(t)
+            self._timers.discard(t)
+
+
+cdef Connection _open(Manager manager, str url, object handler, object http, bint listen):
+    manager._ensure_open()
+    _check_handler(handler, "handler")
+    cdef bytes burl = _utf8_no_nul(url, "url")
+    cdef bint use_http = (url.startswith(_HTTP_SCHEMES) if http is None else bool(http))
+    cdef Connection conn = Connection.__new__(Connection)
+    conn._handler = handler
+    conn._manager = <void *>manager
+    conn._limits = manager._limits
+    cdef mg.mg_connection *c
+    Py_INCREF(conn)  # the reference c->fn_data will own until MG_EV_CLOSE
+    if listen:
+        if use_http:
+            c = mg.mg_http_listen(&manager._mgr, burl, _on_event, <void *>conn)
+        else:
+            c = mg.mg_listen(&manager._mgr, burl, _on_event, <void *>conn)
+    else:
+        if use_http:
+            c = mg.mg_http_connect(&manager._mgr, burl, _on_event, <void *>conn)
+        else:
+            c = mg.mg_connect(&manager._mgr, burl, _on_event, <void *>conn)
+    if c == NULL:
+        Py_DECREF(conn)
+        what = "listen on" if listen else "connect to"
+        raise RuntimeError(
+            f"cannot {what} {url!r}: check the scheme (tcp://, udp://, http://, https://, "
+            "ws://, wss://), host and port, and that the address is free")
+    if not conn._bound:  # no handler saw MG_EV_OPEN (none set): bind now
+        conn._c = c
+        conn._bound = True
+    if listen and use_http:
+        _install_http_guard(c)
+    _raise_pending(manager)
+    return conn
+
+
+cdef int _raise_pending(Manager manager) except -1:
+    # A KeyboardInterrupt/SystemExit raised by a handler that ran synchronously inside an
+    # API call (MG_EV_OPEN in listen(), for example) surfaces from that call.
+    if manager._fatal is not None and not manager._polling:
+        exc, manager._fatal = manager._fatal, None
+        manager._stop_dispatch = False
+        raise exc
+    return 0

@@ -1,0 +1,91 @@
+# Timer: Python callables on Mongoose's timer list; cancellation is thread-safe and lazy.
+
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+
+
+@cython.final
+cdef class Timer:
+    """A callback scheduled on a Manager by Manager.timer_add()."""
+
+    def __cinit__(self):
+        self._box = NULL
+        self._manager = NULL
+        self._active = False
+        self._cancelled = False
+
+    def cancel(self):
+        # Only a flag: safe from any thread. The poll thread unlinks and frees the timer at
+        # the start of its next poll(); until then the callback checks the flag.
+        self._cancelled = True
+        self._active = False
+
+    @property
+    def active(self):
+        return self._active and not self._cancelled
+
+    def __repr__(self):
+        state = "active" if self.active else "inactive"
+        return f"<Timer {state} repeat={bool(self._repeat)}>"
+
+
+cdef Timer _timer_add(Manager manager, int milliseconds, object callback, bint repeat,
+                      bint run_now):
+    manager._ensure_open()
+    if not callable(callback):
+        raise TypeError(f"callback must be callable, not {type(callback).__name__}")
+    if milliseconds < 0:
+        raise ValueError("milliseconds must be >= 0")
+    cdef TimerBox *box = <TimerBox *>PyMem_Malloc(sizeof(TimerBox))
+    if box == NULL:
+        raise MemoryError()
+    memset(box, 0, sizeof(TimerBox))
+    cdef Timer timer = Timer.__new__(Timer)
+    timer._box = box
+    timer._callback = callback
+    timer._repeat = repeat
+    timer._active = True
+    timer._manager = <void *>manager
+    box.gil = &manager._gil
+    box.owner = <void *>timer  # borrowed: manager._timers holds the reference
+    cdef unsigned flags = mg.MG_TIMER_REPEAT if repeat else mg.MG_TIMER_ONCE
+    if run_now:
+        flags |= mg.MG_TIMER_RUN_NOW
+    manager._timers.add(timer)
+    mg.mg_timer_init(&manager._mgr.timers, &box.timer, <uint64_t>milliseconds, flags,
+                     _on_timer, <void *>box)
+    return timer
+
+
+cdef void _timer_detach(Timer timer) noexcept:
+    # Caller has unlinked the box from the manager's list (or dropped the whole list).
+    if timer._box != NULL:
+        PyMem_Free(timer._box)
+        timer._box = NULL
+    timer._active = False
+    timer._manager = NULL
+
+
+cdef void _on_timer(void *arg) noexcept nogil:
+    cdef TimerBox *box = <TimerBox *>arg
+    _take_gil_back(box.gil)
+    _fire_timer(box)
+
+
+cdef void _fire_timer(TimerBox *box) noexcept with gil:
+    cdef Timer timer = <Timer>box.owner
+    cdef Manager manager
+    if box.gil.finalizing or timer._cancelled or not timer._active:
+        return
+    manager = <Manager>timer._manager
+    if manager._stop_dispatch:
+        return
+    if not timer._repeat:
+        timer._active = False  # reaped at the next poll()
+    try:
+        timer._callback()
+    except BaseException as exc:
+        if _is_fatal(exc):
+            manager._fatal = exc
+            manager._stop_dispatch = True
+        else:
+            manager._report(exc)

@@ -1,0 +1,362 @@
+# C declarations of the Mongoose 7.23 API that cymongoose uses, in mongoose.h order. No logic.
+# cimport as a module (`from .includes cimport mongoose as mg`) so every C call reads `mg.*`.
+# Bit-fields of struct mg_connection are declared as plain members: Cython only emits
+# `c->field` accesses, which C resolves against the real bit-field.
+
+from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+
+
+cdef extern from "mongoose.h" nogil:
+    const char *MG_VERSION
+
+    struct mg_str:
+        char *buf
+        size_t len
+
+    mg_str mg_str_n(const char *s, size_t n)
+    bint mg_match(mg_str s, mg_str pattern, mg_str *caps)
+
+    ctypedef void (*mg_pfn_t)(char, void *arg)
+    void mg_pfn_iobuf(char ch, void *param)
+
+    enum:
+        MG_LL_NONE
+        MG_LL_ERROR
+        MG_LL_INFO
+        MG_LL_DEBUG
+        MG_LL_VERBOSE
+    int mg_log_level
+    void mg_log_set_fn(mg_pfn_t fn, void *param)
+
+    struct mg_timer:
+        uint64_t period_ms
+        uint64_t expire
+        unsigned flags
+        void (*fn)(void *)
+        void *arg
+        mg_timer *next
+    enum:
+        MG_TIMER_ONCE
+        MG_TIMER_REPEAT
+        MG_TIMER_RUN_NOW
+        MG_TIMER_CALLED
+        MG_TIMER_AUTODELETE
+    void mg_timer_init(mg_timer **head, mg_timer *timer, uint64_t milliseconds,
+                       unsigned flags, void (*fn)(void *), void *arg)
+    void mg_timer_free(mg_timer **head, mg_timer *timer)
+
+    bint mg_random(void *buf, size_t len)
+    char *mg_random_str(char *buf, size_t len)
+    uint32_t mg_crc32(uint32_t crc, const char *buf, size_t len)
+
+    unsigned short mg_url_port(const char *url)
+    bint mg_url_is_ssl(const char *url)
+    mg_str mg_url_host(const char *url)
+    mg_str mg_url_user(const char *url)
+    mg_str mg_url_pass(const char *url)
+    const char *mg_url_uri(const char *url)
+
+    struct mg_iobuf:
+        unsigned char *buf
+        size_t size
+        size_t len
+        size_t align
+    bint mg_iobuf_resize(mg_iobuf *io, size_t new_size)
+    size_t mg_iobuf_add(mg_iobuf *io, size_t ofs, const void *buf, size_t len)
+    size_t mg_iobuf_del(mg_iobuf *io, size_t ofs, size_t len)
+
+    size_t mg_base64_encode(const unsigned char *p, size_t n, char *buf, size_t len)
+    size_t mg_base64_decode(const char *src, size_t n, char *dst, size_t len)
+
+    ctypedef struct mg_md5_ctx:
+        pass
+    void mg_md5_init(mg_md5_ctx *c)
+    void mg_md5_update(mg_md5_ctx *c, const unsigned char *data, size_t len)
+    void mg_md5_final(mg_md5_ctx *c, unsigned char *digest)
+    ctypedef struct mg_sha1_ctx:
+        pass
+    void mg_sha1_init(mg_sha1_ctx *c)
+    void mg_sha1_update(mg_sha1_ctx *c, const unsigned char *data, size_t len)
+    void mg_sha1_final(unsigned char *digest, mg_sha1_ctx *c)
+    void mg_sha256(uint8_t *dst, uint8_t *data, size_t datasz)
+    void mg_hmac_sha256(uint8_t *dst, uint8_t *key, size_t keysz, uint8_t *data, size_t datasz)
+
+    ctypedef void (*mg_event_handler_t)(mg_connection *c, int ev, void *ev_data)
+    void mg_error(mg_connection *c, const char *fmt, ...)
+
+    enum:
+        MG_EV_ERROR
+        MG_EV_OPEN
+        MG_EV_POLL
+        MG_EV_RESOLVE
+        MG_EV_CONNECT
+        MG_EV_ACCEPT
+        MG_EV_TLS_HS
+        MG_EV_READ
+        MG_EV_WRITE
+        MG_EV_CLOSE
+        MG_EV_HTTP_HDRS
+        MG_EV_HTTP_MSG
+        MG_EV_WS_OPEN
+        MG_EV_WS_MSG
+        MG_EV_WS_CTL
+        MG_EV_MQTT_CMD
+        MG_EV_MQTT_MSG
+        MG_EV_MQTT_OPEN
+        MG_EV_SNTP_TIME
+        MG_EV_WAKEUP
+        MG_EV_MDNS_REQ
+        MG_EV_MDNS_RESP
+        MG_EV_MODBUS_REQ
+        MG_EV_USER
+
+    union mg_addr_ip:
+        uint8_t ip[16]
+        uint32_t ip4
+    struct mg_addr:
+        mg_addr_ip addr "addr"
+        uint16_t port
+        uint8_t scope_id
+        bint is_ip6
+
+    struct mg_mgr:
+        mg_connection *conns
+        int dnstimeout
+        void *userdata
+        mg_timer *timers
+
+    struct mg_connection:
+        mg_connection *next
+        mg_mgr *mgr
+        mg_addr loc
+        mg_addr rem
+        void *fd
+        unsigned long id
+        mg_iobuf recv
+        mg_iobuf send
+        mg_iobuf rtls
+        mg_event_handler_t fn
+        void *fn_data
+        mg_event_handler_t pfn
+        void *pfn_data
+        char data[32]
+        void *tls
+        unsigned is_listening
+        unsigned is_client
+        unsigned is_accepted
+        unsigned is_resolving
+        unsigned is_connecting
+        unsigned is_tls
+        unsigned is_tls_hs
+        unsigned is_udp
+        unsigned is_websocket
+        unsigned is_mqtt5
+        unsigned is_draining
+        unsigned is_closing
+        unsigned is_full
+        unsigned is_resp
+        unsigned is_readable
+        unsigned is_writable
+
+    void mg_mgr_poll(mg_mgr *mgr, int ms)
+    void mg_mgr_init(mg_mgr *mgr)
+    void mg_mgr_free(mg_mgr *mgr)
+    mg_connection *mg_listen(mg_mgr *mgr, const char *url, mg_event_handler_t fn, void *fn_data)
+    mg_connection *mg_connect(mg_mgr *mgr, const char *url, mg_event_handler_t fn, void *fn_data)
+    bint mg_send(mg_connection *c, const void *buf, size_t len)
+    bint mg_wakeup(mg_mgr *mgr, unsigned long id, const void *buf, size_t len)
+    bint mg_wakeup_init(mg_mgr *mgr)
+
+    enum:
+        MG_MAX_HTTP_HEADERS
+        MG_MAX_RECV_SIZE
+
+    struct mg_http_header:
+        mg_str name
+        mg_str value
+
+    struct mg_http_message:
+        mg_str method
+        mg_str uri
+        mg_str query
+        mg_str proto
+        mg_http_header headers[128]
+        mg_str body
+        mg_str head
+        mg_str message
+
+    struct mg_http_serve_opts:
+        const char *root_dir
+        const char *ssi_pattern
+        const char *extra_headers
+        const char *mime_types
+        const char *page404
+        void *fs
+
+    struct mg_http_part:
+        mg_str name
+        mg_str filename
+        mg_str body
+
+    int mg_http_parse(const char *s, size_t len, mg_http_message *hm)
+    int mg_http_get_request_len(const unsigned char *buf, size_t buf_len)
+    void mg_http_write_chunk(mg_connection *c, const char *buf, size_t len)
+    mg_connection *mg_http_listen(mg_mgr *mgr, const char *url, mg_event_handler_t fn,
+                                  void *fn_data)
+    mg_connection *mg_http_connect(mg_mgr *mgr, const char *url, mg_event_handler_t fn,
+                                   void *fn_data)
+    void mg_http_serve_dir(mg_connection *c, mg_http_message *hm,
+                           const mg_http_serve_opts *opts)
+    void mg_http_serve_file(mg_connection *c, mg_http_message *hm, const char *path,
+                            const mg_http_serve_opts *opts)
+    mg_str *mg_http_get_header(mg_http_message *hm, const char *name)
+    mg_str mg_http_var(mg_str buf, mg_str name)
+    int mg_url_decode(const char *s, size_t n, char *to, size_t to_len, int form)
+    size_t mg_url_encode(const char *s, size_t n, char *buf, size_t len)
+    mg_str mg_http_get_header_var(mg_str s, mg_str v)
+    size_t mg_http_next_multipart(mg_str body, size_t ofs, mg_http_part *part)
+    int mg_http_status(const mg_http_message *hm)
+
+    struct mg_tls_opts:
+        mg_str ca
+        mg_str cert
+        mg_str key
+        mg_str name
+        bint skip_verification
+    void mg_tls_init(mg_connection *c, const mg_tls_opts *opts)
+    void mg_tls_free(mg_connection *c)
+    size_t mg_uecc_parse_private_key(mg_str key, uint8_t *buf, size_t len)
+
+    struct mg_ws_message:
+        mg_str data
+        uint8_t flags
+    enum:
+        WEBSOCKET_OP_CONTINUE
+        WEBSOCKET_OP_TEXT
+        WEBSOCKET_OP_BINARY
+        WEBSOCKET_OP_CLOSE
+        WEBSOCKET_OP_PING
+        WEBSOCKET_OP_PONG
+    mg_connection *mg_ws_connect(mg_mgr *mgr, const char *url, mg_event_handler_t fn,
+                                 void *fn_data, const char *fmt, ...)
+    void mg_ws_upgrade(mg_connection *c, mg_http_message *hm, const char *fmt, ...)
+    size_t mg_ws_send(mg_connection *c, const void *buf, size_t len, int op)
+
+    uint64_t mg_millis()
+    uint64_t mg_now()
+
+    mg_connection *mg_sntp_connect(mg_mgr *mgr, const char *url, mg_event_handler_t fn,
+                                   void *fn_data)
+    void mg_sntp_request(mg_connection *c)
+
+    enum:
+        MQTT_CMD_CONNECT
+        MQTT_CMD_CONNACK
+        MQTT_CMD_PUBLISH
+        MQTT_CMD_PUBACK
+        MQTT_CMD_PUBREC
+        MQTT_CMD_PUBREL
+        MQTT_CMD_PUBCOMP
+        MQTT_CMD_SUBSCRIBE
+        MQTT_CMD_SUBACK
+        MQTT_CMD_UNSUBSCRIBE
+        MQTT_CMD_UNSUBACK
+        MQTT_CMD_PINGREQ
+        MQTT_CMD_PINGRESP
+        MQTT_CMD_DISCONNECT
+        MQTT_CMD_AUTH
+    enum:
+        MQTT_PROP_TYPE_BYTE
+        MQTT_PROP_TYPE_STRING
+        MQTT_PROP_TYPE_STRING_PAIR
+        MQTT_PROP_TYPE_BINARY_DATA
+        MQTT_PROP_TYPE_VARIABLE_INT
+        MQTT_PROP_TYPE_INT
+        MQTT_PROP_TYPE_SHORT
+    enum:
+        MQTT_OK
+        MQTT_INCOMPLETE
+        MQTT_MALFORMED
+    struct mg_mqtt_prop:
+        uint8_t id
+        uint32_t iv
+        mg_str key
+        mg_str val
+    struct mg_mqtt_opts:
+        mg_str user
+        mg_str pass_ "pass"
+        mg_str client_id
+        mg_str topic
+        mg_str message
+        uint8_t qos
+        uint8_t version
+        uint16_t keepalive
+        uint16_t retransmit_id
+        bint retain
+        bint clean
+        mg_mqtt_prop *props
+        size_t num_props
+        mg_mqtt_prop *will_props
+        size_t num_will_props
+    struct mg_mqtt_message:
+        mg_str topic
+        mg_str data
+        mg_str dgram
+        uint16_t id
+        uint8_t cmd
+        uint8_t qos
+        uint8_t ack
+        size_t props_start
+        size_t props_size
+    mg_connection *mg_mqtt_connect(mg_mgr *mgr, const char *url, const mg_mqtt_opts *opts,
+                                   mg_event_handler_t fn, void *fn_data)
+    mg_connection *mg_mqtt_listen(mg_mgr *mgr, const char *url, mg_event_handler_t fn,
+                                  void *fn_data)
+    void mg_mqtt_login(mg_connection *c, const mg_mqtt_opts *opts)
+    uint16_t mg_mqtt_pub(mg_connection *c, const mg_mqtt_opts *opts)
+    void mg_mqtt_sub(mg_connection *c, const mg_mqtt_opts *opts)
+    void mg_mqtt_unsub(mg_connection *c, const mg_mqtt_opts *opts)
+    int mg_mqtt_parse(const uint8_t *buf, size_t len, uint8_t version, mg_mqtt_message *m)
+    void mg_mqtt_send_header(mg_connection *c, uint8_t cmd, uint8_t flags, uint32_t len)
+    void mg_mqtt_ping(mg_connection *c)
+    void mg_mqtt_pong(mg_connection *c)
+    void mg_mqtt_disconnect(mg_connection *c, const mg_mqtt_opts *opts)
+    size_t mg_mqtt_next_prop(mg_mqtt_message *m, mg_mqtt_prop *prop, size_t ofs)
+
+    void mg_resolve(mg_connection *c, const char *url)
+    void mg_resolve_cancel(mg_connection *c)
+
+    int mg_json_get(mg_str json, const char *path, int *toklen)
+    mg_str mg_json_get_tok(mg_str json, const char *path)
+    bint mg_json_get_num(mg_str json, const char *path, double *v)
+    bint mg_json_get_bool(mg_str json, const char *path, bint *v)
+    long mg_json_get_long(mg_str json, const char *path, long dflt)
+    char *mg_json_get_str(mg_str json, const char *path)
+
+    struct mg_rpc
+    struct mg_rpc_req:
+        mg_rpc **head
+        mg_rpc *rpc
+        mg_pfn_t pfn
+        void *pfn_data
+        void *req_data
+        mg_str frame
+    struct mg_rpc:
+        mg_rpc *next
+        mg_str method
+        void (*fn)(mg_rpc_req *)
+        void *fn_data
+    void mg_rpc_add(mg_rpc **head, mg_str method_pattern, void (*handler)(mg_rpc_req *),
+                    void *handler_data)
+    void mg_rpc_del(mg_rpc **head, void (*handler)(mg_rpc_req *))
+    void mg_rpc_process(mg_rpc_req *r)
+    void mg_rpc_ok(mg_rpc_req *r, const char *fmt, ...)
+    void mg_rpc_err(mg_rpc_req *r, int code, const char *fmt, ...)
+
+    void mg_free(void *ptr)
+
+
+cdef extern from "cym_extra.h" nogil:
+    # Defined in mongoose.c but not declared by mongoose.h: the wall-clock offset that
+    # mg_now() adds to mg_millis(); seeded at import so TLS validity checks work without SNTP.
+    uint64_t mg_boot_timestamp_ms

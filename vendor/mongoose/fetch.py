@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Put a verified copy of Mongoose's mongoose.c / mongoose.h beside this script.
+
+Mongoose is a dependency, never committed. The pin (pin.json) names a package-index
+source distribution that carries the two amalgamated files and their sha256. This script:
+
+1. does nothing if both files are already here with the pinned hashes;
+2. else, if CYMONGOOSE_MONGOOSE_DIR names a directory holding the two files, copies them
+   from there after checking that mongoose.h declares the pinned MG_VERSION (a user's own
+   copy may be patched, so its hashes are reported, not enforced);
+3. else downloads the pinned artifact with pip (no dependencies, source only), extracts
+   only the two files, verifies both hashes and writes them here.
+
+Any mismatch stops with a message that says what was expected and what to do.
+Only the standard library is used, so it runs before any environment exists.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PIN = json.loads((HERE / "pin.json").read_text())
+FILES = ("mongoose.c", "mongoose.h")
+ENV_DIR = "CYMONGOOSE_MONGOOSE_DIR"
+
+
+class FetchError(RuntimeError):
+    pass
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def pinned_copy_present(directory: Path) -> bool:
+    return all(
+        (directory / name).is_file() and sha256_of(directory / name) == PIN["sha256"][name]
+        for name in FILES
+    )
+
+
+def declared_version(header: Path) -> str | None:
+    match = re.search(rb'#define\s+MG_VERSION\s+"([^"]+)"', header.read_bytes())
+    return match.group(1).decode() if match else None
+
+
+def copy_from_user_dir(source: Path) -> None:
+    missing = [name for name in FILES if not (source / name).is_file()]
+    if missing:
+        raise FetchError(f"{ENV_DIR}={source} lacks {', '.join(missing)}")
+    version = declared_version(source / "mongoose.h")
+    if version != PIN["version"]:
+        raise FetchError(
+            f"{ENV_DIR}={source} holds Mongoose {version!r}, but cymongoose is built and "
+            f"tested against {PIN['version']!r}. Point {ENV_DIR} at a {PIN['version']} copy, "
+            f"or unset it to fetch the pinned one."
+        )
+    for name in FILES:
+        digest = sha256_of(source / name)
+        if digest != PIN["sha256"][name]:
+            print(f"fetch.py: note: {name} from {source} differs from the pin ({digest})")
+        shutil.copyfile(source / name, HERE / name)
+
+
+def pip_command() -> list[str]:
+    """A pip that can download: this interpreter's, else one on PATH."""
+    probe = subprocess.run(
+        [sys.executable, "-m", "pip", "--version"], capture_output=True, check=False
+    )
+    if probe.returncode == 0:
+        return [sys.executable, "-m", "pip"]
+    for candidate in ("pip3", "pip"):
+        found = shutil.which(candidate)
+        if found:
+            return [found]
+    raise FetchError(
+        "no pip found to download the pinned Mongoose sources; install pip, or set "
+        f"{ENV_DIR} to a directory holding mongoose.c and mongoose.h {PIN['version']}"
+    )
+
+
+def download_pinned(workdir: Path) -> Path:
+    name = PIN["artifact"].split("==")[0]
+    # Source only for the artifact itself; its build requirements may come as wheels, which
+    # keeps this to seconds instead of compiling cmake from source.
+    command = pip_command() + [
+        "download", "--no-deps", "--no-binary", name, "--dest", str(workdir),
+        "--disable-pip-version-check", "--quiet", PIN["artifact"],
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    archives = sorted(workdir.glob("*.tar.gz"))
+    if result.returncode != 0 or not archives:
+        raise FetchError(
+            f"downloading {PIN['artifact']} failed (exit {result.returncode}):\n"
+            f"{result.stderr.strip()}\nCheck network access to the package index, or set "
+            f"{ENV_DIR} to a local Mongoose {PIN['version']} copy."
+        )
+    return archives[0]
+
+
+def extract_pinned(archive: Path) -> None:
+    wanted = {PIN["member_prefix"] + name: name for name in FILES}
+    found: dict[str, bytes] = {}
+    with tarfile.open(archive, "r:gz") as tar:
+        for member in tar.getmembers():
+            # Members sit under "<project>-<version>/"; match the rest of the path exactly.
+            relative = member.name.split("/", 1)[-1]
+            if relative in wanted and member.isfile():
+                handle = tar.extractfile(member)
+                assert handle is not None
+                found[wanted[relative]] = handle.read()
+    for name in FILES:
+        if name not in found:
+            raise FetchError(f"{archive.name} has no {PIN['member_prefix']}{name}")
+        digest = hashlib.sha256(found[name]).hexdigest()
+        if digest != PIN["sha256"][name]:
+            raise FetchError(
+                f"{name} from {archive.name} has sha256 {digest}, expected "
+                f"{PIN['sha256'][name]}. The artifact changed or was tampered with: "
+                "refusing to build with it."
+            )
+    for name in FILES:
+        (HERE / name).write_bytes(found[name])
+
+
+def main() -> int:
+    try:
+        if pinned_copy_present(HERE):
+            return 0
+        user_dir = os.environ.get(ENV_DIR)
+        if user_dir:
+            copy_from_user_dir(Path(user_dir))
+        else:
+            with tempfile.TemporaryDirectory(prefix="cymongoose-fetch-") as tmp:
+                extract_pinned(download_pinned(Path(tmp)))
+        print(f"fetch.py: Mongoose {PIN['version']} ready in {HERE}")
+        return 0
+    except FetchError as exc:
+        print(f"fetch.py: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
