@@ -34,6 +34,22 @@ cdef struct HttpLimits:
     uint64_t tls_handshake_timeout_ms
 
 
+cdef struct HttpGuard:
+    # Per-connection state of the HTTP guard (limits.pxi): how far the request at the front
+    # of the receive buffer has been validated, its framing, and the connection's clocks.
+    uint64_t started_ms  # accept time: first-request and TLS handshake clocks
+    uint64_t linger_until_ms  # refused: hard end of the discard-and-close phase
+    size_t seen_len  # recv.len when last looked at; growth is body progress
+    size_t head_len  # front request's head, once complete and valid (else 0)
+    size_t frame_len  # head + body on the wire, once known (else 0)
+    size_t content_length
+    size_t chunk_pos  # chunked body: wire bytes after the head already validated
+    size_t decoded  # chunked body: data bytes in the validated chunks
+    int body_kind
+    int flags
+    mg.mg_event_handler_t inner  # Mongoose's file sender, run by the guard while it serves
+
+
 cdef struct TimerBox:
     mg.mg_timer timer
     GilSlot *gil
@@ -77,6 +93,7 @@ cdef class Connection:
     cdef uint64_t _deadline_ms
     cdef int _http_phase
     cdef size_t _requests_seen
+    cdef HttpGuard _guard
 
     cdef int _ensure_open(self) except -1
 

@@ -87,7 +87,8 @@ cdef int _send_response(Connection conn, int status_code, bytes header_block,
         length_line = b"\r\n"
     else:
         length_line = b"Content-Length: %d\r\n\r\n" % body_len
-    cdef bytes head = status + header_block + length_line
+    # Connection: close / keep-alive as the request's framing requires (limits.pxi).
+    cdef bytes head = status + header_block + _connection_field(conn, header_block) + length_line
     if not mg.mg_send(c, PyBytes_AS_STRING(head), <size_t>PyBytes_GET_SIZE(head)):
         raise RuntimeError("reply failed: out of memory for the send buffer")
     if body_len and not conn._head_request and not bodyless_status:
@@ -174,6 +175,11 @@ cdef str _checked_header_block(str block):
 cdef int _http_chunk(Connection conn, object data) except -1:
     conn._ensure_open()
     cdef bytes b = _coerce_bytes(data, "data")
+    if conn._head_request and conn._c.is_accepted:
+        # A HEAD response has no body, chunked or not; the last chunk still ends it.
+        if not PyBytes_GET_SIZE(b):
+            conn._c.is_resp = 0
+        return 0
     mg.mg_http_write_chunk(conn._c, PyBytes_AS_STRING(b), <size_t>PyBytes_GET_SIZE(b))
     return 0
 

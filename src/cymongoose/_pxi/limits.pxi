@@ -1,10 +1,890 @@
-# HTTP limits and timeouts enforced in front of Mongoose's HTTP parser (placeholder).
+# HTTP limits, timeouts and strict request framing, enforced in front of Mongoose's HTTP parser.
+#
+# mg_http_listen() installs Mongoose's http_cb as the listener's protocol handler (c->pfn) and
+# accepted connections inherit it. _install_http_guard() swaps in _http_guard, which sees every
+# event of an accepted connection before the user's handler (mg_call runs pfn, then fn). The
+# guard validates the request at the front of c->recv with rules stricter than Mongoose's
+# (see docs/server-behaviour.md) and only then lets http_cb parse it, one request at a time:
+# http_cb is handed a receive buffer cut just after that request, so a request the guard has
+# not checked is never parsed, and pipelined requests are answered strictly in order.
+
+from libc.string cimport memmove
+
+cdef extern from "<sys/socket.h>" nogil:
+    int shutdown(int fd, int how)
+    enum:
+        SHUT_WR
 
 cdef HttpLimits _DEFAULT_LIMITS = HttpLimits(
     max_header_count=100, max_header_size=16384, max_uri_size=8192,
     max_body_size=16 * 1024 * 1024, header_timeout_ms=30000, body_timeout_ms=60000,
     keepalive_timeout_ms=5000, tls_handshake_timeout_ms=10000)
 
+cdef tuple _LIMIT_NAMES = (
+    "max_header_count", "max_header_size", "max_uri_size", "max_body_size",
+    "header_timeout_ms", "body_timeout_ms", "keepalive_timeout_ms", "tls_handshake_timeout_ms")
+
+# After refusing a request the server keeps reading (and discarding) for a while before it
+# closes: closing a socket with unread input makes the kernel send a reset, which can destroy
+# the refusal before the client reads it (a client still uploading a 413 body, typically).
+cdef enum:
+    _LINGER_MAX_MS = 10000
+    _LINGER_IDLE_MS = 1000
+    _MAX_TIMEOUT_MS = 7 * 24 * 3600 * 1000
+    _MAX_BODY = 1 << 30
+    _MAX_HEAD = 16 * 1024 * 1024
+
+cdef enum:
+    _PH_NEW = 0
+    _PH_WAIT = 1  # waiting for the first byte of a request (new or keep-alive connection)
+    _PH_HEAD = 2  # part of a request head buffered
+    _PH_BODY = 3  # head accepted, body still arriving
+    _PH_RESP = 4  # request handed to the handler, response not complete yet
+    _PH_LINGER = 5  # refused: input discarded until the client goes or the linger ends
+
+cdef enum:
+    _BODY_NONE = 0
+    _BODY_LENGTH = 1
+    _BODY_CHUNKED = 2
+
+cdef enum:
+    _GF_HEAD = 1  # method is HEAD: the response carries no body
+    _GF_HTTP10 = 2
+    _GF_CLOSE = 4  # close once this response is complete
+    _GF_KEEPALIVE = 8  # HTTP/1.0 request that asked for keep-alive
+    _GF_EXPECT = 16  # Expect: 100-continue
+    _GF_CONTINUED = 32  # 100 Continue sent
+    _GF_DELIVERED = 64  # http_cb handed the request to the handler (MG_EV_HTTP_MSG seen)
+    _GF_IN_PARSER = 128  # http_cb is running: its events are Mongoose's, not the socket's
+    _GF_SHUT = 256  # linger: our write side is shut down
+
+cdef enum:
+    _SEEN_CL = 1
+    _SEEN_TE = 2
+    _SEEN_HOST = 4
+    _SEEN_CONNECTION = 8
+    _SEEN_AUTH = 16
+    _SEEN_COOKIE = 32
+    _SEEN_EXPECT = 64
+
+cdef enum:
+    _C_TCHAR = 1  # token character (RFC 9110 §5.6.2)
+    _C_VCHAR = 2  # visible ASCII, the request-target alphabet
+    _C_FIELD = 4  # field-value character: VCHAR, SP, HTAB, obs-text
+    _C_HEX = 8
+
+cdef unsigned char _CC[256]
+
+
+cdef void _init_char_classes() noexcept:
+    cdef int ch
+    cdef bytes extra = b"!#$%&'*+-.^_`|~"
+    for ch in range(256):
+        _CC[ch] = 0
+        if 0x21 <= ch <= 0x7e:
+            _CC[ch] |= _C_VCHAR | _C_FIELD
+            if (0x30 <= ch <= 0x39 or 0x41 <= ch <= 0x5a or 0x61 <= ch <= 0x7a
+                    or ch in extra):
+                _CC[ch] |= _C_TCHAR
+            if 0x30 <= ch <= 0x39 or 0x41 <= ch <= 0x46 or 0x61 <= ch <= 0x66:
+                _CC[ch] |= _C_HEX
+        elif ch == 0x20 or ch == 0x09 or ch >= 0x80:
+            _CC[ch] |= _C_FIELD
+
+
+_init_char_classes()
+
+# Mongoose's http_cb (static in mongoose.c), taken from the first HTTP listener.
+cdef mg.mg_event_handler_t _mg_http_cb = NULL
+
+
+cdef struct HeadInfo:
+    size_t head_len
+    size_t content_length
+    int body_kind
+    int flags
+    int status
+    const char *why
+
+
+cdef inline int _bad(HeadInfo *h, int status, const char *why) noexcept nogil:
+    h.status = status
+    h.why = why
+    return -1
+
+
+cdef inline int _more(HeadInfo *h, size_t n, const HttpLimits *lim) noexcept nogil:
+    # Ran out of bytes: either the head is still arriving or it has outgrown its limit.
+    if n > lim.max_header_size:
+        return _bad(h, 431, b"request head larger than max_header_size")
+    return 0
+
+
+cdef bint _ieq(const unsigned char *p, size_t n, const char *lower) noexcept nogil:
+    """Case-insensitive comparison of p[:n] with a lower-case C string."""
+    cdef size_t i
+    cdef unsigned char ch
+    for i in range(n):
+        if lower[i] == 0:
+            return False
+        ch = p[i]
+        if 0x41 <= ch <= 0x5a:
+            ch += 32
+        if ch != <unsigned char>lower[i]:
+            return False
+    return lower[n] == 0
+
+
+cdef bint _target_ok(const unsigned char *p, size_t n, bint connect) noexcept nogil:
+    # origin-form, asterisk-form, absolute-form (scheme ":"), or authority-form for CONNECT.
+    # Mongoose splits the query at '?', so a target that starts with it would leave the
+    # parser an empty URI: refused here, with a status, instead.
+    cdef size_t k = 1
+    if p[0] == c'/' or (n == 1 and p[0] == c'*') or connect:
+        return True
+    if not _alpha(p[0]):
+        return False
+    while k < n and (_alpha(p[k]) or 0x30 <= p[k] <= 0x39 or p[k] == c'+' or p[k] == c'-'
+                     or p[k] == c'.'):
+        k += 1
+    return k < n and p[k] == c':'
+
+
+cdef inline bint _alpha(unsigned char ch) noexcept nogil:
+    return 0x41 <= ch <= 0x5a or 0x61 <= ch <= 0x7a
+
+
+cdef bint _token_list(const unsigned char *p, size_t n) noexcept nogil:
+    cdef size_t i
+    for i in range(n):
+        if not (_CC[p[i]] & _C_TCHAR or p[i] == c',' or p[i] == 32 or p[i] == 9):
+            return False
+    return True
+
+
+cdef void _connection_tokens(const unsigned char *v, size_t n, int *flags) noexcept nogil:
+    cdef size_t k = 0, s
+    while k < n:
+        while k < n and (v[k] == 32 or v[k] == 9 or v[k] == c','):
+            k += 1
+        s = k
+        while k < n and not (v[k] == 32 or v[k] == 9 or v[k] == c','):
+            k += 1
+        if _ieq(v + s, k - s, b"close"):
+            flags[0] |= _GF_CLOSE
+        elif _ieq(v + s, k - s, b"keep-alive"):
+            flags[0] |= _GF_KEEPALIVE
+
+
+cdef int _field(HeadInfo *h, const unsigned char *name, size_t nlen,
+                const unsigned char *v, size_t vlen, int *seen,
+                const unsigned char **te, size_t *te_len) noexcept nogil:
+    """Rules for the fields that decide framing, and for the duplicates Mongoose would drop
+    the connection on without an answer."""
+    cdef size_t k
+    cdef size_t value = 0
+    if nlen == 14 and _ieq(name, nlen, b"content-length"):
+        if seen[0] & _SEEN_CL:
+            return _bad(h, 400, b"duplicate Content-Length")
+        seen[0] |= _SEEN_CL
+        if vlen == 0:
+            return _bad(h, 400, b"invalid Content-Length")
+        for k in range(vlen):
+            if not (0x30 <= v[k] <= 0x39):
+                return _bad(h, 400, b"invalid Content-Length")
+        if vlen > 18:
+            return _bad(h, 413, b"Content-Length larger than max_body_size")
+        for k in range(vlen):
+            value = value * 10 + (v[k] - 0x30)
+        h.content_length = value
+    elif nlen == 17 and _ieq(name, nlen, b"transfer-encoding"):
+        if seen[0] & _SEEN_TE:
+            return _bad(h, 400, b"duplicate Transfer-Encoding")
+        seen[0] |= _SEEN_TE
+        te[0] = v
+        te_len[0] = vlen
+    elif nlen == 4 and _ieq(name, nlen, b"host"):
+        if seen[0] & _SEEN_HOST:
+            return _bad(h, 400, b"duplicate Host")
+        seen[0] |= _SEEN_HOST
+    elif nlen == 10 and _ieq(name, nlen, b"connection"):
+        if seen[0] & _SEEN_CONNECTION:
+            return _bad(h, 400, b"duplicate Connection")
+        seen[0] |= _SEEN_CONNECTION
+        _connection_tokens(v, vlen, &h.flags)
+    elif nlen == 6 and _ieq(name, nlen, b"expect"):
+        if seen[0] & _SEEN_EXPECT:
+            return _bad(h, 400, b"duplicate Expect")
+        seen[0] |= _SEEN_EXPECT
+        if _ieq(v, vlen, b"100-continue"):
+            h.flags |= _GF_EXPECT
+    elif nlen == 13 and _ieq(name, nlen, b"authorization"):
+        if seen[0] & _SEEN_AUTH:
+            return _bad(h, 400, b"duplicate Authorization")
+        seen[0] |= _SEEN_AUTH
+    elif nlen == 6 and _ieq(name, nlen, b"cookie"):
+        if seen[0] & _SEEN_COOKIE:
+            return _bad(h, 400, b"duplicate Cookie")
+        seen[0] |= _SEEN_COOKIE
+    return 0
+
+
+cdef int _parse_head(const unsigned char *p, size_t n, const HttpLimits *lim,
+                     HeadInfo *h) noexcept nogil:
+    """Validate the request head at p[:n]. 1: complete and valid (h filled), 0: need more
+    bytes, -1: refused (h.status, h.why). Never reads past p[n - 1]."""
+    # Nothing past max_header_size is looked at: a head that has not ended by then is 431.
+    cdef size_t m = n if n <= lim.max_header_size else lim.max_header_size
+    cdef size_t i = 0, t0, n0, v0, v1, k
+    cdef size_t count = 0
+    cdef unsigned char ch
+    cdef int seen = 0, r
+    cdef bint connect, ok
+    cdef const unsigned char *te = NULL
+    cdef size_t te_len = 0
+    cdef const char *version = b"HTTP/"
+    memset(h, 0, sizeof(HeadInfo))
+
+    while i < m and (_CC[p[i]] & _C_TCHAR):
+        i += 1
+    if i == m:
+        return _more(h, n, lim)
+    if p[i] != 32 or i == 0:
+        return _bad(h, 400, b"malformed request line")
+    if i == 4 and memcmp(p, b"HEAD", 4) == 0:
+        h.flags |= _GF_HEAD
+    connect = i == 7 and memcmp(p, b"CONNECT", 7) == 0
+    i += 1
+    t0 = i
+    while i < m and (_CC[p[i]] & _C_VCHAR):
+        i += 1
+    if i - t0 > lim.max_uri_size:
+        return _bad(h, 414, b"request target longer than max_uri_size")
+    if i == m:
+        return _more(h, n, lim)
+    if p[i] != 32 or i == t0:
+        return _bad(h, 400, b"malformed request line")
+    if not _target_ok(p + t0, i - t0, connect):
+        return _bad(h, 400, b"malformed request target")
+    i += 1
+    for k in range(10):  # "HTTP/" DIGIT "." DIGIT CRLF, checked as it arrives
+        if i + k >= m:
+            return _more(h, n, lim)
+        ch = p[i + k]
+        if k < 5:
+            ok = ch == <unsigned char>version[k]
+        elif k == 5 or k == 7:
+            ok = 0x30 <= ch <= 0x39
+        elif k == 6:
+            ok = ch == c'.'
+        elif k == 8:
+            ok = ch == 13
+        else:
+            ok = ch == 10
+        if not ok:
+            return _bad(h, 400, b"malformed request line")
+    if p[i + 5] != c'1' or p[i + 7] > c'1':
+        return _bad(h, 505, b"HTTP version other than 1.0 and 1.1")
+    if p[i + 7] == c'0':
+        h.flags |= _GF_HTTP10
+    i += 10
+
+    while True:
+        if i >= m:
+            return _more(h, n, lim)
+        ch = p[i]
+        if ch == 13:
+            if i + 1 >= m:
+                return _more(h, n, lim)
+            if p[i + 1] != 10:
+                return _bad(h, 400, b"bare CR in request head")
+            i += 2
+            break
+        if ch == 10:
+            return _bad(h, 400, b"bare LF in request head")
+        if ch == 32 or ch == 9:
+            return _bad(h, 400, b"obsolete line folding or whitespace before a header name")
+        count += 1
+        if count > lim.max_header_count:
+            return _bad(h, 431, b"more headers than max_header_count")
+        n0 = i
+        while i < m and (_CC[p[i]] & _C_TCHAR):
+            i += 1
+        if i >= m:
+            return _more(h, n, lim)
+        if p[i] != c':' or i == n0:
+            return _bad(h, 400, b"malformed header name")
+        k = i - n0
+        i += 1
+        while i < m and (p[i] == 32 or p[i] == 9):
+            i += 1
+        v0 = i
+        while i < m and (_CC[p[i]] & _C_FIELD):
+            i += 1
+        if i >= m:
+            return _more(h, n, lim)
+        if p[i] != 13:
+            if p[i] == 10:
+                return _bad(h, 400, b"bare LF in request head")
+            if p[i] == 0:
+                return _bad(h, 400, b"NUL byte in header value")
+            return _bad(h, 400, b"control character in header value")
+        if i + 1 >= m:
+            return _more(h, n, lim)
+        if p[i + 1] != 10:
+            return _bad(h, 400, b"bare CR in request head")
+        v1 = i
+        while v1 > v0 and (p[v1 - 1] == 32 or p[v1 - 1] == 9):
+            v1 -= 1
+        i += 2
+        r = _field(h, p + n0, k, p + v0, v1 - v0, &seen, &te, &te_len)
+        if r < 0:
+            return r
+    h.head_len = i
+
+    if not (h.flags & _GF_HTTP10) and not (seen & _SEEN_HOST):
+        return _bad(h, 400, b"HTTP/1.1 request without Host")
+    if seen & _SEEN_TE:
+        if h.flags & _GF_HTTP10:
+            return _bad(h, 400, b"Transfer-Encoding in an HTTP/1.0 request")
+        if seen & _SEEN_CL:
+            return _bad(h, 400, b"both Content-Length and Transfer-Encoding")
+        if not _ieq(te, te_len, b"chunked"):
+            if te_len and _token_list(te, te_len):
+                return _bad(h, 501, b"Transfer-Encoding other than chunked")
+            return _bad(h, 400, b"malformed Transfer-Encoding")
+        h.body_kind = _BODY_CHUNKED
+    elif seen & _SEEN_CL:
+        if h.content_length > lim.max_body_size:
+            return _bad(h, 413, b"Content-Length larger than max_body_size")
+        h.body_kind = _BODY_LENGTH if h.content_length else _BODY_NONE
+    if h.flags & _GF_HTTP10:
+        if not (h.flags & _GF_KEEPALIVE):
+            h.flags |= _GF_CLOSE
+        h.flags &= ~_GF_EXPECT
+    if h.flags & _GF_CLOSE:
+        h.flags &= ~_GF_KEEPALIVE
+    if not (h.flags & _GF_HTTP10):
+        h.flags &= ~_GF_KEEPALIVE  # only HTTP/1.0 needs keep-alive said back
+    if h.body_kind == _BODY_NONE:
+        h.flags &= ~_GF_EXPECT
+    return 1
+
+
+cdef inline size_t _hexval(unsigned char ch) noexcept nogil:
+    if ch <= 0x39:
+        return ch - 0x30
+    return (ch | 0x20) - 0x61 + 10
+
+
+cdef int _scan_chunks(const unsigned char *q, size_t avail, HttpGuard *g,
+                      const HttpLimits *lim, HeadInfo *h) noexcept nogil:
+    """Validate the chunked body q[:avail] from where the last call stopped. 1: complete
+    (g.frame_len set), 0: need more, -1: refused. Linear overall: finished chunks are never
+    looked at again."""
+    cdef size_t pos = g.chunk_pos, j, size, digits
+    cdef size_t wire_cap = 2 * lim.max_body_size + 65536
+    while True:
+        j = pos
+        size = 0
+        digits = 0
+        while j < avail and (_CC[q[j]] & _C_HEX):
+            digits += 1
+            if digits > 8:
+                return _bad(h, 400, b"chunk size too long")
+            size = size * 16 + _hexval(q[j])
+            j += 1
+        if j >= avail:
+            return 0
+        if digits == 0:
+            return _bad(h, 400, b"invalid chunk size")
+        if q[j] == c';':
+            # Mongoose's chunk decoder has no extension support: refuse, never misparse.
+            return _bad(h, 400, b"chunk extensions are not supported")
+        if q[j] != 13:
+            return _bad(h, 400, b"invalid chunk size line")
+        if j + 1 >= avail:
+            return 0
+        if q[j + 1] != 10:
+            return _bad(h, 400, b"bare CR in chunk size line")
+        j += 2
+        if size == 0:
+            if j >= avail:
+                return 0
+            if q[j] != 13:
+                return _bad(h, 400, b"chunked trailer fields are not supported")
+            if j + 1 >= avail:
+                return 0
+            if q[j + 1] != 10:
+                return _bad(h, 400, b"bare CR after the last chunk")
+            g.frame_len = g.head_len + j + 2
+            return 1
+        if g.decoded + size > lim.max_body_size:
+            return _bad(h, 413, b"chunked body larger than max_body_size")
+        if j + size + 2 > avail:
+            return 0
+        if q[j + size] != 13 or q[j + size + 1] != 10:
+            return _bad(h, 400, b"chunk data not followed by CRLF")
+        g.decoded += size
+        pos = j + size + 2
+        g.chunk_pos = pos
+        if pos > wire_cap:
+            return _bad(h, 413, b"chunked body framing overhead too large")
+
+
+cdef size_t _find_head_end(const unsigned char *buf, size_t start, size_t end) noexcept nogil:
+    """Offset just past the first CRLFCRLF in buf[start:end], or 0."""
+    cdef size_t i = start
+    while i + 3 < end:
+        if buf[i] == 13 and buf[i + 1] == 10 and buf[i + 2] == 13 and buf[i + 3] == 10:
+            return i + 4
+        i += 1
+    return 0
+
+
+cdef void _scan_connection(const unsigned char *p, size_t n, bint *has,
+                           bint *close) noexcept nogil:
+    """Look for a Connection field (and its close token) in CRLF-separated field lines."""
+    cdef size_t i = 0, s, c
+    cdef int flags = 0
+    while i < n:
+        s = i
+        while i < n and p[i] != 10:
+            i += 1
+        c = s
+        while c < i and p[c] != c':':
+            c += 1
+        if c < i and _ieq(p + s, c - s, b"connection"):
+            has[0] = True
+            _connection_tokens(p + c + 1, i - c - 1, &flags)
+        i += 1
+    close[0] = (flags & _GF_CLOSE) != 0
+
+
+cdef void _fix_response(Connection conn, mg.mg_connection *c, HttpGuard *g,
+                        size_t mark) noexcept:
+    """Make the response written since `mark` (synchronously, by any API: reply, serve_dir,
+    Mongoose's own error pages) say and do what the request's framing requires."""
+    cdef size_t s = mark, he = 0
+    cdef bint has = False, close = False
+    cdef const char *field = NULL
+    while True:
+        he = _find_head_end(c.send.buf, s, c.send.len)
+        if he == 0:
+            return
+        if not (he - s > 12 and memcmp(c.send.buf + s, b"HTTP/1.", 7) == 0
+                and c.send.buf[s + 9] == c'1'):
+            break
+        if c.send.buf[s + 10] == c'0' and c.send.buf[s + 11] == c'1':
+            return  # 101 Switching Protocols: no longer HTTP
+        s = he  # an interim 1xx response; the final one follows
+    _scan_connection(c.send.buf + s, he - 2 - s, &has, &close)
+    if close:
+        g.flags |= _GF_CLOSE
+    elif not has:
+        if g.flags & _GF_CLOSE:
+            field = b"Connection: close\r\n"
+        elif g.flags & _GF_KEEPALIVE:
+            field = b"Connection: keep-alive\r\n"
+        if field != NULL and mg.mg_iobuf_add(&c.send, he - 2, field, strlen(field)):
+            he += strlen(field)
+    if (g.flags & _GF_HEAD) and not c.is_resp and c.send.len > he:
+        c.send.len = he  # RFC 9110 §9.3.2: whatever body was written is not sent
+
+
+cdef bytes _connection_field(Connection conn, bytes header_block):
+    """The Connection field reply() adds to its response, after noting a user-set one."""
+    cdef bint has = False, close = False
+    if conn._http_phase != _PH_RESP:
+        return b""
+    if b"onnection" in header_block:
+        _scan_connection(<const unsigned char *>PyBytes_AS_STRING(header_block),
+                         <size_t>PyBytes_GET_SIZE(header_block), &has, &close)
+        if close:
+            conn._guard.flags |= _GF_CLOSE
+        if has:
+            return b""
+    if conn._guard.flags & _GF_CLOSE:
+        return b"Connection: close\r\n"
+    if conn._guard.flags & _GF_KEEPALIVE:
+        return b"Connection: keep-alive\r\n"
+    return b""
+
+
+cdef dict _REFUSALS = {}
+
+
+cdef bytes _refusal(int status, bint head):
+    key = status * 2 + head
+    cached = _REFUSALS.get(key)
+    if cached is not None:
+        return <bytes>cached
+    reason = _REASONS.get(status, "Error")
+    body = f"{reason}\n".encode("ascii")
+    out = (f"HTTP/1.1 {status} {reason}\r\n"
+           "Content-Type: text/plain; charset=utf-8\r\n"
+           f"Content-Length: {len(body)}\r\n"
+           "Connection: close\r\n\r\n").encode("ascii")
+    if not head:
+        out += body
+    _REFUSALS[key] = out
+    return out
+
+
+cdef void _log_refusal(mg.mg_connection *c, int status, const char *why) noexcept:
+    try:
+        if _log.isEnabledFor(10):
+            ip, port, _ = _addr_tuple(&c.rem)
+            _log.debug("refused a request from %s:%d (connection %d): %d, %s",
+                       ip, port, c.id, status, why.decode("ascii"))
+    except BaseException:
+        pass
+
+
+cdef void _log_close(mg.mg_connection *c, str what) noexcept:
+    try:
+        if _log.isEnabledFor(10):
+            ip, port, _ = _addr_tuple(&c.rem)
+            _log.debug("closed connection %d from %s:%d: %s", c.id, ip, port, what)
+    except BaseException:
+        pass
+
+
+cdef inline void _reset_front(HttpGuard *g) noexcept nogil:
+    g.head_len = 0
+    g.frame_len = 0
+    g.content_length = 0
+    g.chunk_pos = 0
+    g.decoded = 0
+    g.body_kind = _BODY_NONE
+
+
+cdef void _refuse(Connection conn, mg.mg_connection *c, HttpGuard *g, int status,
+                  const char *why, bint head, uint64_t now) noexcept:
+    cdef bytes msg = _refusal(status, head)
+    _log_refusal(c, status, why)
+    mg.mg_send(c, PyBytes_AS_STRING(msg), <size_t>PyBytes_GET_SIZE(msg))
+    c.recv.len = 0  # never parsed: not one byte of a refused request reaches a handler
+    c.is_resp = 0
+    _reset_front(g)
+    g.flags = 0
+    g.linger_until_ms = now + _LINGER_MAX_MS
+    conn._http_phase = _PH_LINGER
+    conn._deadline_ms = now + _LINGER_IDLE_MS
+
+
+cdef void _response_done(Connection conn, mg.mg_connection *c, HttpGuard *g,
+                         uint64_t now) noexcept:
+    cdef int flags = g.flags
+    cdef uint64_t ka = conn._limits.keepalive_timeout_ms
+    conn._requests_seen += 1
+    g.flags = 0
+    g.seen_len = 0
+    conn._http_phase = _PH_WAIT
+    conn._deadline_ms = now + ka if ka else 0
+    if flags & _GF_CLOSE:
+        c.is_draining = 1  # flush the response, then close (Connection: close, HTTP/1.0)
+
+
+cdef void _run_parser(mg.mg_connection *c, HttpGuard *g, size_t window) noexcept:
+    """Run Mongoose's http_cb on c->recv cut to its first `window` bytes, then put the rest
+    back behind whatever http_cb left."""
+    cdef size_t total = c.recv.len
+    cdef unsigned char *buf = c.recv.buf
+    cdef long zero = 0
+    if window < total:
+        c.recv.len = window
+    g.flags |= _GF_IN_PARSER
+    _mg_http_cb(c, mg.MG_EV_READ, <void *>&zero)
+    g.flags &= ~_GF_IN_PARSER
+    if window < total:
+        # http_cb only deletes from the front (mg_iobuf_del moves and zeroes bytes below
+        # `window`), so the cut-off tail is intact at buf + window.
+        if c.recv.buf == buf and c.recv.len <= window:
+            memmove(buf + c.recv.len, buf + window, total - window)
+            c.recv.len += total - window
+        else:
+            c.is_closing = 1
+
+
+cdef bint _adopt_protocol(mg.mg_connection *c, HttpGuard *g) noexcept:
+    """After a handler ran: keep the guard in front if it still should be. False when the
+    connection has left HTTP (WebSocket, upload handler, user took the buffer)."""
+    cdef mg.mg_event_handler_t pfn = c.pfn
+    if pfn == <mg.mg_event_handler_t>_http_guard:
+        return True
+    if pfn == _mg_http_cb:
+        c.pfn = <mg.mg_event_handler_t>_http_guard
+        return True
+    if pfn == NULL or c.is_websocket or c.is_draining or c.is_closing or not c.is_resp:
+        return False
+    # serve_dir/serve_file installed Mongoose's file sender, which puts http_cb back when
+    # done (restore_http_cb). Run it from the guard so the guard stays first.
+    g.inner = pfn
+    c.pfn = <mg.mg_event_handler_t>_http_guard
+    return True
+
+
+cdef void _deliver_front(Connection conn, mg.mg_connection *c, HttpGuard *g) noexcept:
+    cdef size_t mark = c.send.len
+    conn._http_phase = _PH_RESP
+    conn._deadline_ms = 0
+    g.flags &= ~_GF_DELIVERED
+    _run_parser(c, g, g.frame_len)
+    if not _adopt_protocol(c, g):
+        return
+    if not (g.flags & _GF_DELIVERED):
+        # http_cb refused what the guard accepted: a disagreement to look into, never a
+        # reason to guess. It has already marked the connection for closing.
+        c.is_draining = 1
+        return
+    _reset_front(g)
+    if c.send.len > mark:
+        _fix_response(conn, c, g, mark)
+
+
+cdef size_t _pipeline_cap(const HttpLimits *lim) noexcept nogil:
+    return lim.max_header_size + 2 * lim.max_body_size + 65536
+
+
+cdef void _advance(Connection conn, mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept:
+    """Move the connection's request state as far as its buffered input allows."""
+    cdef const HttpLimits *lim = &conn._limits
+    cdef HeadInfo h
+    cdef int r, ph
+    cdef bint progress
+    cdef bytes cont
+    while not c.is_closing:
+        ph = conn._http_phase
+        if ph == _PH_LINGER:
+            if c.recv.len:
+                c.recv.len = 0
+                conn._deadline_ms = now + _LINGER_IDLE_MS
+            return
+        if ph == _PH_RESP:
+            if c.is_resp:
+                # Pipelined input waits for the response; it may not grow without bound.
+                if c.recv.len > _pipeline_cap(lim):
+                    _log_close(c, "pipelined input beyond one maximal request")
+                    c.is_closing = 1
+                return
+            _response_done(conn, c, g, now)
+            continue
+        if c.is_draining or c.is_resp:
+            return
+        # Empty lines before a request line (RFC 9112 §2.2 lets a server skip them) are
+        # refused like any malformed start: h11, the reference strict parser, rejects them.
+        if c.recv.len == 0:
+            return
+        if ph == _PH_WAIT:
+            # First byte of a request. The first request's clock runs since accept.
+            ph = conn._http_phase = _PH_HEAD
+            if conn._requests_seen:
+                conn._deadline_ms = (now + lim.header_timeout_ms
+                                     if lim.header_timeout_ms else 0)
+        if g.head_len == 0:
+            r = _parse_head(c.recv.buf, c.recv.len, lim, &h)
+            if r == 0:
+                return
+            if r < 0:
+                _refuse(conn, c, g, h.status, h.why, (h.flags & _GF_HEAD) != 0, now)
+                return
+            g.head_len = h.head_len
+            g.content_length = h.content_length
+            g.body_kind = h.body_kind
+            g.flags = h.flags
+            g.chunk_pos = 0
+            g.decoded = 0
+            g.frame_len = 0 if h.body_kind == _BODY_CHUNKED else h.head_len + h.content_length
+        if g.frame_len == 0:
+            r = _scan_chunks(c.recv.buf + g.head_len, c.recv.len - g.head_len, g, lim, &h)
+            if r < 0:
+                _refuse(conn, c, g, h.status, h.why, (g.flags & _GF_HEAD) != 0, now)
+                return
+        if g.frame_len and c.recv.len >= g.frame_len:
+            _deliver_front(conn, c, g)
+            if c.pfn != <mg.mg_event_handler_t>_http_guard:
+                return
+            continue
+        progress = False
+        if ph != _PH_BODY:
+            conn._http_phase = _PH_BODY
+            progress = True
+            if (g.flags & (_GF_EXPECT | _GF_CONTINUED)) == _GF_EXPECT:
+                g.flags |= _GF_CONTINUED
+                cont = b"HTTP/1.1 100 Continue\r\n\r\n"
+                mg.mg_send(c, PyBytes_AS_STRING(cont), <size_t>PyBytes_GET_SIZE(cont))
+        elif c.recv.len != g.seen_len:
+            progress = True
+        if progress:
+            g.seen_len = c.recv.len
+            conn._deadline_ms = now + lim.body_timeout_ms if lim.body_timeout_ms else 0
+            if g.body_kind == _BODY_LENGTH:
+                # Mongoose reports MG_EV_HTTP_HDRS while a body with a length arrives;
+                # handlers that stream uploads rely on it. (A chunked body is parsed once,
+                # whole: re-scanning it on every read would be quadratic.)
+                _run_parser(c, g, c.recv.len)
+                _adopt_protocol(c, g)
+        return
+
+
+cdef void _check_clock(Connection conn, mg.mg_connection *c, HttpGuard *g,
+                       uint64_t now) noexcept:
+    cdef const HttpLimits *lim = &conn._limits
+    cdef int ph = conn._http_phase
+    if c.is_closing:
+        return
+    if c.is_tls_hs:
+        if (lim.tls_handshake_timeout_ms
+                and now - g.started_ms >= lim.tls_handshake_timeout_ms):
+            _log_close(c, "TLS handshake timeout")
+            c.is_closing = 1
+        return
+    if ph == _PH_LINGER:
+        if c.send.len == 0:
+            if not (g.flags & _GF_SHUT) and not c.is_tls:
+                # The refusal is out: a FIN tells the client so at once, while we keep
+                # reading so that its late bytes cannot turn our close into a reset.
+                shutdown(<int><size_t>c.fd, SHUT_WR)
+                g.flags |= _GF_SHUT
+            if now >= conn._deadline_ms:
+                c.is_closing = 1
+        if now >= g.linger_until_ms:
+            c.is_closing = 1
+        return
+    if conn._deadline_ms == 0 or now < conn._deadline_ms:
+        return
+    if ph == _PH_WAIT:
+        if c.send.len:
+            # The keep-alive idle time starts once the response is written out.
+            conn._deadline_ms = now + lim.keepalive_timeout_ms
+            return
+        _log_close(c, "keep-alive idle timeout" if conn._requests_seen
+                   else "no request before header_timeout_ms")
+        c.is_closing = 1
+    elif ph == _PH_HEAD:
+        _refuse(conn, c, g, 408, b"request head not received within header_timeout_ms",
+                False, now)
+    elif ph == _PH_BODY:
+        _refuse(conn, c, g, 408, b"no request body progress within body_timeout_ms",
+                (g.flags & _GF_HEAD) != 0, now)
+
+
+cdef void _http_guard(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
+    if c.is_listening or c.fn_data == NULL:
+        return
+    _take_gil_back(<GilSlot *>c.mgr.userdata)
+    _guard_event(c, ev, ev_data)
+
+
+cdef void _guard_event(mg.mg_connection *c, int ev, void *ev_data) noexcept with gil:
+    cdef Connection conn
+    cdef HttpGuard *g
+    cdef uint64_t now
+    try:
+        if c.fn != _on_event:
+            return
+        conn = <Connection>c.fn_data
+        if conn._c != c:
+            return  # MG_EV_OPEN of an accepted connection, before it is bound
+        g = &conn._guard
+        if g.flags & _GF_IN_PARSER:
+            if ev == mg.MG_EV_HTTP_MSG:
+                g.flags |= _GF_DELIVERED
+            return
+        if g.inner != NULL:
+            g.inner(c, ev, ev_data)
+            if c.pfn != <mg.mg_event_handler_t>_http_guard:
+                g.inner = NULL  # the file is sent; Mongoose put http_cb back
+                c.pfn = <mg.mg_event_handler_t>_http_guard
+            elif ev == mg.MG_EV_READ and c.recv.len > _pipeline_cap(&conn._limits):
+                _log_close(c, "pipelined input beyond one maximal request")
+                c.is_closing = 1
+            if g.inner != NULL:
+                return
+        if ev == mg.MG_EV_CLOSE:
+            return
+        now = mg.mg_millis()
+        if conn._http_phase == _PH_NEW:
+            g.started_ms = now
+            conn._http_phase = _PH_WAIT
+            conn._deadline_ms = (now + conn._limits.header_timeout_ms
+                                 if conn._limits.header_timeout_ms else 0)
+        if ev == mg.MG_EV_READ or ev == mg.MG_EV_POLL:
+            _advance(conn, c, g, now)
+        if ev == mg.MG_EV_POLL or (ev == mg.MG_EV_WRITE and conn._http_phase == _PH_LINGER):
+            _check_clock(conn, c, g, now)
+    except BaseException as exc:
+        _default_error_handler(exc)
+
 
 cdef void _install_http_guard(mg.mg_connection *c) noexcept:
-    pass
+    global _mg_http_cb
+    if _mg_http_cb == NULL:
+        _mg_http_cb = c.pfn
+    if c.pfn == _mg_http_cb:
+        c.pfn = <mg.mg_event_handler_t>_http_guard
+
+
+cdef int _update_limits(HttpLimits *lim, dict changes) except -1:
+    """Validate `changes` (name -> int) and apply them to *lim, all or nothing."""
+    cdef HttpLimits out = lim[0]
+    for name, value in changes.items():
+        if name not in _LIMIT_NAMES:
+            raise TypeError(
+                f"unknown HTTP limit {name!r}; the limits are {', '.join(_LIMIT_NAMES)}")
+        if type(value) is bool or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+        if name.endswith("_ms"):
+            if not 0 <= value <= _MAX_TIMEOUT_MS:
+                raise ValueError(
+                    f"{name} must be between 0 (no timeout) and {_MAX_TIMEOUT_MS} ms, "
+                    f"not {value}")
+        elif name == "max_header_count":
+            if not 1 <= value <= mg.MG_MAX_HTTP_HEADERS:
+                raise ValueError(
+                    f"max_header_count must be between 1 and {mg.MG_MAX_HTTP_HEADERS} "
+                    f"(the parser's capacity), not {value}")
+        elif name == "max_header_size":
+            if not 64 <= value <= _MAX_HEAD:
+                raise ValueError(
+                    f"max_header_size must be between 64 and {_MAX_HEAD} bytes, not {value}")
+        elif name == "max_uri_size":
+            if not 1 <= value <= _MAX_HEAD:
+                raise ValueError(
+                    f"max_uri_size must be between 1 and {_MAX_HEAD} bytes, not {value}")
+        elif not 0 <= value <= _MAX_BODY:
+            raise ValueError(
+                f"max_body_size must be between 0 and {_MAX_BODY} bytes, not {value}")
+    for name, value in changes.items():
+        if name == "max_header_count":
+            out.max_header_count = value
+        elif name == "max_header_size":
+            out.max_header_size = value
+        elif name == "max_uri_size":
+            out.max_uri_size = value
+        elif name == "max_body_size":
+            out.max_body_size = value
+        elif name == "header_timeout_ms":
+            out.header_timeout_ms = value
+        elif name == "body_timeout_ms":
+            out.body_timeout_ms = value
+        elif name == "keepalive_timeout_ms":
+            out.keepalive_timeout_ms = value
+        else:
+            out.tls_handshake_timeout_ms = value
+    lim[0] = out
+    return 0
+
+
+cdef dict _limits_dict(const HttpLimits *lim):
+    return {
+        "max_header_count": lim.max_header_count,
+        "max_header_size": lim.max_header_size,
+        "max_uri_size": lim.max_uri_size,
+        "max_body_size": lim.max_body_size,
+        "header_timeout_ms": lim.header_timeout_ms,
+        "body_timeout_ms": lim.body_timeout_ms,
+        "keepalive_timeout_ms": lim.keepalive_timeout_ms,
+        "tls_handshake_timeout_ms": lim.tls_handshake_timeout_ms,
+    }

@@ -166,8 +166,27 @@ cdef class Manager:
             exc, self._fatal = self._fatal, None
             raise exc
 
-    def listen(self, str url, handler=None, *, http=None):
-        return _open(self, url, handler, http, True)
+    def listen(self, str url, handler=None, *, http=None, **limits):
+        cdef HttpLimits lim = self._limits
+        cdef Connection conn
+        if limits:
+            # Checked before the socket opens, so a bad value leaves nothing behind.
+            _update_limits(&lim, limits)
+            if not (url.startswith(_HTTP_SCHEMES) if http is None else bool(http)):
+                raise ValueError(
+                    "HTTP limits apply to HTTP listeners only (http://, https://, ws://, "
+                    "wss://, or http=True)")
+        conn = _open(self, url, handler, http, True)
+        conn._limits = lim
+        return conn
+
+    def set_http_limits(self, **limits):
+        self._ensure_open()
+        _update_limits(&self._limits, limits)
+
+    @property
+    def http_limits(self):
+        return _limits_dict(&self._limits)
 
     def connect(self, str url, handler=None, *, http=None):
         return _open(self, url, handler, http, False)

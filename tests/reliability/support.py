@@ -1,0 +1,325 @@
+"""Shared helpers of the reliability suite: a polled server thread whose app records what it
+sees, raw-socket exchanges, and h11 (the reference strict parser) on both sides of the wire."""
+
+from __future__ import annotations
+
+import collections
+import glob
+import importlib.util
+import os
+import queue
+import socket
+import sys
+import sysconfig
+import threading
+import time
+import types
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import h11
+
+
+def load_core() -> types.ModuleType:
+    """cymongoose._mongoose; loaded straight from its file while the package's __init__
+    cannot import yet (it re-exports names other branches are still adding)."""
+    try:
+        import cymongoose._mongoose as core
+
+        return core
+    except (ImportError, AttributeError):
+        pass
+    for name in [n for n in sys.modules if n == "cymongoose" or n.startswith("cymongoose.")]:
+        del sys.modules[name]
+    paths = glob.glob(os.path.join(sysconfig.get_paths()["platlib"], "cymongoose",
+                                   "_mongoose*.so"))
+    if not paths:
+        raise ImportError("cymongoose._mongoose is not built; run `make setup`")
+    package = types.ModuleType("cymongoose")
+    package.__path__ = [os.path.dirname(paths[0])]
+    sys.modules["cymongoose"] = package
+    spec = importlib.util.spec_from_file_location("cymongoose._mongoose", paths[0])
+    assert spec is not None and spec.loader is not None
+    core = importlib.util.module_from_spec(spec)
+    sys.modules["cymongoose._mongoose"] = core
+    spec.loader.exec_module(core)
+    return core
+
+
+cm = load_core()
+
+Seen = tuple[str, str, bytes]  # method, target (path + "?" + query), body
+
+
+class Server:
+    """A Manager polled in its own thread. The default app answers every request with 200 and
+    a body naming what it saw, and records each request under the client's port."""
+
+    def __init__(self, handler: Callable[..., None] | None = None,
+                 url: str = "http://127.0.0.1:0", poll_ms: int = 5,
+                 **limits: int) -> None:
+        self.errors: list[BaseException] = []
+        self.seen: dict[int, list[Seen]] = collections.defaultdict(list)
+        self._lock = threading.Lock()
+        self._calls: queue.Queue[tuple[Callable[[], Any], queue.Queue[Any]]] = queue.Queue()
+        self.mgr = cm.Manager(error_handler=self.errors.append)
+        self.listener = self.mgr.listen(url, handler or self.app, **limits)
+        self.port: int = self.listener.local_addr[1]
+        self.poll_ms = poll_ms
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cymongoose-server", daemon=True)
+
+    def __enter__(self) -> Server:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self._stop.set()
+            self._thread.join(10)
+        self.mgr.close()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.mgr.poll(self.poll_ms)
+            while not self._calls.empty():
+                fn, out = self._calls.get()
+                try:
+                    out.put((True, fn()))
+                except BaseException as exc:  # handed back to the caller
+                    out.put((False, exc))
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        """Run fn in the poll thread (Manager objects are not thread-safe) and return its
+        result."""
+        out: queue.Queue[Any] = queue.Queue()
+        self._calls.put((fn, out))
+        ok, value = out.get(timeout=10)
+        if not ok:
+            raise value
+        return value
+
+    def connection_count(self) -> int:
+        return self.call(lambda: len(self.mgr.connections)) - 1  # minus the listener
+
+    def record(self, conn: Any, msg: Any) -> Seen:
+        target = msg.uri + ("?" + msg.query if msg.query else "")
+        item = (msg.method, target, msg.body_bytes)
+        with self._lock:
+            self.seen[conn.remote_addr[1]].append(item)
+        return item
+
+    def forget(self, port: int) -> None:
+        with self._lock:
+            self.seen.pop(port, None)
+
+    def seen_by(self, port: int) -> list[Seen]:
+        with self._lock:
+            return list(self.seen.get(port, ()))
+
+    def app(self, conn: Any, ev: int, data: Any) -> None:
+        if ev != cm.MG_EV_HTTP_MSG:
+            return
+        method, target, body = self.record(conn, data)
+        conn.reply(200, f"{method} {target} {len(body)}".encode())
+
+
+@dataclass
+class Exchange:
+    raw: bytes
+    closed: bool  # the server closed the connection (EOF or reset)
+    reset: bool
+    elapsed: float  # from the last byte sent to EOF (or to giving up)
+    local_port: int
+
+
+def exchange(port: int, data: bytes | Iterable[bytes], *, timeout: float = 5.0,
+             pause: float = 0.0, until: Callable[[bytes], bool] | None = None,
+             grace: float = 0.05, server: Server | None = None,
+             on_connect: Callable[[int], None] | None = None) -> Exchange:
+    """Send data (pieces `pause` s apart), then read until the server closes, or `timeout`
+    passes, or `until(received)` holds and nothing more arrives for `grace` s. With
+    `server`, forget what its app recorded under our port before (ports get reused)."""
+    pieces = [data] if isinstance(data, bytes) else list(data)
+    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    local_port = sock.getsockname()[1]
+    if server is not None:
+        server.forget(local_port)
+    if on_connect is not None:
+        on_connect(local_port)
+    raw = b""
+    closed = reset = False
+    try:
+        for i, piece in enumerate(pieces):
+            if i and pause:
+                time.sleep(pause)
+            try:
+                sock.sendall(piece)
+            except (BrokenPipeError, ConnectionResetError):
+                closed = reset = True
+                break
+        start = time.monotonic()
+        deadline = start + timeout
+        while not closed:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            satisfied = until is not None and until(raw)
+            sock.settimeout(min(left, grace) if satisfied else left)
+            try:
+                chunk = sock.recv(65536)
+            except TimeoutError:
+                break
+            except ConnectionResetError:
+                closed = reset = True
+                break
+            if not chunk:
+                closed = True
+                break
+            raw += chunk
+        return Exchange(raw, closed, reset, time.monotonic() - start, local_port)
+    finally:
+        sock.close()
+
+
+@dataclass
+class Response:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    interim: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Parsed:
+    responses: list[Response]
+    error: str | None  # our output is not valid HTTP/1.1 framing for these requests
+    leftover: bytes  # bytes after the last response a strict client could read
+
+
+def parse_responses(raw: bytes, methods: list[str], closed: bool) -> Parsed:
+    """Read our bytes as h11 would, one response per request method given (GET past the
+    end of the list)."""
+    conn = h11.Connection(our_role=h11.CLIENT)
+    conn.receive_data(raw)
+    if closed:
+        conn.receive_data(b"")
+    out: list[Response] = []
+    i = 0
+    try:
+        while True:
+            method = methods[i] if i < len(methods) else "GET"
+            conn.send(h11.Request(method=method, target="/", headers=[("Host", "x")]))
+            conn.send(h11.EndOfMessage())
+            interim: list[int] = []
+            current: Response | None = None
+            while True:
+                ev = conn.next_event()
+                if ev is h11.NEED_DATA or isinstance(ev, h11.ConnectionClosed):
+                    return Parsed(out, None, conn.trailing_data[0])
+                if ev is h11.PAUSED:  # a 2xx to CONNECT: the rest is a tunnel
+                    if current is not None:
+                        out.append(current)
+                    return Parsed(out, None, b"")
+                if isinstance(ev, h11.InformationalResponse):
+                    interim.append(ev.status_code)
+                elif isinstance(ev, h11.Response):
+                    current = Response(ev.status_code, {k.decode().lower(): v.decode("latin-1")
+                                                        for k, v in ev.headers}, b"", interim)
+                elif isinstance(ev, h11.Data):
+                    assert current is not None
+                    current.body += bytes(ev.data)
+                elif isinstance(ev, h11.EndOfMessage):
+                    assert current is not None
+                    out.append(current)
+                    break
+            i += 1
+            if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
+                conn.start_next_cycle()
+                if not conn.trailing_data[0]:
+                    return Parsed(out, None, b"")
+            else:
+                return Parsed(out, None, conn.trailing_data[0])
+    except (h11.RemoteProtocolError, h11.LocalProtocolError) as exc:
+        return Parsed(out, f"{type(exc).__name__}: {exc}", b"")
+
+
+@dataclass
+class Oracle:
+    requests: list[Seen]
+    verdict: str  # "ok" (whole input is complete requests), "reject", "incomplete"
+    reason: str = ""
+
+
+def h11_oracle(data: bytes) -> Oracle:
+    """What a strict server-side parser makes of data: the complete requests it reads before
+    it stops, and why it stops."""
+    conn = h11.Connection(our_role=h11.SERVER)
+    conn.receive_data(data)
+    requests: list[Seen] = []
+    method = target = ""
+    body = b""
+    eof_sent = False
+    try:
+        while True:
+            ev = conn.next_event()
+            if ev is h11.NEED_DATA:
+                if eof_sent:
+                    return Oracle(requests, "incomplete")
+                conn.receive_data(b"")
+                eof_sent = True
+                continue
+            if isinstance(ev, h11.ConnectionClosed) or ev is h11.PAUSED:
+                return Oracle(requests, "ok")  # PAUSED: a CONNECT/Upgrade took the stream
+            if isinstance(ev, h11.Request):
+                method, target, body = ev.method.decode(), ev.target.decode("latin-1"), b""
+            elif isinstance(ev, h11.Data):
+                body += bytes(ev.data)
+            elif isinstance(ev, h11.EndOfMessage):
+                requests.append((method, target, body))
+                if method == "CONNECT":
+                    return Oracle(requests, "ok", "a 2xx to CONNECT starts a tunnel")
+                conn.send(h11.Response(status_code=200, headers=[("Content-Length", "0")]))
+                conn.send(h11.EndOfMessage())
+                if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
+                    # Connection: close or HTTP/1.0: whatever follows is never read.
+                    return Oracle(requests, "ok", "closes after")
+                conn.start_next_cycle()
+    except h11.RemoteProtocolError as exc:
+        if eof_sent:
+            return Oracle(requests, "incomplete", str(exc))
+        return Oracle(requests, "reject", str(exc))
+
+
+def rss_kib(pid: int | None = None) -> int:
+    with open(f"/proc/{pid or 'self'}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+def fd_count(pid: int | None = None) -> int:
+    return len(os.listdir(f"/proc/{pid or 'self'}/fd"))
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, step: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return predicate()
+
+
+def get(port: int, path: str = "/", timeout: float = 5.0) -> tuple[int, bytes]:
+    """One fresh-connection GET; the canary that the server still serves everyone else."""
+    res = exchange(port, f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode(),
+                   timeout=timeout)
+    parsed = parse_responses(res.raw, ["GET"], res.closed)
+    assert parsed.error is None and parsed.responses, (res, parsed)
+    return parsed.responses[0].status, parsed.responses[0].body
