@@ -39,7 +39,8 @@ cdef struct HttpGuard:
     # of the receive buffer has been validated, its framing, and the connection's clocks.
     uint64_t started_ms  # accept time: first-request and TLS handshake clocks
     uint64_t linger_until_ms  # refused: hard end of the discard-and-close phase
-    size_t seen_len  # recv.len when last looked at; growth is body progress
+    size_t seen_len  # recv.len when last looked at: growth is new body data
+    size_t progress_mark  # recv.len when the current body_timeout window began
     size_t head_len  # front request's head, once complete and valid (else 0)
     size_t frame_len  # head + body on the wire, once known (else 0)
     size_t content_length

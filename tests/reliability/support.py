@@ -323,3 +323,78 @@ def get(port: int, path: str = "/", timeout: float = 5.0) -> tuple[int, bytes]:
     parsed = parse_responses(res.raw, ["GET"], res.closed)
     assert parsed.error is None and parsed.responses, (res, parsed)
     return parsed.responses[0].status, parsed.responses[0].body
+
+
+class ServerProcess:
+    """tests/reliability/server_main.py in a child process (RSS and fds of the server alone)."""
+
+    def __init__(self, app: str = "ok", **limits: int) -> None:
+        import json
+        import subprocess
+
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "server_main.py")
+        self.proc = subprocess.Popen(
+            [sys.executable, script, "--app", app, "--limits", json.dumps(limits)],
+            stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line.strip():
+            self.proc.kill()
+            raise RuntimeError("the server process did not start")
+        self.port = int(line)
+        self.pid = self.proc.pid
+        self.summary: dict[str, int] = {}
+
+    def __enter__(self) -> ServerProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> dict[str, int]:
+        import json
+        import signal
+        import subprocess
+
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                out, _ = self.proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                out, _ = self.proc.communicate()
+            if out.strip():
+                self.summary = json.loads(out.strip().splitlines()[-1])
+        return self.summary
+
+
+def read_response(sock: socket.socket, buf: bytearray) -> tuple[int, bytes, bool]:
+    """A minimal, fast reader of one Content-Length-framed response from sock (bytes already
+    received in buf are used first and the rest is left there). Returns (status, body,
+    server_closes)."""
+    while b"\r\n\r\n" not in buf:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("closed before a response head")
+        buf += chunk
+    head, _, _ = bytes(buf).partition(b"\r\n\r\n")
+    del buf[:len(head) + 4]
+    lines = head.split(b"\r\n")
+    status = int(lines[0].split(b" ", 2)[1])
+    length = 0
+    closes = False
+    for line in lines[1:]:
+        name, _, value = line.partition(b":")
+        name = name.strip().lower()
+        if name == b"content-length":
+            length = int(value)
+        elif name == b"connection" and b"close" in value.lower():
+            closes = True
+    while len(buf) < length:
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("closed inside a response body")
+        buf += chunk
+    body = bytes(buf[:length])
+    del buf[:length]
+    return status, body, closes

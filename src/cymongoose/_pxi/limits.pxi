@@ -30,6 +30,7 @@ cdef tuple _LIMIT_NAMES = (
 cdef enum:
     _LINGER_MAX_MS = 10000
     _LINGER_IDLE_MS = 1000
+    _MIN_PROGRESS = 1024
     _MAX_TIMEOUT_MS = 7 * 24 * 3600 * 1000
     _MAX_BODY = 1 << 30
     _MAX_HEAD = 16 * 1024 * 1024
@@ -669,7 +670,8 @@ cdef void _advance(Connection conn, mg.mg_connection *c, HttpGuard *g, uint64_t 
     cdef const HttpLimits *lim = &conn._limits
     cdef HeadInfo h
     cdef int r, ph
-    cdef bint progress
+    cdef bint fresh
+    cdef size_t need
     cdef bytes cont
     while not c.is_closing:
         ph = conn._http_phase
@@ -723,20 +725,29 @@ cdef void _advance(Connection conn, mg.mg_connection *c, HttpGuard *g, uint64_t 
             if c.pfn != <mg.mg_event_handler_t>_http_guard:
                 return
             continue
-        progress = False
+        fresh = False
         if ph != _PH_BODY:
             conn._http_phase = _PH_BODY
-            progress = True
+            fresh = True
+            g.progress_mark = c.recv.len
+            conn._deadline_ms = now + lim.body_timeout_ms if lim.body_timeout_ms else 0
             if (g.flags & (_GF_EXPECT | _GF_CONTINUED)) == _GF_EXPECT:
                 g.flags |= _GF_CONTINUED
                 cont = b"HTTP/1.1 100 Continue\r\n\r\n"
                 mg.mg_send(c, PyBytes_AS_STRING(cont), <size_t>PyBytes_GET_SIZE(cont))
         elif c.recv.len != g.seen_len:
-            progress = True
-        if progress:
+            fresh = True
+            # Progress is _MIN_PROGRESS bytes (or the rest of the body) per window, so a
+            # body trickled a few bytes at a time (slowloris for bodies) still times out.
+            need = _MIN_PROGRESS
+            if g.body_kind == _BODY_LENGTH and g.frame_len - g.progress_mark < need:
+                need = g.frame_len - g.progress_mark
+            if c.recv.len - g.progress_mark >= need:
+                g.progress_mark = c.recv.len
+                conn._deadline_ms = now + lim.body_timeout_ms if lim.body_timeout_ms else 0
+        if fresh:
             _grow_recv(c, g)
             g.seen_len = c.recv.len
-            conn._deadline_ms = now + lim.body_timeout_ms if lim.body_timeout_ms else 0
             if g.body_kind == _BODY_LENGTH:
                 # Mongoose reports MG_EV_HTTP_HDRS while a body with a length arrives;
                 # handlers that stream uploads rely on it. (A chunked body is parsed once,
@@ -784,7 +795,7 @@ cdef void _check_clock(Connection conn, mg.mg_connection *c, HttpGuard *g,
         _refuse(conn, c, g, 408, b"request head not received within header_timeout_ms",
                 False, now)
     elif ph == _PH_BODY:
-        _refuse(conn, c, g, 408, b"no request body progress within body_timeout_ms",
+        _refuse(conn, c, g, 408, b"request body progress under 1 KiB per body_timeout_ms",
                 (g.flags & _GF_HEAD) != 0, now)
 
 
