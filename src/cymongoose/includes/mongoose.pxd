@@ -122,6 +122,7 @@ cdef extern from "mongoose.h" nogil:
     struct mg_mgr:
         mg_connection *conns
         int dnstimeout
+        int epoll_fd
         void *userdata
         mg_timer *timers
 
@@ -354,6 +355,13 @@ cdef extern from "mongoose.h" nogil:
     void mg_rpc_err(mg_rpc_req *r, int code, const char *fmt, ...)
 
     void mg_free(void *ptr)
+
+
+cdef extern from "sys/epoll.h" nogil:
+    # Only for poll()'s non-consuming readiness probe on Mongoose's (level-triggered) epoll set.
+    struct epoll_event:
+        uint32_t events
+    int epoll_wait(int epfd, epoll_event *events, int maxevents, int timeout)
 
 
 cdef extern from "cym_extra.h" nogil:
