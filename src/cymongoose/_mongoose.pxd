@@ -122,6 +122,8 @@ cdef class RpcReq:
     cdef bint _answered
     cdef str _frame
 
+    cdef int _begin_answer(self) except -1
+
 
 cdef class Rpc:
     cdef mg.mg_rpc *_head

@@ -64,6 +64,7 @@ cdef extern from "mongoose.h" nogil:
     bint mg_iobuf_resize(mg_iobuf *io, size_t new_size)
     size_t mg_iobuf_add(mg_iobuf *io, size_t ofs, const void *buf, size_t len)
     size_t mg_iobuf_del(mg_iobuf *io, size_t ofs, size_t len)
+    void mg_iobuf_free(mg_iobuf *io)
 
     size_t mg_base64_encode(const unsigned char *p, size_t n, char *buf, size_t len)
     size_t mg_base64_decode(const char *src, size_t n, char *dst, size_t len)
@@ -330,7 +331,9 @@ cdef extern from "mongoose.h" nogil:
     int mg_json_get(mg_str json, const char *path, int *toklen)
     mg_str mg_json_get_tok(mg_str json, const char *path)
     bint mg_json_get_num(mg_str json, const char *path, double *v)
-    bint mg_json_get_bool(mg_str json, const char *path, bint *v)
+    # C99 bool, for out-parameters (a bint is an int: writing a bool through it is wrong).
+    ctypedef bint mg_bool "bool"
+    bint mg_json_get_bool(mg_str json, const char *path, mg_bool *v)
     long mg_json_get_long(mg_str json, const char *path, long dflt)
     char *mg_json_get_str(mg_str json, const char *path)
 
