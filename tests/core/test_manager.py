@@ -160,8 +160,6 @@ def test_reentrant_poll_and_close_inside_handler_raise(manager: Manager) -> None
 
 def test_poll_from_second_thread_while_polling_raises() -> None:
     with Manager() as mgr:
-        started = threading.Event()
-        mgr.timer_add(0, started.set, run_now=True)
         errors: list[BaseException] = []
 
         def poller() -> None:
