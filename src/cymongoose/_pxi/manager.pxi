@@ -18,7 +18,6 @@ cdef extern from "Python.h":
     int PyErr_CheckSignals() except -1
 
 
-@cython.final
 cdef class Manager:
     """Owns one Mongoose event manager and every connection made through it."""
 
