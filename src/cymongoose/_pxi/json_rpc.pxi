@@ -8,7 +8,7 @@ cdef inline mg.mg_str _mg_bytes(bytes b):
     return mg.mg_str_n(PyBytes_AS_STRING(b), <size_t>PyBytes_GET_SIZE(b))
 
 
-def json_get(data, str path):
+def json_get(data, str path not None):
     cdef bytes doc = _coerce_bytes(data, "data")
     cdef bytes p = _utf8_no_nul(path, "path")
     cdef int toklen = 0
@@ -18,7 +18,7 @@ def json_get(data, str path):
     return _decode(PyBytes_AS_STRING(doc) + off, <size_t>toklen)
 
 
-def json_get_num(data, str path, default=None):
+def json_get_num(data, str path not None, default=None):
     cdef bytes doc = _coerce_bytes(data, "data")
     cdef bytes p = _utf8_no_nul(path, "path")
     cdef double v = 0
@@ -27,7 +27,7 @@ def json_get_num(data, str path, default=None):
     return v
 
 
-def json_get_bool(data, str path, default=None):
+def json_get_bool(data, str path not None, default=None):
     cdef bytes doc = _coerce_bytes(data, "data")
     cdef bytes p = _utf8_no_nul(path, "path")
     cdef mg.mg_bool v = False
@@ -36,7 +36,7 @@ def json_get_bool(data, str path, default=None):
     return bool(v)
 
 
-def json_get_long(data, str path, default=0):
+def json_get_long(data, str path not None, default=0):
     cdef bytes doc = _coerce_bytes(data, "data")
     cdef bytes p = _utf8_no_nul(path, "path")
     cdef double v = 0
@@ -60,7 +60,7 @@ def json_get_long(data, str path, default=0):
     return int(v)
 
 
-def json_get_str(data, str path):
+def json_get_str(data, str path not None):
     cdef bytes doc = _coerce_bytes(data, "data")
     cdef bytes p = _utf8_no_nul(path, "path")
     cdef mg.mg_str tok = mg.mg_json_get_tok(_mg_bytes(doc), p)
@@ -122,14 +122,14 @@ cdef class RpcReq:
         self._answered = True
         return 0
 
-    def ok(self, str result_json):
+    def ok(self, str result_json not None):
         cdef bytes r = _utf8(result_json)
         self._begin_answer()
         # mg_rpc_ok writes nothing for a notification (no id). The result is passed as a
         # "%.*s" argument, never as the format.
         mg.mg_rpc_ok(self._req, "%.*s", <int>PyBytes_GET_SIZE(r), PyBytes_AS_STRING(r))
 
-    def err(self, int code, str message):
+    def err(self, int code, str message not None):
         self._begin_answer()
         _rpc_error(self._req, code, message)
 
@@ -164,7 +164,7 @@ cdef class Rpc:
     def __dealloc__(self):
         mg.mg_rpc_del(&self._head, NULL)  # NULL handler: free every entry
 
-    def add(self, str method, handler):
+    def add(self, str method not None, handler):
         cdef bytes m = _utf8_no_nul(method, "method")
         cdef mg.mg_rpc *h
         if not callable(handler):
