@@ -18,13 +18,31 @@ def json_get(data, str path not None):
     return _decode(PyBytes_AS_STRING(doc) + off, <size_t>toklen)
 
 
+cdef object _json_number(bytes doc, bytes path):
+    """The number at `path` as a Python float, or None when Mongoose finds no number there.
+
+    mg_json_get_num() decides what counts as a number (Mongoose's semantics), but its own
+    conversion is not correctly rounded in 7.23 (0.3 gives 0.30000000000000004, 1e999 a
+    finite value), so the token text is converted by Python when it can be.
+    """
+    cdef double v = 0
+    cdef int toklen = 0
+    cdef int off
+    if not mg.mg_json_get_num(_mg_bytes(doc), path, &v):
+        return None
+    off = mg.mg_json_get(_mg_bytes(doc), path, &toklen)
+    tok = PyBytes_AS_STRING(doc)[off:off + toklen]
+    try:
+        return float(tok)
+    except ValueError:
+        return v
+
+
 def json_get_num(data, str path not None, default=None):
     cdef bytes doc = _coerce_bytes(data, "data")
     cdef bytes p = _utf8_no_nul(path, "path")
-    cdef double v = 0
-    if not mg.mg_json_get_num(_mg_bytes(doc), p, &v):
-        return default
-    return v
+    v = _json_number(doc, p)
+    return default if v is None else v
 
 
 def json_get_bool(data, str path not None, default=None):
@@ -39,20 +57,19 @@ def json_get_bool(data, str path not None, default=None):
 def json_get_long(data, str path not None, default=0):
     cdef bytes doc = _coerce_bytes(data, "data")
     cdef bytes p = _utf8_no_nul(path, "path")
-    cdef double v = 0
     cdef int toklen = 0
     cdef int off
     if not isinstance(default, int):
         raise TypeError(f"default must be int, not {type(default).__name__}")
-    # mg_json_get_long() casts the double to a C long, which is undefined for values out of
-    # range; Python ints have no range, so an integer literal is converted exactly and other
-    # numbers are truncated toward zero like the C cast.
-    if not mg.mg_json_get_num(_mg_bytes(doc), p, &v):
+    # mg_json_get_long() casts a double to a C long, which loses digits above 2**53 and is
+    # undefined out of range; Python ints have no range, so an integer literal converts
+    # exactly and other numbers truncate toward zero like the C cast.
+    v = _json_number(doc, p)
+    if v is None:
         return default
     off = mg.mg_json_get(_mg_bytes(doc), p, &toklen)
-    tok = PyBytes_AS_STRING(doc)[off:off + toklen]
     try:
-        return int(tok)
+        return int(PyBytes_AS_STRING(doc)[off:off + toklen])
     except ValueError:
         pass
     if not _math.isfinite(v):
