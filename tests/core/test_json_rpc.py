@@ -8,19 +8,22 @@ import pytest
 import cymongoose
 from cymongoose import Rpc, RpcReq
 
-DOC = json.dumps({
-    "a": 1,
-    "b": {"c": [10, 20, {"d": "deep"}], "e": None, "t": True, "f": False},
-    "s": "plain",
-    "esc": "quote\" backslash\\ nl\n tab\t",
-    "uni": "é中𝄞",
-    "neg": -12.5,
-    "exp": 1.5e3,
-    "big": 123456789012345678901234567890,
-    "arr": [[1, 2], [3, [4, 5]]],
-    "empty": "",
-    "ctrl": "\x01",
-}, ensure_ascii=False)
+DOC = json.dumps(
+    {
+        "a": 1,
+        "b": {"c": [10, 20, {"d": "deep"}], "e": None, "t": True, "f": False},
+        "s": "plain",
+        "esc": 'quote" backslash\\ nl\n tab\t',
+        "uni": "é中𝄞",
+        "neg": -12.5,
+        "exp": 1.5e3,
+        "big": 123456789012345678901234567890,
+        "arr": [[1, 2], [3, [4, 5]]],
+        "empty": "",
+        "ctrl": "\x01",
+    },
+    ensure_ascii=False,
+)
 
 
 def test_json_get_raw_tokens():
@@ -37,8 +40,9 @@ def test_json_get_raw_tokens():
     assert json.loads(g(DOC, "$.uni")) == "é中𝄞"
 
 
-@pytest.mark.parametrize("path", ["$.missing", "$.b.c[3]", "$.a.b", "$.arr[5]", "$.b.x.y",
-                                  "", "nonsense"])
+@pytest.mark.parametrize(
+    "path", ["$.missing", "$.b.c[3]", "$.a.b", "$.arr[5]", "$.b.x.y", "", "nonsense"]
+)
 def test_json_get_missing(path):
     assert cymongoose.json_get(DOC, path) is None
     assert cymongoose.json_get_num(DOC, path) is None
@@ -60,8 +64,18 @@ def test_json_get_num():
     assert n(DOC, "$.exp") == 1500.0
     assert n(DOC, "$.b.c[1]") == 20.0
     # Correctly rounded, like float(): Mongoose's own conversion is not.
-    for text in ("0.3", "1e-5", "2.5e-300", "1.7976931348623157e308", "-0.0", "1E5", "12e+2",
-                 "123456789.123456789", "0.1", "-7"):
+    for text in (
+        "0.3",
+        "1e-5",
+        "2.5e-300",
+        "1.7976931348623157e308",
+        "-0.0",
+        "1E5",
+        "12e+2",
+        "123456789.123456789",
+        "0.1",
+        "-7",
+    ):
         assert n(f'{{"x": {text}}}', "$.x") == float(text), text
     assert n('{"x": 1e999}', "$.x") == float("inf")
     assert n(DOC, "$.s") is None  # not a number
@@ -75,7 +89,7 @@ def test_json_get_bool():
     assert b(DOC, "$.b.f") is False
     assert b(DOC, "$.a") is None
     assert b(DOC, "$.a", default=True) is True
-    assert b('[true,false]', "$[1]") is False
+    assert b("[true,false]", "$[1]") is False
 
 
 def test_json_get_long():
@@ -98,7 +112,7 @@ def test_json_get_long():
 def test_json_get_str():
     s = cymongoose.json_get_str
     assert s(DOC, "$.s") == "plain"
-    assert s(DOC, "$.esc") == "quote\" backslash\\ nl\n tab\t"
+    assert s(DOC, "$.esc") == 'quote" backslash\\ nl\n tab\t'
     assert s(DOC, "$.uni") == "é中𝄞"
     assert s(DOC, "$.empty") == ""
     assert s(DOC, "$.ctrl") == "\x01"
@@ -117,8 +131,13 @@ def test_json_data_types():
     for data in (doc, doc.encode(), bytearray(doc.encode()), memoryview(doc.encode())):
         assert cymongoose.json_get(data, "$.k") == '"v"'
         assert cymongoose.json_get_str(data, "$.k") == "v"
-    for fn in (cymongoose.json_get, cymongoose.json_get_num, cymongoose.json_get_bool,
-               cymongoose.json_get_long, cymongoose.json_get_str):
+    for fn in (
+        cymongoose.json_get,
+        cymongoose.json_get_num,
+        cymongoose.json_get_bool,
+        cymongoose.json_get_long,
+        cymongoose.json_get_str,
+    ):
         with pytest.raises(TypeError):
             fn(12, "$.k")
         with pytest.raises(TypeError):
@@ -168,7 +187,9 @@ def rpc():
 def test_rpc_ok(rpc):
     assert call(rpc, {"id": 1, "method": "sum", "params": [2, 3]}) == {"id": 1, "result": 5}
     assert call(rpc, {"id": "abc", "method": "echo", "params": {"x": ["é", None]}}) == {
-        "id": "abc", "result": {"x": ["é", None]}}
+        "id": "abc",
+        "result": {"x": ["é", None]},
+    }
     assert call(rpc, b'{"id":7,"method":"sum","params":[1,1]}') == {"id": 7, "result": 2}
     raw = rpc.process('{"id":1,"method":"sum","params":[2,3]}')
     assert raw == '{"id":1,"result":5}'
@@ -176,8 +197,7 @@ def test_rpc_ok(rpc):
 
 def test_rpc_err_escapes_message(rpc):
     resp = call(rpc, {"id": 2, "method": "fail"})
-    assert resp == {"id": 2, "error": {"code": -32000,
-                                      "message": 'custom "quoted" \x01 ☃ failure'}}
+    assert resp == {"id": 2, "error": {"code": -32000, "message": 'custom "quoted" \x01 ☃ failure'}}
 
 
 def test_rpc_unknown_method(rpc):
@@ -195,7 +215,7 @@ def test_rpc_handler_raises():
     r = Rpc()
 
     def boom(req):
-        raise ValueError("went wrong: \"%s\" \n")
+        raise ValueError('went wrong: "%s" \n')
 
     r.add("boom", boom)
     resp = call(r, {"id": 5, "method": "boom"})
@@ -316,8 +336,12 @@ def test_rpc_req_answer_types():
     errors = []
 
     def h(req):
-        for fn in (lambda: req.ok(None), lambda: req.ok(b"1"), lambda: req.err("1", "m"),
-                   lambda: req.err(1, None)):
+        for fn in (
+            lambda: req.ok(None),
+            lambda: req.ok(b"1"),
+            lambda: req.err("1", "m"),
+            lambda: req.err(1, None),
+        ):
             try:
                 fn()
             except TypeError:
@@ -338,8 +362,7 @@ def test_rpc_nested_process_and_many_calls():
 
     r.add("outer", outer)
     r.add("inner", lambda req: req.ok('"in"'))
-    assert call(r, {"id": 1, "method": "outer"}) == {"id": 1,
-                                                   "result": {"id": 99, "result": "in"}}
+    assert call(r, {"id": 1, "method": "outer"}) == {"id": 1, "result": {"id": 99, "result": "in"}}
     big = "x" * 100000
     r.add("big", lambda req: req.ok(json.dumps(big)))
     for i in range(200):
