@@ -1,7 +1,17 @@
 # JSON path getters (over mg_json_get*) and the JSON-RPC dispatcher (over mg_rpc_*).
 
+from libc.limits cimport INT_MAX
+
 import json as _json
 import math as _math
+
+
+cdef bytes _json_bytes(object data, str argname):
+    # mg_json_get() reports offsets and lengths as int, and mg_rpc_* print with "%.*s".
+    cdef bytes b = _coerce_bytes(data, argname)
+    if PyBytes_GET_SIZE(b) > INT_MAX:
+        raise ValueError(f"{argname} is too large for Mongoose's JSON parser (over 2 GiB)")
+    return b
 
 
 cdef inline mg.mg_str _mg_bytes(bytes b):
@@ -9,7 +19,7 @@ cdef inline mg.mg_str _mg_bytes(bytes b):
 
 
 def json_get(data, str path not None):
-    cdef bytes doc = _coerce_bytes(data, "data")
+    cdef bytes doc = _json_bytes(data, "data")
     cdef bytes p = _utf8_no_nul(path, "path")
     cdef int toklen = 0
     cdef int off = mg.mg_json_get(_mg_bytes(doc), p, &toklen)
@@ -39,14 +49,14 @@ cdef object _json_number(bytes doc, bytes path):
 
 
 def json_get_num(data, str path not None, default=None):
-    cdef bytes doc = _coerce_bytes(data, "data")
+    cdef bytes doc = _json_bytes(data, "data")
     cdef bytes p = _utf8_no_nul(path, "path")
     v = _json_number(doc, p)
     return default if v is None else v
 
 
 def json_get_bool(data, str path not None, default=None):
-    cdef bytes doc = _coerce_bytes(data, "data")
+    cdef bytes doc = _json_bytes(data, "data")
     cdef bytes p = _utf8_no_nul(path, "path")
     cdef mg.mg_bool v = False
     if not mg.mg_json_get_bool(_mg_bytes(doc), p, &v):
@@ -55,7 +65,7 @@ def json_get_bool(data, str path not None, default=None):
 
 
 def json_get_long(data, str path not None, default=0):
-    cdef bytes doc = _coerce_bytes(data, "data")
+    cdef bytes doc = _json_bytes(data, "data")
     cdef bytes p = _utf8_no_nul(path, "path")
     cdef int toklen = 0
     cdef int off
@@ -78,7 +88,7 @@ def json_get_long(data, str path not None, default=0):
 
 
 def json_get_str(data, str path not None):
-    cdef bytes doc = _coerce_bytes(data, "data")
+    cdef bytes doc = _json_bytes(data, "data")
     cdef bytes p = _utf8_no_nul(path, "path")
     cdef mg.mg_str tok = mg.mg_json_get_tok(_mg_bytes(doc), p)
     cdef char *s
@@ -141,6 +151,8 @@ cdef class RpcReq:
 
     def ok(self, str result_json not None):
         cdef bytes r = _utf8(result_json)
+        if PyBytes_GET_SIZE(r) > INT_MAX:
+            raise ValueError("result_json is too large (over 2 GiB)")
         self._begin_answer()
         # mg_rpc_ok writes nothing for a notification (no id). The result is passed as a
         # "%.*s" argument, never as the format.
@@ -155,6 +167,8 @@ cdef int _rpc_error(mg.mg_rpc_req *req, int code, str message) except -1:
     # Mongoose's own %m escaper leaves control characters other than \b\f\n\r\t raw, which
     # strict JSON parsers reject; json.dumps (ASCII output) always gives a valid string.
     cdef bytes m = _json.dumps(message).encode("ascii")
+    if PyBytes_GET_SIZE(m) > INT_MAX:
+        m = _json.dumps(message[:INT_MAX // 8]).encode("ascii")  # \uXXXX\uXXXX per char max
     cdef int toklen = 0
     if mg.mg_json_get(req.frame, "$.id", &toklen) < 0:
         return 0  # a notification gets no response, not even an error
@@ -209,7 +223,7 @@ cdef class Rpc:
         return list(self._patterns)
 
     def process(self, frame):
-        cdef bytes fb = _coerce_bytes(frame, "frame")
+        cdef bytes fb = _json_bytes(frame, "frame")
         cdef mg.mg_rpc_req req
         cdef mg.mg_iobuf io
         cdef mg.mg_rpc *h
