@@ -168,7 +168,8 @@ cdef int _rpc_error(mg.mg_rpc_req *req, int code, str message) except -1:
     # strict JSON parsers reject; json.dumps (ASCII output) always gives a valid string.
     cdef bytes m = _json.dumps(message).encode("ascii")
     if PyBytes_GET_SIZE(m) > INT_MAX:
-        m = _json.dumps(message[:INT_MAX // 8]).encode("ascii")  # \uXXXX\uXXXX per char max
+        # At most 12 ASCII bytes per character (a surrogate pair as two \u escapes).
+        m = _json.dumps(message[:INT_MAX // 16]).encode("ascii")
     cdef int toklen = 0
     if mg.mg_json_get(req.frame, "$.id", &toklen) < 0:
         return 0  # a notification gets no response, not even an error
