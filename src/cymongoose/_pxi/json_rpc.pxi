@@ -164,8 +164,9 @@ cdef class RpcReq:
 
 
 cdef int _rpc_error(mg.mg_rpc_req *req, int code, str message) except -1:
-    # Mongoose's own %m escaper leaves control characters other than \b\f\n\r\t raw, which
-    # strict JSON parsers reject; json.dumps (ASCII output) always gives a valid string.
+    # Mongoose's own %m escaper stops at a NUL and leaves control characters other than
+    # \b\f\n\r\t raw, which strict JSON parsers reject; json.dumps (ASCII output) always
+    # gives a valid string.
     cdef bytes m = _json.dumps(message).encode("ascii")
     if PyBytes_GET_SIZE(m) > INT_MAX:
         # At most 12 ASCII bytes per character (a surrogate pair as two \u escapes).
