@@ -53,6 +53,8 @@ def test_close_fires_close_event_for_every_connection() -> None:
 def test_argument_types_are_checked(manager: Manager) -> None:
     with pytest.raises(TypeError, match="url"):
         manager.listen(b"tcp://127.0.0.1:0")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        manager.listen(None)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="handler"):
         manager.listen("tcp://127.0.0.1:0", handler=42)
     with pytest.raises(TypeError, match="handler"):

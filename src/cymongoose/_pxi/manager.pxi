@@ -176,24 +176,24 @@ cdef class Manager:
             exc, self._fatal = self._fatal, None
             raise exc
 
-    def listen(self, str url, handler=None, *, http=None):
+    def listen(self, str url not None, handler=None, *, http=None):
         return _open(self, url, handler, http, True)
 
-    def connect(self, str url, handler=None, *, http=None):
+    def connect(self, str url not None, handler=None, *, http=None):
         return _open(self, url, handler, http, False)
 
-    def ws_connect(self, str url, handler=None):
+    def ws_connect(self, str url not None, handler=None):
         return _ws_connect(self, url, handler)
 
-    def mqtt_connect(self, str url, handler=None, client_id="", username="", password="",
-                     clean_session=True, keepalive=60, **kwargs):
+    def mqtt_connect(self, str url not None, handler=None, client_id="", username="",
+                     password="", clean_session=True, keepalive=60, **kwargs):
         return _mqtt_connect(self, url, handler, client_id, username, password,
                              clean_session, keepalive, kwargs)
 
-    def mqtt_listen(self, str url, handler=None):
+    def mqtt_listen(self, str url not None, handler=None):
         return _mqtt_listen(self, url, handler)
 
-    def sntp_connect(self, str url, handler=None):
+    def sntp_connect(self, str url not None, handler=None):
         return _sntp_connect(self, url, handler)
 
     def timer_add(self, int milliseconds, callback, *, repeat=False, run_now=False):
