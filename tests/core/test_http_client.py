@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from cymongoose import MG_EV_CONNECT, MG_EV_ERROR, MG_EV_HTTP_MSG, Connection, Manager
+
 from conftest import poll_until
 
 pytestmark = pytest.mark.timeout(30)

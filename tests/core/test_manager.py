@@ -18,7 +18,13 @@ import pytest
 
 import cymongoose
 from cymongoose import (
-    MG_EV_ACCEPT, MG_EV_CLOSE, MG_EV_HTTP_MSG, MG_EV_OPEN, MG_EV_POLL, Connection, Manager,
+    MG_EV_ACCEPT,
+    MG_EV_CLOSE,
+    MG_EV_HTTP_MSG,
+    MG_EV_OPEN,
+    MG_EV_POLL,
+    Connection,
+    Manager,
 )
 
 from conftest import poll_until
