@@ -53,12 +53,15 @@ cdef class Manager:
         # Dropped without close(): free everything, but run no Python handler on an object
         # being destroyed (uvloop's loud rule: warn, then clean up).
         self._gil.finalizing = True
-        try:
-            _warnings.warn(
-                "unclosed cymongoose.Manager: call close() or use it as a context manager",
-                ResourceWarning)
-        except BaseException:
-            pass
+        # Warn only when something was left running (a Manager whose __init__ failed, or
+        # that never opened anything, just gives its epoll descriptor back quietly).
+        if self._mgr.conns != NULL or self._timers:
+            try:
+                _warnings.warn(
+                    "unclosed cymongoose.Manager: call close() or use it as a context manager",
+                    ResourceWarning)
+            except BaseException:
+                pass
         self._release_timers()
         mg.mg_mgr_free(&self._mgr)
         self._closed = True
