@@ -495,23 +495,21 @@ cdef void _fix_response(Connection conn, mg.mg_connection *c, HttpGuard *g,
         c.send.len = he  # RFC 9110 §9.3.2: whatever body was written is not sent
 
 
-cdef bytes _connection_field(Connection conn, bytes header_block):
-    """The Connection field reply() adds to its response, after noting a user-set one."""
-    cdef bint has = False, close = False
+cdef const char *_connection_field(Connection conn, bint user_set,
+                                   bint user_close) noexcept:
+    """The Connection field reply() adds to its response (NULL: none), after noting a
+    user-set one."""
     if conn._http_phase != _PH_RESP:
-        return b""
-    if b"onnection" in header_block:
-        _scan_connection(<const unsigned char *>PyBytes_AS_STRING(header_block),
-                         <size_t>PyBytes_GET_SIZE(header_block), &has, &close)
-        if close:
-            conn._guard.flags |= _GF_CLOSE
-        if has:
-            return b""
+        return NULL
+    if user_close:
+        conn._guard.flags |= _GF_CLOSE
+    if user_set:
+        return NULL
     if conn._guard.flags & _GF_CLOSE:
         return b"Connection: close\r\n"
     if conn._guard.flags & _GF_KEEPALIVE:
         return b"Connection: keep-alive\r\n"
-    return b""
+    return NULL
 
 
 cdef dict _REFUSALS = {}
