@@ -111,7 +111,7 @@ def test_header_dribble_gets_408_on_time(server: Server) -> None:
     fresh.join(10)
     assert result.raw.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
     assert_on_time(result)
-    assert latencies and latencies[0] and max(latencies[0]) < 0.5
+    assert latencies and latencies[0] and max(latencies[0]) < 1.0
 
 
 def test_first_request_clock_starts_at_accept(server: Server) -> None:
@@ -202,7 +202,7 @@ def test_many_slow_clients_do_not_starve_others(server: Server) -> None:
         fresh.join(10)
         assert len(closed) == n
         assert max(closed.values()) <= TIMEOUT + 1.0
-        assert latencies and latencies[0] and max(latencies[0]) < 0.5
+        assert latencies and latencies[0] and max(latencies[0]) < 1.0
     finally:
         for s in socks:
             s.close()
