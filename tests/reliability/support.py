@@ -277,6 +277,8 @@ def h11_oracle(data: bytes) -> Oracle:
                 return Oracle(requests, "ok")  # PAUSED: a CONNECT/Upgrade took the stream
             if isinstance(ev, h11.Request):
                 method, target, body = ev.method.decode(), ev.target.decode("latin-1"), b""
+                if target.endswith("?") and target.count("?") == 1:
+                    target = target[:-1]  # HttpMessage cannot tell "/a?" from "/a"
             elif isinstance(ev, h11.Data):
                 body += bytes(ev.data)
             elif isinstance(ev, h11.EndOfMessage):
