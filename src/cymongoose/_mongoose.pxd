@@ -36,10 +36,15 @@ cdef struct HttpLimits:
 
 
 cdef struct HttpGuard:
-    # Per-connection state of the HTTP guard (limits.pxi): how far the request at the front
-    # of the receive buffer has been validated, its framing, and the connection's clocks.
+    # Per-connection state of the HTTP guard (limits.pxi). It lives inside the Connection
+    # and c->pfn_data points at it while the guard is the connection's protocol handler, so
+    # the guard runs without the GIL. Valid until MG_EV_CLOSE, which unbinds the Connection
+    # only after the guard's last call (mg_call runs pfn before fn).
+    const HttpLimits *limits  # the Connection's own _limits
     uint64_t started_ms  # accept time: first-request and TLS handshake clocks
+    uint64_t deadline_ms  # when the current phase times out (0: never)
     uint64_t linger_until_ms  # refused: hard end of the discard-and-close phase
+    size_t requests_seen
     size_t seen_len  # recv.len when last looked at: growth is new body data
     size_t progress_mark  # recv.len when the current body_timeout window began
     size_t head_len  # front request's head, once complete and valid (else 0)
@@ -47,9 +52,11 @@ cdef struct HttpGuard:
     size_t content_length
     size_t chunk_pos  # chunked body: wire bytes after the head already validated
     size_t decoded  # chunked body: data bytes in the validated chunks
+    int phase
     int body_kind
     int flags
     mg.mg_event_handler_t inner  # Mongoose's file sender, run by the guard while it serves
+    void *inner_data  # its c->pfn_data (the open file)
 
 
 cdef struct TimerBox:
@@ -92,9 +99,6 @@ cdef class Connection:
     cdef bint _head_request
     cdef bint _bound
     cdef HttpLimits _limits
-    cdef uint64_t _deadline_ms
-    cdef int _http_phase
-    cdef size_t _requests_seen
     cdef HttpGuard _guard
 
     cdef int _ensure_open(self) except -1

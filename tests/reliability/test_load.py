@@ -139,6 +139,7 @@ def test_idle_sockets_and_connection_storm() -> None:
         assert wait_until(lambda: fd_count(server.pid) <= baseline, 5), (
             fd_count(server.pid), baseline)
         assert fresh_get() < 1.0
+        assert wait_until(lambda: fd_count(server.pid) <= baseline, 5)
         assert server.stop()["connections_at_exit"] == 0
 
 
@@ -209,7 +210,7 @@ def test_soak_fixed_rate() -> None:
         elapsed = time.monotonic() - start
         summary = server.stop()
 
-    warm = [s for s in samples if s[0] >= max(10.0, SOAK_SECONDS * 0.2)]
+    warm = [s for s in samples if s[0] >= SOAK_SECONDS * 0.2]
     slope = _slope_mib_per_min(warm)
     total = stats["ok"] + stats["bad"] + stats["socket_errors"]
     print(f"\nsoak: {elapsed:.0f} s at {SOAK_RATE}/s target: {total} requests "

@@ -464,11 +464,10 @@ cdef void _scan_connection(const unsigned char *p, size_t n, bint *has,
     close[0] = (flags & _GF_CLOSE) != 0
 
 
-cdef void _fix_response(Connection conn, mg.mg_connection *c, HttpGuard *g,
-                        size_t mark) noexcept:
+cdef void _fix_response(mg.mg_connection *c, HttpGuard *g, size_t mark) noexcept nogil:
     """Make the response written since `mark` (synchronously, by any API: reply, serve_dir,
     Mongoose's own error pages) say and do what the request's framing requires."""
-    cdef size_t s = mark, he = 0
+    cdef size_t s = mark, he = 0, n
     cdef bint has = False, close = False
     cdef const char *field = NULL
     while True:
@@ -489,8 +488,10 @@ cdef void _fix_response(Connection conn, mg.mg_connection *c, HttpGuard *g,
             field = b"Connection: close\r\n"
         elif g.flags & _GF_KEEPALIVE:
             field = b"Connection: keep-alive\r\n"
-        if field != NULL and mg.mg_iobuf_add(&c.send, he - 2, field, strlen(field)):
-            he += strlen(field)
+        if field != NULL:
+            n = strlen(field)
+            if mg.mg_iobuf_add(&c.send, he - 2, field, n):
+                he += n
     if (g.flags & _GF_HEAD) and not c.is_resp and c.send.len > he:
         c.send.len = he  # RFC 9110 §9.3.2: whatever body was written is not sent
 
@@ -499,7 +500,7 @@ cdef const char *_connection_field(Connection conn, bint user_set,
                                    bint user_close) noexcept:
     """The Connection field reply() adds to its response (NULL: none), after noting a
     user-set one."""
-    if conn._http_phase != _PH_RESP:
+    if conn._guard.phase != _PH_RESP:
         return NULL
     if user_close:
         conn._guard.flags |= _GF_CLOSE
@@ -512,41 +513,54 @@ cdef const char *_connection_field(Connection conn, bint user_set,
     return NULL
 
 
-cdef dict _REFUSALS = {}
+# Prebuilt refusals (with and without body, the latter for HEAD), so that refusing needs
+# neither the GIL nor any formatting.
+cdef enum:
+    _N_REFUSALS = 7
+cdef int _REFUSAL_CODES[_N_REFUSALS]
+cdef const char *_REFUSAL_DATA[_N_REFUSALS][2]
+cdef size_t _REFUSAL_LEN[_N_REFUSALS][2]
+cdef list _REFUSAL_KEEP = []
 
 
-cdef bytes _refusal(int status, bint head):
-    key = status * 2 + head
-    cached = _REFUSALS.get(key)
-    if cached is not None:
-        return <bytes>cached
-    reason = _REASONS.get(status, "Error")
-    body = f"{reason}\n".encode("ascii")
-    out = (f"HTTP/1.1 {status} {reason}\r\n"
-           "Content-Type: text/plain; charset=utf-8\r\n"
-           f"Content-Length: {len(body)}\r\n"
-           "Connection: close\r\n\r\n").encode("ascii")
-    if not head:
-        out += body
-    _REFUSALS[key] = out
-    return out
+cdef void _init_refusals() noexcept:
+    cdef int i
+    cdef bytes full, head
+    for i, code in enumerate((400, 408, 413, 414, 431, 501, 505)):
+        reason = {400: "Bad Request", 408: "Request Timeout", 413: "Content Too Large",
+                  414: "URI Too Long", 431: "Request Header Fields Too Large",
+                  501: "Not Implemented", 505: "HTTP Version Not Supported"}[code]
+        body = f"{reason}\n".encode("ascii")
+        head = (f"HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode("ascii")
+        full = head + body
+        _REFUSAL_KEEP.extend((full, head))
+        _REFUSAL_CODES[i] = code
+        _REFUSAL_DATA[i][0] = full
+        _REFUSAL_LEN[i][0] = len(full)
+        _REFUSAL_DATA[i][1] = head
+        _REFUSAL_LEN[i][1] = len(head)
 
 
-cdef void _log_refusal(mg.mg_connection *c, int status, const char *why) noexcept:
+_init_refusals()
+
+
+cdef void _log_event(mg.mg_connection *c, int status, const char *why) noexcept nogil:
+    """Debug entry on the `cymongoose` logger for a refusal (status > 0) or a close."""
+    _take_gil_back(<GilSlot *>c.mgr.userdata)
+    _log_event_gil(c, status, why)
+
+
+cdef void _log_event_gil(mg.mg_connection *c, int status, const char *why) noexcept with gil:
     try:
         if _log.isEnabledFor(10):
             ip, port, _ = _addr_tuple(&c.rem)
-            _log.debug("refused a request from %s:%d (connection %d): %d, %s",
-                       ip, port, c.id, status, why.decode("ascii"))
-    except BaseException:
-        pass
-
-
-cdef void _log_close(mg.mg_connection *c, str what) noexcept:
-    try:
-        if _log.isEnabledFor(10):
-            ip, port, _ = _addr_tuple(&c.rem)
-            _log.debug("closed connection %d from %s:%d: %s", c.id, ip, port, what)
+            if status:
+                _log.debug("refused a request from %s:%d (connection %d): %d, %s",
+                           ip, port, c.id, status, why.decode("ascii"))
+            else:
+                _log.debug("closed connection %d from %s:%d: %s", c.id, ip, port,
+                           why.decode("ascii"))
     except BaseException:
         pass
 
@@ -560,34 +574,35 @@ cdef inline void _reset_front(HttpGuard *g) noexcept nogil:
     g.body_kind = _BODY_NONE
 
 
-cdef void _refuse(Connection conn, mg.mg_connection *c, HttpGuard *g, int status,
-                  const char *why, bint head, uint64_t now) noexcept:
-    cdef bytes msg = _refusal(status, head)
-    _log_refusal(c, status, why)
-    mg.mg_send(c, PyBytes_AS_STRING(msg), <size_t>PyBytes_GET_SIZE(msg))
+cdef void _refuse(mg.mg_connection *c, HttpGuard *g, int status, const char *why,
+                  bint head, uint64_t now) noexcept nogil:
+    cdef int i = 0
+    while i < _N_REFUSALS - 1 and _REFUSAL_CODES[i] != status:
+        i += 1
+    _log_event(c, status, why)
+    mg.mg_send(c, _REFUSAL_DATA[i][head], _REFUSAL_LEN[i][head])
     c.recv.len = 0  # never parsed: not one byte of a refused request reaches a handler
     c.is_resp = 0
     _reset_front(g)
     g.flags = 0
     g.linger_until_ms = now + _LINGER_MAX_MS
-    conn._http_phase = _PH_LINGER
-    conn._deadline_ms = now + _LINGER_IDLE_MS
+    g.phase = _PH_LINGER
+    g.deadline_ms = now + _LINGER_IDLE_MS
 
 
-cdef void _response_done(Connection conn, mg.mg_connection *c, HttpGuard *g,
-                         uint64_t now) noexcept:
+cdef void _response_done(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nogil:
     cdef int flags = g.flags
-    cdef uint64_t ka = conn._limits.keepalive_timeout_ms
-    conn._requests_seen += 1
+    cdef uint64_t ka = g.limits.keepalive_timeout_ms
+    g.requests_seen += 1
     g.flags = 0
     g.seen_len = 0
-    conn._http_phase = _PH_WAIT
-    conn._deadline_ms = now + ka if ka else 0
+    g.phase = _PH_WAIT
+    g.deadline_ms = now + ka if ka else 0
     if flags & _GF_CLOSE:
         c.is_draining = 1  # flush the response, then close (Connection: close, HTTP/1.0)
 
 
-cdef void _run_parser(mg.mg_connection *c, HttpGuard *g, size_t window) noexcept:
+cdef void _run_parser(mg.mg_connection *c, HttpGuard *g, size_t window) noexcept nogil:
     """Run Mongoose's http_cb on c->recv cut to its first `window` bytes, then put the rest
     back behind whatever http_cb left."""
     cdef size_t total = c.recv.len
@@ -608,7 +623,7 @@ cdef void _run_parser(mg.mg_connection *c, HttpGuard *g, size_t window) noexcept
             c.is_closing = 1
 
 
-cdef bint _adopt_protocol(mg.mg_connection *c, HttpGuard *g) noexcept:
+cdef bint _adopt_protocol(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
     """After a handler ran: keep the guard in front if it still should be. False when the
     connection has left HTTP (WebSocket, upload handler, user took the buffer)."""
     cdef mg.mg_event_handler_t pfn = c.pfn
@@ -616,20 +631,36 @@ cdef bint _adopt_protocol(mg.mg_connection *c, HttpGuard *g) noexcept:
         return True
     if pfn == _mg_http_cb:
         c.pfn = <mg.mg_event_handler_t>_http_guard
+        c.pfn_data = <void *>g
         return True
     if pfn == NULL or c.is_websocket or c.is_draining or c.is_closing or not c.is_resp:
         return False
-    # serve_dir/serve_file installed Mongoose's file sender, which puts http_cb back when
-    # done (restore_http_cb). Run it from the guard so the guard stays first.
+    # serve_dir/serve_file installed Mongoose's file sender (c->pfn_data: its file), which
+    # puts http_cb back when done (restore_http_cb). Run it from the guard so the guard
+    # stays first.
     g.inner = pfn
+    g.inner_data = c.pfn_data
     c.pfn = <mg.mg_event_handler_t>_http_guard
+    c.pfn_data = <void *>g
     return True
 
 
-cdef void _deliver_front(Connection conn, mg.mg_connection *c, HttpGuard *g) noexcept:
+cdef void _run_inner(mg.mg_connection *c, HttpGuard *g, int ev, void *ev_data) noexcept nogil:
+    c.pfn_data = g.inner_data
+    g.inner(c, ev, ev_data)
+    if c.pfn != <mg.mg_event_handler_t>_http_guard:
+        g.inner = NULL  # the file is sent; restore_http_cb put http_cb back
+        g.inner_data = NULL
+        c.pfn = <mg.mg_event_handler_t>_http_guard
+    else:
+        g.inner_data = c.pfn_data
+    c.pfn_data = <void *>g
+
+
+cdef void _deliver_front(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
     cdef size_t mark = c.send.len
-    conn._http_phase = _PH_RESP
-    conn._deadline_ms = 0
+    g.phase = _PH_RESP
+    g.deadline_ms = 0
     g.flags &= ~_GF_DELIVERED
     _run_parser(c, g, g.frame_len)
     if not _adopt_protocol(c, g):
@@ -641,14 +672,14 @@ cdef void _deliver_front(Connection conn, mg.mg_connection *c, HttpGuard *g) noe
         return
     _reset_front(g)
     if c.send.len > mark:
-        _fix_response(conn, c, g, mark)
+        _fix_response(c, g, mark)
 
 
 cdef size_t _pipeline_cap(const HttpLimits *lim) noexcept nogil:
     return lim.max_header_size + 2 * lim.max_body_size + 65536
 
 
-cdef void _grow_recv(mg.mg_connection *c, HttpGuard *g) noexcept:
+cdef void _grow_recv(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
     # Mongoose grows a full receive buffer by MG_IO_SIZE, copying it each time: quadratic in
     # the body size (a 15 MiB upload took seconds). Double it instead, up to the request's
     # known size; never beyond what has arrived times two, so a large Content-Length that
@@ -663,29 +694,28 @@ cdef void _grow_recv(mg.mg_connection *c, HttpGuard *g) noexcept:
         mg.mg_iobuf_resize(&c.recv, want)
 
 
-cdef void _advance(Connection conn, mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept:
+cdef void _advance(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nogil:
     """Move the connection's request state as far as its buffered input allows."""
-    cdef const HttpLimits *lim = &conn._limits
+    cdef const HttpLimits *lim = g.limits
     cdef HeadInfo h
-    cdef int r, ph
+    cdef int r
     cdef bint fresh
     cdef size_t need
-    cdef bytes cont
+    cdef const char *cont = b"HTTP/1.1 100 Continue\r\n\r\n"
     while not c.is_closing:
-        ph = conn._http_phase
-        if ph == _PH_LINGER:
+        if g.phase == _PH_LINGER:
             if c.recv.len:
                 c.recv.len = 0
-                conn._deadline_ms = now + _LINGER_IDLE_MS
+                g.deadline_ms = now + _LINGER_IDLE_MS
             return
-        if ph == _PH_RESP:
+        if g.phase == _PH_RESP:
             if c.is_resp:
                 # Pipelined input waits for the response; it may not grow without bound.
                 if c.recv.len > _pipeline_cap(lim):
-                    _log_close(c, "pipelined input beyond one maximal request")
+                    _log_event(c, 0, b"pipelined input beyond one maximal request")
                     c.is_closing = 1
                 return
-            _response_done(conn, c, g, now)
+            _response_done(c, g, now)
             continue
         if c.is_draining or c.is_resp:
             return
@@ -693,18 +723,17 @@ cdef void _advance(Connection conn, mg.mg_connection *c, HttpGuard *g, uint64_t 
         # refused like any malformed start: h11, the reference strict parser, rejects them.
         if c.recv.len == 0:
             return
-        if ph == _PH_WAIT:
+        if g.phase == _PH_WAIT:
             # First byte of a request. The first request's clock runs since accept.
-            ph = conn._http_phase = _PH_HEAD
-            if conn._requests_seen:
-                conn._deadline_ms = (now + lim.header_timeout_ms
-                                     if lim.header_timeout_ms else 0)
+            g.phase = _PH_HEAD
+            if g.requests_seen:
+                g.deadline_ms = now + lim.header_timeout_ms if lim.header_timeout_ms else 0
         if g.head_len == 0:
             r = _parse_head(c.recv.buf, c.recv.len, lim, &h)
             if r == 0:
                 return
             if r < 0:
-                _refuse(conn, c, g, h.status, h.why, (h.flags & _GF_HEAD) != 0, now)
+                _refuse(c, g, h.status, h.why, (h.flags & _GF_HEAD) != 0, now)
                 return
             g.head_len = h.head_len
             g.content_length = h.content_length
@@ -716,23 +745,22 @@ cdef void _advance(Connection conn, mg.mg_connection *c, HttpGuard *g, uint64_t 
         if g.frame_len == 0:
             r = _scan_chunks(c.recv.buf + g.head_len, c.recv.len - g.head_len, g, lim, &h)
             if r < 0:
-                _refuse(conn, c, g, h.status, h.why, (g.flags & _GF_HEAD) != 0, now)
+                _refuse(c, g, h.status, h.why, (g.flags & _GF_HEAD) != 0, now)
                 return
         if g.frame_len and c.recv.len >= g.frame_len:
-            _deliver_front(conn, c, g)
-            if c.pfn != <mg.mg_event_handler_t>_http_guard:
+            _deliver_front(c, g)
+            if c.pfn != <mg.mg_event_handler_t>_http_guard or g.inner != NULL:
                 return
             continue
         fresh = False
-        if ph != _PH_BODY:
-            conn._http_phase = _PH_BODY
+        if g.phase != _PH_BODY:
+            g.phase = _PH_BODY
             fresh = True
             g.progress_mark = c.recv.len
-            conn._deadline_ms = now + lim.body_timeout_ms if lim.body_timeout_ms else 0
+            g.deadline_ms = now + lim.body_timeout_ms if lim.body_timeout_ms else 0
             if (g.flags & (_GF_EXPECT | _GF_CONTINUED)) == _GF_EXPECT:
                 g.flags |= _GF_CONTINUED
-                cont = b"HTTP/1.1 100 Continue\r\n\r\n"
-                mg.mg_send(c, PyBytes_AS_STRING(cont), <size_t>PyBytes_GET_SIZE(cont))
+                mg.mg_send(c, cont, strlen(cont))
         elif c.recv.len != g.seen_len:
             fresh = True
             # Progress is _MIN_PROGRESS bytes (or the rest of the body) per window, so a
@@ -742,7 +770,7 @@ cdef void _advance(Connection conn, mg.mg_connection *c, HttpGuard *g, uint64_t 
                 need = g.frame_len - g.progress_mark
             if c.recv.len - g.progress_mark >= need:
                 g.progress_mark = c.recv.len
-                conn._deadline_ms = now + lim.body_timeout_ms if lim.body_timeout_ms else 0
+                g.deadline_ms = now + lim.body_timeout_ms if lim.body_timeout_ms else 0
         if fresh:
             _grow_recv(c, g)
             g.seen_len = c.recv.len
@@ -755,94 +783,103 @@ cdef void _advance(Connection conn, mg.mg_connection *c, HttpGuard *g, uint64_t 
         return
 
 
-cdef void _check_clock(Connection conn, mg.mg_connection *c, HttpGuard *g,
-                       uint64_t now) noexcept:
-    cdef const HttpLimits *lim = &conn._limits
-    cdef int ph = conn._http_phase
+cdef void _check_clock(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nogil:
+    cdef const HttpLimits *lim = g.limits
     if c.is_closing:
         return
     if c.is_tls_hs:
         if (lim.tls_handshake_timeout_ms
                 and now - g.started_ms >= lim.tls_handshake_timeout_ms):
-            _log_close(c, "TLS handshake timeout")
+            _log_event(c, 0, b"TLS handshake timeout")
             c.is_closing = 1
         return
-    if ph == _PH_LINGER:
+    if g.phase == _PH_LINGER:
         if c.send.len == 0:
             if not (g.flags & _GF_SHUT) and not c.is_tls:
                 # The refusal is out: a FIN tells the client so at once, while we keep
                 # reading so that its late bytes cannot turn our close into a reset.
                 shutdown(<int><size_t>c.fd, SHUT_WR)
                 g.flags |= _GF_SHUT
-            if now >= conn._deadline_ms:
+            if now >= g.deadline_ms:
                 c.is_closing = 1
         if now >= g.linger_until_ms:
             c.is_closing = 1
         return
-    if conn._deadline_ms == 0 or now < conn._deadline_ms:
+    if g.deadline_ms == 0 or now < g.deadline_ms:
         return
-    if ph == _PH_WAIT:
+    if g.phase == _PH_WAIT:
         if c.send.len:
             # The keep-alive idle time starts once the response is written out.
-            conn._deadline_ms = now + lim.keepalive_timeout_ms
+            g.deadline_ms = now + lim.keepalive_timeout_ms
             return
-        _log_close(c, "keep-alive idle timeout" if conn._requests_seen
-                   else "no request before header_timeout_ms")
+        _log_event(c, 0, b"keep-alive idle timeout" if g.requests_seen
+                   else b"no request before header_timeout_ms")
         c.is_closing = 1
-    elif ph == _PH_HEAD:
-        _refuse(conn, c, g, 408, b"request head not received within header_timeout_ms",
-                False, now)
-    elif ph == _PH_BODY:
-        _refuse(conn, c, g, 408, b"request body progress under 1 KiB per body_timeout_ms",
+    elif g.phase == _PH_HEAD:
+        _refuse(c, g, 408, b"request head not received within header_timeout_ms", False, now)
+    elif g.phase == _PH_BODY:
+        _refuse(c, g, 408, b"request body progress under 1 KiB per body_timeout_ms",
                 (g.flags & _GF_HEAD) != 0, now)
 
 
-cdef void _http_guard(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
-    if c.is_listening or c.fn_data == NULL:
-        return
+cdef HttpGuard *_attach(mg.mg_connection *c) noexcept nogil:
+    # First guarded event of a connection: find its Connection (bound at MG_EV_OPEN by
+    # _on_event, which runs after this guard, so from MG_EV_ACCEPT on).
+    if c.fn != _on_event or c.fn_data == NULL:
+        return NULL
     _take_gil_back(<GilSlot *>c.mgr.userdata)
-    _guard_event(c, ev, ev_data)
+    return _attach_gil(c)
 
 
-cdef void _guard_event(mg.mg_connection *c, int ev, void *ev_data) noexcept with gil:
-    cdef Connection conn
+cdef HttpGuard *_attach_gil(mg.mg_connection *c) noexcept with gil:
+    cdef Connection conn = <Connection>c.fn_data
     cdef HttpGuard *g
+    if conn._c != c:
+        return NULL
+    g = &conn._guard
+    memset(g, 0, sizeof(HttpGuard))
+    g.limits = &conn._limits
+    g.started_ms = mg.mg_millis()
+    g.phase = _PH_WAIT
+    g.deadline_ms = (g.started_ms + conn._limits.header_timeout_ms
+                     if conn._limits.header_timeout_ms else 0)
+    c.pfn_data = <void *>g
+    return g
+
+
+cdef void _http_guard(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
+    """Mongoose protocol handler of accepted HTTP connections; see the top of this file."""
+    cdef HttpGuard *g = <HttpGuard *>c.pfn_data
     cdef uint64_t now
-    try:
-        if c.fn != _on_event:
+    if c.is_listening:
+        return
+    if g == NULL:
+        if ev == mg.MG_EV_OPEN or ev == mg.MG_EV_CLOSE:
             return
-        conn = <Connection>c.fn_data
-        if conn._c != c:
-            return  # MG_EV_OPEN of an accepted connection, before it is bound
-        g = &conn._guard
-        if g.flags & _GF_IN_PARSER:
-            if ev == mg.MG_EV_HTTP_MSG:
-                g.flags |= _GF_DELIVERED
+        g = _attach(c)
+        if g == NULL:
             return
+    if g.flags & _GF_IN_PARSER:
+        if ev == mg.MG_EV_HTTP_MSG:
+            g.flags |= _GF_DELIVERED
+        return
+    if g.inner != NULL:
+        if ev == mg.MG_EV_READ and c.recv.len > _pipeline_cap(g.limits):
+            _log_event(c, 0, b"pipelined input beyond one maximal request")
+            c.is_closing = 1
+        _run_inner(c, g, ev, ev_data)
         if g.inner != NULL:
-            g.inner(c, ev, ev_data)
-            if c.pfn != <mg.mg_event_handler_t>_http_guard:
-                g.inner = NULL  # the file is sent; Mongoose put http_cb back
-                c.pfn = <mg.mg_event_handler_t>_http_guard
-            elif ev == mg.MG_EV_READ and c.recv.len > _pipeline_cap(&conn._limits):
-                _log_close(c, "pipelined input beyond one maximal request")
-                c.is_closing = 1
-            if g.inner != NULL:
-                return
-        if ev == mg.MG_EV_CLOSE:
             return
-        now = mg.mg_millis()
-        if conn._http_phase == _PH_NEW:
-            g.started_ms = now
-            conn._http_phase = _PH_WAIT
-            conn._deadline_ms = (now + conn._limits.header_timeout_ms
-                                 if conn._limits.header_timeout_ms else 0)
-        if ev == mg.MG_EV_READ or ev == mg.MG_EV_POLL:
-            _advance(conn, c, g, now)
-        if ev == mg.MG_EV_POLL or (ev == mg.MG_EV_WRITE and conn._http_phase == _PH_LINGER):
-            _check_clock(conn, c, g, now)
-    except BaseException as exc:
-        _default_error_handler(exc)
+    if ev == mg.MG_EV_CLOSE:
+        return
+    if ev == mg.MG_EV_READ or ev == mg.MG_EV_POLL:
+        # MG_EV_POLL carries the iteration's mg_millis(); saves a clock read per connection.
+        now = (<uint64_t *>ev_data)[0] if ev == mg.MG_EV_POLL else mg.mg_millis()
+        _advance(c, g, now)
+        if ev == mg.MG_EV_POLL:
+            _check_clock(c, g, now)
+    elif ev == mg.MG_EV_WRITE and g.phase == _PH_LINGER:
+        _check_clock(c, g, mg.mg_millis())
 
 
 cdef void _install_http_guard(mg.mg_connection *c) noexcept:
