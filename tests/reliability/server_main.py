@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
-import sys
 from typing import Any
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from support import cm  # noqa: E402
+import cymongoose._mongoose as cm
 
 
 def main() -> None:

@@ -4,50 +4,19 @@ sees, raw-socket exchanges, and h11 (the reference strict parser) on both sides 
 from __future__ import annotations
 
 import collections
-import glob
-import importlib.util
 import os
 import queue
 import socket
 import sys
-import sysconfig
 import threading
 import time
-import types
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import h11
 
-
-def load_core() -> types.ModuleType:
-    """cymongoose._mongoose; loaded straight from its file while the package's __init__
-    cannot import yet (it re-exports names other branches are still adding)."""
-    try:
-        import cymongoose._mongoose as core
-
-        return core
-    except (ImportError, AttributeError):
-        pass
-    for name in [n for n in sys.modules if n == "cymongoose" or n.startswith("cymongoose.")]:
-        del sys.modules[name]
-    paths = glob.glob(os.path.join(sysconfig.get_paths()["platlib"], "cymongoose",
-                                   "_mongoose*.so"))
-    if not paths:
-        raise ImportError("cymongoose._mongoose is not built; run `make setup`")
-    package = types.ModuleType("cymongoose")
-    package.__path__ = [os.path.dirname(paths[0])]
-    sys.modules["cymongoose"] = package
-    spec = importlib.util.spec_from_file_location("cymongoose._mongoose", paths[0])
-    assert spec is not None and spec.loader is not None
-    core = importlib.util.module_from_spec(spec)
-    sys.modules["cymongoose._mongoose"] = core
-    spec.loader.exec_module(core)
-    return core
-
-
-cm = load_core()
+import cymongoose._mongoose as cm
 
 Seen = tuple[str, str, bytes]  # method, target (path + "?" + query), body
 

@@ -7,6 +7,8 @@
 # (see docs/server-behaviour.md) and only then lets http_cb parse it, one request at a time:
 # http_cb is handed a receive buffer cut just after that request, so a request the guard has
 # not checked is never parsed, and pipelined requests are answered strictly in order.
+# The guard is plain C on the connection's HttpGuard (reached through c->pfn_data): it runs
+# without the GIL and takes it only to log a refusal.
 
 from libc.string cimport memmove
 
@@ -24,19 +26,20 @@ cdef tuple _LIMIT_NAMES = (
     "max_header_count", "max_header_size", "max_uri_size", "max_body_size",
     "header_timeout_ms", "body_timeout_ms", "keepalive_timeout_ms", "tls_handshake_timeout_ms")
 
-# After refusing a request the server keeps reading (and discarding) for a while before it
-# closes: closing a socket with unread input makes the kernel send a reset, which can destroy
-# the refusal before the client reads it (a client still uploading a 413 body, typically).
 cdef enum:
+    # After refusing a request the server keeps reading (and discarding) for a while before
+    # it closes: closing a socket with unread input makes the kernel send a reset, which can
+    # destroy the refusal before the client reads it (a client still uploading a 413 body).
     _LINGER_MAX_MS = 10000
     _LINGER_IDLE_MS = 1000
+    # Body progress: bytes each body_timeout_ms window must bring (or the rest of the body).
     _MIN_PROGRESS = 1024
     _MAX_TIMEOUT_MS = 7 * 24 * 3600 * 1000
     _MAX_BODY = 1 << 30
     _MAX_HEAD = 16 * 1024 * 1024
 
 cdef enum:
-    _PH_NEW = 0
+    _PH_NONE = 0  # not guarded (client connections, or not attached yet)
     _PH_WAIT = 1  # waiting for the first byte of a request (new or keep-alive connection)
     _PH_HEAD = 2  # part of a request head buffered
     _PH_BODY = 3  # head accepted, body still arriving
