@@ -1,0 +1,96 @@
+"""CPU time and memory of a server's whole process tree, read from /proc.
+
+Every server is started in its own session (``start_new_session=True``), so "the tree" is
+every process whose session id is the server's pid: workers, threads' processes and helpers
+included, without relying on /proc/<pid>/task/*/children (absent on some kernels).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class TreeSample:
+    pids: tuple[int, ...]
+    ticks: dict[int, int]  # user + system clock ticks per live process
+    cpu_s: float  # user + system time of every live process in the tree
+    rss: int  # bytes, VmRSS summed (shared pages of forked workers count once per process)
+    pss: int  # bytes, proportional set size summed (shared pages split): 0 if unavailable
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    # The command name is in parentheses and may itself contain spaces or ')'.
+    return raw[raw.rfind(")") + 2 :].split()
+
+
+def session_pids(sid: int) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        fields = _stat_fields(int(entry))
+        # After the command: state, ppid, pgrp, session, ...
+        if fields is not None and len(fields) > 3 and int(fields[3]) == sid:
+            pids.append(int(entry))
+    return sorted(pids)
+
+
+def _cpu_ticks(pid: int) -> int:
+    fields = _stat_fields(pid)
+    if fields is None:
+        return 0
+    # Fields 14 and 15 of stat (utime, stime) are 11 and 12 after the command.
+    return int(fields[11]) + int(fields[12])
+
+
+def _status_kib(pid: int, key: str) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _pss_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def sample(sid: int) -> TreeSample:
+    pids = session_pids(sid)
+    ticks = {p: _cpu_ticks(p) for p in pids}
+    return TreeSample(
+        pids=tuple(pids),
+        ticks=ticks,
+        cpu_s=sum(ticks.values()) / CLK_TCK,
+        rss=sum(_status_kib(p, "VmRSS") for p in pids) * 1024,
+        pss=sum(_pss_kib(p) for p in pids) * 1024,
+    )
+
+
+def cpu_between(before: TreeSample, after: TreeSample) -> float:
+    """CPU seconds the tree used between two samples, per process (workers may come and go)."""
+    return sum(t - before.ticks.get(p, 0) for p, t in after.ticks.items()) / CLK_TCK
+
+
+def rss_of(pid: int) -> int:
+    """VmRSS of one process in bytes (0 once it has gone)."""
+    return _status_kib(pid, "VmRSS") * 1024
