@@ -54,8 +54,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--only", default="", help="comma-separated contender names to run")
     p.add_argument("--skip", default="", help="comma-separated contender names to leave out")
     p.add_argument("--list", action="store_true", help="list the contenders and exit")
-    p.add_argument("--duration", type=float, help="seconds per measured run (default 5; quick 3)")
-    p.add_argument("--warmup", type=float, help="seconds of warm-up per contender (2; quick 1)")
+    p.add_argument("--duration", type=int, help="seconds per measured run (default 5; quick 3)")
+    p.add_argument("--warmup", type=int, help="seconds of warm-up per contender (2; quick 1)")
     p.add_argument("--rounds", type=int, help="interleaved rounds at -c50 (default 3; quick 2)")
     p.add_argument("--connections", type=int, default=50)
     p.add_argument("--c200", type=int, default=200,
@@ -73,7 +73,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
     quick = args.quick
-    for name, full, short in (("duration", 5.0, 3.0), ("warmup", 2.0, 1.0), ("rounds", 3, 2),
+    for name, full, short in (("duration", 5, 3), ("warmup", 2, 1), ("rounds", 3, 2),
                               ("rss_requests", 1_000_000, 100_000)):
         if getattr(args, name) is None:
             setattr(args, name, short if quick else full)
@@ -226,11 +226,10 @@ class Bench:
             self.live.remove(r)
         self.status[r.contender.name]["exit_status"] = code
 
-    def script(self, kind: str, files: list[Path], stop_after: int | None = None) -> Path:
+    def script(self, kind: str, files: list[Path]) -> Path:
         self.scripts_dir.mkdir(parents=True, exist_ok=True)
-        name = f"{kind}{'_stop' if stop_after else ''}.lua"
         paths = [f"/{p.name}" for p in files] if kind == "static" else None
-        return wrkmod.write_script(self.scripts_dir / name, paths, stop_after)
+        return wrkmod.write_script(self.scripts_dir / f"{kind}.lua", paths)
 
     def wrk(self, r: ck.Running, script: Path, connections: int, duration: float,
             label: str) -> wrkmod.WrkResult:
@@ -330,16 +329,22 @@ class Bench:
         if r is None:
             return
         script = self.script("hello", files)
-        stop_script = self.script("hello", files, stop_after=max(1, n // 4))
         try:
-            self.wrk(r, script, self.args.connections, max(self.args.warmup, 2.0), "rss-warmup")
+            warm = self.wrk(r, script, self.args.connections, max(self.args.warmup, 2),
+                            "rss-warmup")
             time.sleep(0.5)
             start = procstat.rss_of(r.pid)
-            steps, done = [], 0
-            # Four equal chunks, each on fresh connections: a leak grows step after step,
-            # a one-off allocation does not.
+            steps, done, rate = [], 0, max(warm.rps, 1.0)
+            # wrk runs for a duration, not a count: four chunks sized from the measured rate,
+            # each on fresh connections. A leak grows step after step; a one-off allocation
+            # does not.
             for i in range(4):
-                res = self.wrk(r, stop_script, self.args.connections, 3600, f"rss.{i}")
+                want = n * (i + 1) // 4 - done
+                if want <= 0:
+                    break
+                res = self.wrk(r, script, self.args.connections, want / rate * 1.02,
+                               f"rss.{i}")
+                rate = max(res.rps, 1.0)
                 done += res.requests
                 steps.append({"requests": done, "rss": procstat.rss_of(r.pid),
                               "non2xx": res.non2xx, "socket_errors": res.socket_errors})

@@ -284,7 +284,8 @@ def prepare(c: Contender, project_python: str, base_python: str) -> None:
         c.versions.update(package_versions(c.python, c.packages))
     if c.version_cmd:
         r = _run(c.version_cmd)
-        c.versions[c.version_cmd[0]] = _tail(r.stdout + r.stderr, 1)
+        line = _tail(r.stdout + r.stderr, 1)
+        c.versions[c.version_cmd[0]] = re.sub(r"^.*?version:?\s*", "", line)
 
 
 def free_port() -> int:

@@ -37,7 +37,7 @@ TARGETS = [
      "metric": "bytes_per_s", "goal": None, "cmp": ">="},
 ]
 RSS_GOAL = 1 * MIB
-PHASE_TITLES = {"hello": "Hello", "c200": "Hello at 200 connections", "static": "Static files"}
+PHASE_TITLES = {"hello": "Hello", "c200": "Hello", "static": "Static files"}
 
 
 def _median(values: list[float]) -> float | None:
@@ -165,9 +165,11 @@ def method_line(meta: dict[str, Any]) -> str:
     s = meta["settings"]
     pin = (f"server pinned to CPU {s['server_cpu']}, wrk to CPU {s['client_cpu']}"
            if s["server_cpu"] is not None else "no CPU pinning (fewer than 2 CPUs)")
-    return (f"`{s['wrk']}`, {s['rounds']} interleaved rounds (medians), {s['warmup_s']:g} s "
-            f"warm-up each, one round at {s['c200']} connections, {s['static_rounds']} static "
-            f"round(s) over {s['static_files']} requested round-robin; {pin}")
+    rounds = "1 round" if s["rounds"] == 1 else f"{s['rounds']} interleaved rounds (medians)"
+    static = "1 round" if s["static_rounds"] == 1 else f"{s['static_rounds']} rounds"
+    return (f"`{s['wrk']}`, {rounds}, {s['warmup_s']:g} s warm-up each, one more round at "
+            f"{s['c200']} connections; static files: {static} over {s['static_files']} "
+            f"requested round-robin; {pin}")
 
 
 def _contender_table(data: dict[str, Any], phase: str, ref: str | None) -> list[str]:
@@ -236,7 +238,7 @@ def markdown(data: dict[str, Any]) -> str:
         if len(table) > 2:
             conns = (meta["settings"]["c200"] if phase == "c200"
                      else meta["settings"]["connections"])
-            out += ["", f"## {PHASE_TITLES[phase]} ({conns} connections)", ""] + table
+            out += ["", f"## {PHASE_TITLES[phase]}, {conns} connections", ""] + table
     if any(not s.get("keepalive", True) for s in data["contenders"].values()):
         out += ["", "† no keep-alive: the server closes every connection (announced with "
                 "`Connection: close`), so wrk reconnects for each request."]
@@ -283,6 +285,7 @@ def draw_chart(data: dict[str, Any], paths: list[Path]) -> bool:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
     except ImportError:
         log.warning("matplotlib is not installed: no chart (it is in the 'bench' dependency "
                     "group: uv sync --group bench)")
@@ -316,6 +319,7 @@ def draw_chart(data: dict[str, Any], paths: list[Path]) -> bool:
         ax.set_title(f"{PHASE_TITLES[phase]}, {conns} connections ({unit}, median, min–max)",
                      fontsize=10)
         ax.set_xlim(0, max(values) * 1.18)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("{x:,.0f}"))
         ax.tick_params(labelsize=8)
     fig.suptitle(f"{data['meta']['machine']['cpu_model']}, server on 1 CPU, wrk on the other",
                  fontsize=9)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -48,15 +49,12 @@ class WrkError(RuntimeError):
     pass
 
 
-def write_script(path: Path, static_paths: list[str] | None = None,
-                 stop_after: int | None = None) -> Path:
-    """One Lua script per kind of run: optional round-robin paths, optional stop, the report."""
+def write_script(path: Path, static_paths: list[str] | None = None) -> Path:
+    """One Lua script per kind of run: optional round-robin paths, then the report."""
     parts = []
     if static_paths:
         paths = ", ".join(json.dumps(p) for p in static_paths)
         parts.append((LUA_DIR / "static.lua").read_text().replace("@PATHS@", paths))
-    if stop_after:
-        parts.append((LUA_DIR / "stop_after.lua").read_text().replace("@LIMIT@", str(stop_after)))
     parts.append((LUA_DIR / "report.lua").read_text())
     path.write_text("\n".join(parts))
     return path
@@ -71,7 +69,9 @@ def version(wrk: str = "wrk") -> str:
 def run(url: str, script: Path, *, connections: int, duration_s: float, threads: int = 1,
         cpu: int | None = None, timeout_s: str = "5s", raw_out: Path | None = None,
         wrk: str = "wrk") -> WrkResult:
-    cmd = [wrk, f"-t{threads}", f"-c{connections}", f"-d{duration_s:g}s", f"--timeout={timeout_s}",
+    # wrk takes whole seconds only.
+    seconds = max(1, math.ceil(duration_s))
+    cmd = [wrk, f"-t{threads}", f"-c{connections}", f"-d{seconds}s", f"--timeout={timeout_s}",
            "--latency", "-s", str(script), url]
     if cpu is not None:
         cmd = ["taskset", "-c", str(cpu)] + cmd
@@ -88,8 +88,9 @@ def run(url: str, script: Path, *, connections: int, duration_s: float, threads:
         raw_out.write_text(f"$ {' '.join(cmd)}\n# wall {wall:.2f} s\n{out}")
     match = re.search(r"^BENCH_JSON (\{.*\})$", out, re.MULTILINE)
     if proc.returncode != 0 or match is None:
-        tail = "\n".join(out.strip().splitlines()[-5:])
-        raise WrkError(f"wrk exited with {proc.returncode} and no report: {tail}")
+        lines = [ln.strip() for ln in out.strip().splitlines() if ln.strip()]
+        raise WrkError(f"wrk exited with {proc.returncode} and no report "
+                       f"({' | '.join(lines[:2])})")
     data = json.loads(match.group(1))
     return WrkResult(
         requests=data["requests"],

@@ -1,6 +1,10 @@
-"""Flask on gunicorn: the sync worker (no keep-alive by design) and the gthread worker."""
+"""Flask on gunicorn: the sync worker (no keep-alive by design) and the gthread worker.
 
-from flask import Flask
+The view returns prebuilt bytes: Flask's own JSON response ends the body with a newline, which
+the runner's check (rightly) refuses as a different answer.
+"""
+
+from flask import Flask, Response
 
 CONTENDERS = [
     {
@@ -27,9 +31,11 @@ CONTENDERS = [
     },
 ]
 
+BODY = b'{"message":"Hello, World!"}'
+
 app = Flask(__name__)
 
 
 @app.get("/")
-def hello() -> dict[str, str]:
-    return {"message": "Hello, World!"}
+def hello() -> Response:
+    return Response(BODY, content_type="application/json")
