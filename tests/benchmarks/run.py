@@ -64,6 +64,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rss-requests", type=int,
                    help="requests of the RSS-growth run (default 1000000; quick 100000; 0 skips)")
     p.add_argument("--rss-contender", default="cymongoose-raw")
+    p.add_argument("--phases", default="hello,static,rss",
+                   help="which phases to run (comma-separated from hello, static, rss)")
     p.add_argument("--server-cpu", type=int, default=0)
     p.add_argument("--client-cpu", type=int, default=1)
     p.add_argument("--out", type=Path, help="output directory (results/ or results/quick/)")
@@ -289,6 +291,7 @@ class Bench:
         running = [r for r in (self.start_checked(c, files) for c in group) if r is not None]
         script = self.script(kind, files)
         for r in running:
+            procstat.settle(r.port)  # the check's connection
             self.status[r.contender.name]["rss_start"] = procstat.sample(r.pid).rss
             if self.args.warmup > 0:
                 try:
@@ -319,6 +322,7 @@ class Bench:
                     for run in self.runs:
                         if run["contender"] == name:
                             run.update(valid=False, invalid_reason="wrong answer after load")
+                procstat.settle(r.port)
                 self.status[name]["rss_end"] = procstat.sample(r.pid).rss
             self.stop(r)
 
@@ -332,7 +336,7 @@ class Bench:
         try:
             warm = self.wrk(r, script, self.args.connections, max(self.args.warmup, 2),
                             "rss-warmup")
-            time.sleep(0.5)
+            procstat.settle(r.port)
             start = procstat.rss_of(r.pid)
             steps, done, rate = [], 0, max(warm.rps, 1.0)
             # wrk runs for a duration, not a count: four chunks sized from the measured rate,
@@ -346,6 +350,7 @@ class Bench:
                                f"rss.{i}")
                 rate = max(res.rps, 1.0)
                 done += res.requests
+                procstat.settle(r.port)
                 steps.append({"requests": done, "rss": procstat.rss_of(r.pid),
                               "non2xx": res.non2xx, "socket_errors": res.socket_errors})
         except wrkmod.WrkError as exc:
@@ -399,9 +404,14 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         sys.exit(f"bench: unknown contender(s) {', '.join(sorted(unknown))}; "
                  f"known: {', '.join(sorted(names))}")
+    phases = {p for p in args.phases.split(",") if p}
+    bad = phases - {"hello", "static", "rss"}
+    if bad:
+        sys.exit(f"bench: unknown phase(s) {', '.join(sorted(bad))}; use hello, static, rss")
     selected = [c for c in all_contenders
                 if (c.name in only if only else (c.quick or not args.quick))
-                and c.name not in skip]
+                and c.name not in skip
+                and (c.kind in phases or c.name == args.rss_contender)]
     bench = Bench(args)
     if bench.client_cpu is not None:
         # The runner's own work (reading /proc, parsing) stays off the server's CPU.
@@ -432,10 +442,11 @@ def main(argv: list[str] | None = None) -> int:
         ready = bench.prepare(selected)
         meta["project"] = project_info(str(ROOT / ".venv" / "bin" / "python")
                                        if (ROOT / ".venv").exists() else sys.executable)
-        bench.phase("hello", [c for c in ready if c.kind == "hello"], files)
-        bench.phase("static", [c for c in ready if c.kind == "static"], files)
+        for kind in ("hello", "static"):
+            if kind in phases:
+                bench.phase(kind, [c for c in ready if c.kind == kind], files)
         rss_c = next((c for c in ready if c.name == args.rss_contender), None)
-        if args.rss_requests and rss_c is not None:
+        if "rss" in phases and args.rss_requests and rss_c is not None:
             bench.rss_growth(rss_c, files)
     except KeyboardInterrupt:
         log.warning("interrupted: writing what was measured")

@@ -8,6 +8,7 @@ included, without relying on /proc/<pid>/task/*/children (absent on some kernels
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -89,6 +90,33 @@ def sample(sid: int) -> TreeSample:
 def cpu_between(before: TreeSample, after: TreeSample) -> float:
     """CPU seconds the tree used between two samples, per process (workers may come and go)."""
     return sum(t - before.ticks.get(p, 0) for p, t in after.ticks.items()) / CLK_TCK
+
+
+def connections_to(port: int) -> int:
+    """TCP connections still open to a local port (any state but LISTEN and TIME_WAIT)."""
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f)
+                for line in f:
+                    fields = line.split()
+                    local, state = fields[1], fields[3]
+                    # 0A = LISTEN, 06 = TIME_WAIT: neither holds server buffers.
+                    if int(local.rsplit(":", 1)[1], 16) == port and state not in ("0A", "06"):
+                        count += 1
+        except OSError:
+            pass
+    return count
+
+
+def settle(port: int, timeout: float = 5.0) -> None:
+    """Wait until the server has closed every client connection (their buffers are freed),
+    so an RSS sample measures what stays, not what 50 open connections hold."""
+    deadline = time.monotonic() + timeout
+    while connections_to(port) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)
 
 
 def rss_of(pid: int) -> int:
