@@ -6,7 +6,7 @@ served a warm-up; then instrumentation is switched on (callgrind_control), a sma
 a fixed number of requests, and the counters are dumped. Ir per request is the total over that
 window divided by the requests. A second pass attaches ``strace -c`` for the same window to
 count system calls per request (callgrind sees user space only). Results go to
-results/callgrind/ (summary.json, summary.md, annotate listings; raw dumps under raw/).
+results/callgrind/ (summary.json, summary.md); dumps and annotate listings under raw/.
 
     python tests/benchmarks/profile_callgrind.py [--requests 20000] [--connections 1,16]
 
@@ -202,7 +202,8 @@ def callgrind_run(name: str, exe: Path | None, requests: int, connections: int,
     for inclusive in ("no", "yes"):
         r = subprocess.run(["callgrind_annotate", f"--inclusive={inclusive}",
                             "--threshold=99.9", str(dump)], capture_output=True, text=True)
-        path = OUT / f"{name}.c{connections}.{'inclusive' if inclusive == 'yes' else 'self'}.txt"
+        what = "inclusive" if inclusive == "yes" else "self"
+        path = raw / f"{name}.c{connections}.{what}.txt"
         path.write_text(r.stdout)
         annotate[inclusive] = r.stdout
     bridge = {}
