@@ -361,6 +361,25 @@ def readme_block(data: dict[str, Any], out: Path, root: Path) -> str:
     ]
     for t in data["targets"]:
         lines.append(f"| {t['title']} | {_measured_text(t)} | {_goal_text(t)} | {_met_text(t)} |")
+    lines += ["", "Every contender against the same references (req/s or bytes/s ÷ the "
+              "reference's, in the same run):", "",
+              "| Contender | Hello ÷ Mongoose in C | server CPU/request ÷ C's | Hello at 200 "
+              "conn. ÷ C | Static ÷ nginx |", "|---|---|---|---|---|"]
+    summary, status = data["summary"], data["contenders"]
+
+    def ratio(name: str, phase: str, ref: str, key: str = "rps") -> str:
+        key = "bytes_per_s" if phase == "static" else key
+        ours = summary.get(name, {}).get(phase, {}).get(key)
+        base = summary.get(ref, {}).get(phase, {}).get(key)
+        return f"{ours / base:.2f}×" if ours and base else "–"
+
+    ranked = sorted(summary, key=lambda n: -(summary[n].get("hello", {}).get("rps") or 0))
+    for name in ranked:
+        lines.append(f"| {status.get(name, {}).get('label', name)} | "
+                     f"{ratio(name, 'hello', 'mongoose-c')} | "
+                     f"{ratio(name, 'hello', 'mongoose-c', 'server_cpu_us_per_req')} | "
+                     f"{ratio(name, 'c200', 'mongoose-c')} | "
+                     f"{ratio(name, 'static', 'nginx-static')} |")
     lines += ["", f"![Benchmark chart]({rel}/results.svg)", "",
               f"Every contender, with latency, CPU per request and versions: "
               f"[{rel}/results.md]({rel}/results.md). Method and profiling: "
