@@ -11,6 +11,7 @@ CONTENDER = {
     "env": "uvicorn",
     "requires": ["uvicorn", "uvloop", "httptools"],
     "command": ["{python}", "{file}", "--port", "{port}"],
+    "quick": True,
     "notes": "--loop uvloop --http httptools, access log off",
 }
 
