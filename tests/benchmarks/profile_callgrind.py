@@ -211,7 +211,7 @@ def callgrind_run(name: str, exe: Path | None, requests: int, connections: int,
         bridge = {
             # Cython's C names: __pyx_f_<module>__<cdef function>, __pyx_pw_..._<n><method>.
             "dispatch": call_tree(dump, r"_mongoose__on_event$", "caller"),
-            "reply": call_tree(dump, r"_Connection_\d+reply$", "calling"),
+            "reply": call_tree(dump, r"Connection_\d+reply$", "calling"),
             "send_response": call_tree(dump, r"_mongoose__send_response$", "calling"),
             "header_block": call_tree(dump, r"_mongoose__header_block$", "calling"),
         }
