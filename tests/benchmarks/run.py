@@ -197,7 +197,10 @@ class Bench:
             except ck.Skip as exc:
                 self.exclude(c.name, "skipped", str(exc))
                 continue
-            entry.update(state="ready", versions=c.versions, python=c.python)
+            python = Path(c.python) if c.python else None
+            entry.update(state="ready", versions=c.versions,
+                         python=str(python.relative_to(ROOT)) if python
+                         and python.is_relative_to(ROOT) else c.python)
             ready.append(c)
         return ready
 
