@@ -20,6 +20,8 @@ cdef inline void _take_gil_back(GilSlot *slot) noexcept nogil:
 cdef void _on_event(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
     if c.fn_data == NULL:
         return
+    if ev == mg.MG_EV_POLL and c.is_tls_hs and c.rtls.len > 0:
+        _tls_screen(c)  # tls.pxi: refuse plain text on a TLS connection at once
     _take_gil_back(<GilSlot *>c.mgr.userdata)
     _dispatch(c, ev, ev_data)
 
@@ -72,6 +74,8 @@ cdef void _dispatch(mg.mg_connection *c, int ev, void *ev_data) noexcept with gi
             conn._head_request = ((<mg.mg_http_message *>ev_data).method.len == 4 and
                                   memcmp((<mg.mg_http_message *>ev_data).method.buf,
                                          b"HEAD", 4) == 0)
+        elif ev == mg.MG_EV_WS_CTL:
+            _ws_on_ctl(conn, c, <mg.mg_ws_message *>ev_data)  # close code, ws.pxi
         _deliver(manager, conn, c, ev, ev_data)
         if ev == mg.MG_EV_CLOSE:
             _unbind(c, conn)

@@ -164,6 +164,7 @@ cdef extern from "mongoose.h" nogil:
     mg_connection *mg_listen(mg_mgr *mgr, const char *url, mg_event_handler_t fn, void *fn_data)
     mg_connection *mg_connect(mg_mgr *mgr, const char *url, mg_event_handler_t fn, void *fn_data)
     bint mg_send(mg_connection *c, const void *buf, size_t len)
+    void mg_call(mg_connection *c, int ev, void *ev_data)
     bint mg_wakeup(mg_mgr *mgr, unsigned long id, const void *buf, size_t len)
     bint mg_wakeup_init(mg_mgr *mgr)
 
