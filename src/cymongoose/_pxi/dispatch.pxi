@@ -20,7 +20,9 @@ cdef inline void _take_gil_back(GilSlot *slot) noexcept nogil:
 cdef void _on_event(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
     if c.fn_data == NULL:
         return
-    if ev == mg.MG_EV_POLL and c.is_tls_hs and c.rtls.len > 0:
+    if ev != mg.MG_EV_POLL:
+        (<GilSlot *>c.mgr.userdata).io_events += 1
+    elif c.is_tls_hs and c.rtls.len > 0:
         _tls_screen(c)  # tls.pxi: refuse plain text on a TLS connection at once
     _take_gil_back(<GilSlot *>c.mgr.userdata)
     _dispatch(c, ev, ev_data)
