@@ -7,11 +7,13 @@ import warnings as _tls_warnings
 
 # What Mongoose 7.23's built-in TLS (src/tls_builtin.c) accepts, checked here so a wrong key
 # is a ValueError naming the problem instead of a handshake that fails later:
-# - Private key: ECDSA P-256 ("EC PRIVATE KEY", or PKCS#8 "PRIVATE KEY" with the
-#   prime256v1 curve) or RSA ("RSA PRIVATE KEY", or PKCS#8) up to 4096 bits. No other curve,
-#   no Ed25519, no encrypted keys. mg_parse_pem() reads only the first PEM block of a string,
-#   so the key block is extracted from files that carry more (EC PARAMETERS, certificates);
-#   DER input is re-wrapped as PEM with the label Mongoose expects.
+# - Private key: ECDSA P-256 only ("EC PRIVATE KEY", or PKCS#8 "PRIVATE KEY" with the
+#   prime256v1 curve), unencrypted. Mongoose parses RSA keys too, but its RSA-CRT signer
+#   (mg_rsa_crt_sign) compares a BearSSL-encoded bit length with a byte count and fails every
+#   signature, so an RSA key would fail every handshake ("TLS OOM"): refused here.
+#   mg_parse_pem() reads only the first PEM block of a string, so the key block is extracted
+#   from files that carry more (EC PARAMETERS, certificates); DER input is re-wrapped as PEM
+#   with the label Mongoose expects.
 # - Certificates: PEM (a chain: leaf first) or one DER certificate. A client verifies the
 #   server's chain only when `ca` is set, and its host name only when `name` is set.
 #   Without skip_verification a client offers only ECDSA P-256 signatures, so the server it
@@ -21,8 +23,9 @@ import warnings as _tls_warnings
 # to live only for the call.
 
 cdef str _TLS_ACCEPTED = (
-    "Mongoose's built-in TLS accepts ECDSA P-256 keys (PEM 'EC PRIVATE KEY' or PKCS#8 "
-    "'PRIVATE KEY') and RSA keys up to 4096 bits ('RSA PRIVATE KEY' or PKCS#8), unencrypted")
+    "Mongoose's built-in TLS accepts only unencrypted ECDSA P-256 (prime256v1) keys, as PEM "
+    "'EC PRIVATE KEY' or PKCS#8 'PRIVATE KEY' (e.g. `openssl ecparam -name prime256v1 "
+    "-genkey -noout`); RSA, other curves and Ed25519 are not supported")
 
 cdef bytes _OID_EC_PUBLIC_KEY = bytes.fromhex("2a8648ce3d0201")   # 1.2.840.10045.2.1
 cdef bytes _OID_RSA = bytes.fromhex("2a864886f70d010101")         # 1.2.840.113549.1.1.1
@@ -135,10 +138,7 @@ cdef int _tls_check_rsa(bytes der, Py_ssize_t start, Py_ssize_t end) except -1:
     if len(items) < 9 or any(t[0] != 0x02 for t in items[:9]):
         raise _DerError("not an RSAPrivateKey")
     modulus = der[items[1][1]:items[1][2]].lstrip(b"\x00")
-    if len(modulus) > 512:
-        raise ValueError(
-            f"TlsOpts.key is a {len(modulus) * 8}-bit RSA key; {_TLS_ACCEPTED}")
-    return 0
+    raise ValueError(f"TlsOpts.key is a {len(modulus) * 8}-bit RSA key; {_TLS_ACCEPTED}")
 
 
 cdef str _tls_check_pkcs8(bytes der) except *:
