@@ -110,6 +110,12 @@ def https_get(port: int, cafile: Path, path: str = "/", host: str = "localhost")
         conn.close()
 
 
+def tool_env() -> dict[str, str]:
+    # Under the ASan run LD_PRELOAD carries libasan; curl and openssl must not inherit it
+    # (curl hangs with it preloaded).
+    return {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS")}
+
+
 def assert_still_serving(server: TlsServer, cafile: Path) -> None:
     assert https_get(server.port, cafile, "/still-alive") == (200, b"secure /still-alive")
 
@@ -157,12 +163,14 @@ def test_https_with_curl_cacert(server: TlsServer, cafile: Path, ca: certs.CA,
                                 tmp_path: Path) -> None:
     ok = subprocess.run(
         ["curl", "-sS", "--max-time", "5", "--cacert", str(cafile),
-         f"https://localhost:{server.port}/curl"], capture_output=True, timeout=20)
+         f"https://localhost:{server.port}/curl"], capture_output=True, timeout=20,
+        env=tool_env())
     assert (ok.returncode, ok.stdout) == (0, b"secure /curl")
     other = certs.CA(name="some other CA").write(tmp_path, "other")
     bad = subprocess.run(
         ["curl", "-sS", "--max-time", "5", "--cacert", str(other),
-         f"https://localhost:{server.port}/curl"], capture_output=True, timeout=20)
+         f"https://localhost:{server.port}/curl"], capture_output=True, timeout=20,
+        env=tool_env())
     assert bad.returncode == 60, bad.stderr  # peer certificate cannot be authenticated
     assert_still_serving(server, cafile)
 
@@ -174,7 +182,7 @@ def test_openssl_s_client(server: TlsServer, cafile: Path) -> None:
          "-servername", "localhost", "-CAfile", str(cafile), "-verify_return_error",
          "-ign_eof"],
         input=b"GET /openssl HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
-        capture_output=True, timeout=20)
+        capture_output=True, timeout=20, env=tool_env())
     out = proc.stdout.decode(errors="replace")
     assert "Verify return code: 0 (ok)" in out
     assert "TLSv1.3" in out
