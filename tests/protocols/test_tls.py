@@ -314,6 +314,35 @@ def test_mutual_tls_requires_a_client_certificate(server_thread: Any, ca: certs.
     assert srv.requests == ["/mtls"]
 
 
+def test_server_with_unusable_key_closes_instead_of_serving_plain_text(
+        server_thread: Any, ca: certs.CA) -> None:
+    rsa_leaf = ca.issue(kind="rsa2048")
+    errors: list[BaseException] = []
+    answered: list[str] = []
+
+    def handler(conn: Connection, ev: int, data: Any) -> None:
+        if ev == MG_EV_ACCEPT:
+            conn.tls_init(TlsOpts(cert=rsa_leaf.cert_pem, key=rsa_leaf.key_pem()))
+        elif ev == MG_EV_HTTP_MSG:
+            answered.append(data.uri)
+            conn.reply(200, "plain text!")
+
+    st = server_thread(handler, error_handler=errors.append)
+    port = st.listen("https://127.0.0.1:0")
+    st.start()
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(b"GET /leak HTTP/1.1\r\nHost: x\r\n\r\n")
+        try:
+            assert sock.recv(4096) == b""
+        except ConnectionResetError:  # closed with our request unread: also a refusal
+            pass
+    deadline = time.monotonic() + 5
+    while not errors and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert answered == []
+    assert isinstance(errors[0], ValueError) and "RSA" in str(errors[0])
+
+
 # --- option validation ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kind,form,match", [
@@ -330,7 +359,7 @@ def test_unsupported_key_types_are_refused_with_a_clear_message(
     with pytest.raises(ValueError, match=match) as info:
         conn.tls_init(TlsOpts(cert=certs.CA(kind="p256").cert_pem, key=certs.key_pem(key, form)))
     assert "accepts only unencrypted ECDSA P-256" in str(info.value)
-    assert not conn.is_tls
+    assert not conn.is_tls and conn.is_closing
 
 
 @pytest.mark.parametrize("opts_kw,match", [
@@ -355,6 +384,7 @@ def test_bad_options_are_refused(manager: Manager, leaf: certs.Leaf, opts_kw: di
     with pytest.raises(ValueError, match=match):
         conn.tls_init(TlsOpts(**kw))
     assert not conn.is_tls
+    assert conn.is_closing  # never left to go on without TLS
 
 
 def test_tls_opts_fields() -> None:

@@ -266,6 +266,28 @@ cdef int _tls_init(Connection conn, TlsOpts opts) except -1:
     cdef bytes cert = opts.cert if opts.cert is not None else b""
     cdef bytes key = opts.key if opts.key is not None else b""
     cdef bytes name = opts.name if opts.name is not None else b""
+    try:
+        key = _tls_check_opts(ca, cert, key, name)
+    except BaseException:
+        # Never let the connection go on without TLS: on an https:// listener Mongoose would
+        # serve it in plain text once MG_EV_ACCEPT returns without a TLS set-up.
+        c.is_closing = 1
+        raise
+    cdef mg.mg_tls_opts o
+    memset(&o, 0, sizeof(o))
+    o.ca = _tls_str(ca)
+    o.cert = _tls_str(cert)
+    o.key = _tls_str(key) if cert else _tls_str(b"")
+    o.name = _tls_str(name)
+    o.skip_verification = bool(opts.skip_verification)
+    mg.mg_tls_init(c, &o)  # may fire MG_EV_ERROR synchronously (OOM, rejected input)
+    if conn._manager != NULL:
+        _raise_pending(<Manager>conn._manager)
+    return 0
+
+
+cdef bytes _tls_check_opts(bytes ca, bytes cert, bytes key, bytes name):
+    """Validate the options; returns the key as the one PEM block Mongoose will read."""
     if ca:
         _tls_check_certs(ca, "ca")
     if cert:
@@ -278,17 +300,7 @@ cdef int _tls_init(Connection conn, TlsOpts opts) except -1:
         raise ValueError("TlsOpts.name must not contain NUL bytes")
     if len(name) > _TLS_MAX_NAME:
         raise ValueError(f"TlsOpts.name is longer than {_TLS_MAX_NAME} bytes")
-    cdef mg.mg_tls_opts o
-    memset(&o, 0, sizeof(o))
-    o.ca = _tls_str(ca)
-    o.cert = _tls_str(cert)
-    o.key = _tls_str(key) if cert else _tls_str(b"")
-    o.name = _tls_str(name)
-    o.skip_verification = bool(opts.skip_verification)
-    mg.mg_tls_init(c, &o)  # may fire MG_EV_ERROR synchronously (OOM, rejected input)
-    if conn._manager != NULL:
-        _raise_pending(<Manager>conn._manager)
-    return 0
+    return key
 
 
 cdef int _tls_free(Connection conn) except -1:
