@@ -99,7 +99,8 @@ def cafile(ca: certs.CA, tmp_path: Path) -> Path:
     return ca.write(tmp_path)
 
 
-def https_get(port: int, cafile: Path, path: str = "/", host: str = "localhost") -> tuple[int, bytes]:
+def https_get(port: int, cafile: Path, path: str = "/",
+              host: str = "localhost") -> tuple[int, bytes]:
     ctx = ssl.create_default_context(cafile=str(cafile))
     conn = http.client.HTTPSConnection(host, port, context=ctx, timeout=5)
     try:
