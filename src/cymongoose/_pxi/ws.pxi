@@ -68,25 +68,35 @@ cdef inline void _ws_install_guard(mg.mg_connection *c) noexcept:
 
 cdef tuple _ws_header_block(object extra_headers):
     """('Name: value\\r\\n' lines for the 101 response, the Sec-WebSocket-Protocol chosen
-    there or None); CR, LF and NUL are refused (no response splitting)."""
+    there or None). Same rules as reply() (http.pxi): RFC 9110 names, and no CR, LF or NUL
+    in values (no response splitting)."""
     if extra_headers is None:
         return b"", None
     if not isinstance(extra_headers, dict):
         raise TypeError(
             f"extra_headers must be a dict or None, not {type(extra_headers).__name__}")
     cdef list lines = []
-    cdef str name
-    cdef str value
     cdef bytes chosen = None
+    cdef bytes name
+    cdef bytes value
     for key, val in (<dict>extra_headers).items():
-        name = _header_text(key, "name")
-        if not name or ":" in name or " " in name or "\t" in name:
-            raise ValueError(f"header name {name!r} is not a valid HTTP field name")
-        value = _header_text(val, "value")
-        if name.lower() == "sec-websocket-protocol":
-            chosen = value.encode("utf-8")
-        lines.append(f"{name}: {value}\r\n")
-    return "".join(lines).encode("utf-8"), chosen
+        if type(key) is not str:
+            key = str(key)
+        if type(val) is not str:
+            val = str(val)
+        name = (<str>key).encode("utf-8")
+        value = (<str>val).encode("utf-8")
+        if not _valid_name(name, len(name)):
+            raise ValueError(
+                f"header name {key!r} is not a valid HTTP field name (CR, LF, NUL, "
+                "spaces and colons are refused)")
+        if not _valid_value(value, len(value)):
+            raise ValueError(
+                f"header value {val!r} for {key!r} contains CR, LF or NUL; remove them")
+        if _is_named(name, len(name), b"sec-websocket-protocol", 22):
+            chosen = value
+        lines.append(name + b": " + value + b"\r\n")
+    return b"".join(lines), chosen
 
 
 cdef int _ws_upgrade(Connection conn, HttpMessage message, object extra_headers) except -1:
