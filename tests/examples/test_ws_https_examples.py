@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import socket
@@ -18,6 +17,8 @@ import pytest
 from websockets.sync.client import connect
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "protocols"))
+import certs  # noqa: E402 - test-time certificates and TLS client helpers
 
 
 def free_port() -> int:
@@ -104,25 +105,18 @@ def test_https_server_generates_a_cert_and_serves(run_example: list[Example],
     ex.wait_for(f"https://127.0.0.1:{port}/")
     cert = tmp_path / "cert.pem"
     ctx = ssl.create_default_context(cafile=str(cert))
-    body = urllib.request.urlopen(f"https://localhost:{port}/x?y=1", context=ctx,
-                                  timeout=5).read()
+    body = certs.retry_bad_signature(lambda: urllib.request.urlopen(
+        f"https://localhost:{port}/x?y=1", context=ctx, timeout=5).read())
     assert body == b"Hello over TLS: GET /x\n"
     if shutil.which("curl"):
-        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-        out = subprocess.run(
-            ["curl", "-sS", "--max-time", "5", "--cacert", str(cert),
-             f"https://127.0.0.1:{port}/curl"], capture_output=True, timeout=20, env=env)
+        out = certs.run_tool(["curl", "-sS", "--max-time", "5", "--cacert", str(cert),
+                              f"https://127.0.0.1:{port}/curl"])
         assert out.stdout == b"Hello over TLS: GET /curl\n", out.stderr
     assert ex.stop(signal.SIGTERM) == 0, ex.lines
 
 
 def test_https_server_with_given_cert_serves_a_directory(run_example: list[Example],
                                                          tmp_path: Path) -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "protocols"))
-    try:
-        import certs
-    finally:
-        sys.path.pop(0)
     ca = certs.CA()
     cert, key = ca.issue().write(tmp_path)
     root = tmp_path / "public"
@@ -134,8 +128,8 @@ def test_https_server_with_given_cert_serves_a_directory(run_example: list[Examp
     run_example.append(ex)
     ex.wait_for(f"https://127.0.0.1:{port}/")
     ctx = ssl.create_default_context(cafile=str(ca.write(tmp_path)))
-    body = urllib.request.urlopen(f"https://localhost:{port}/index.txt", context=ctx,
-                                  timeout=5).read()
+    body = certs.retry_bad_signature(lambda: urllib.request.urlopen(
+        f"https://localhost:{port}/index.txt", context=ctx, timeout=5).read())
     assert body == b"static over tls\n"
     assert ex.stop(signal.SIGINT) == 0, ex.lines
 
@@ -146,10 +140,9 @@ def test_https_server_refuses_an_rsa_key_clearly(run_example: list[Example],
     cert = tmp_path / "rsa.crt"
     if shutil.which("openssl") is None:
         pytest.skip("openssl not installed")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+    certs.run_tool(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
                     "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True, timeout=60,
-                   env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
+                   check=True, timeout=60)
     port = free_port()
     ex = Example("https_server.py", "--port", str(port), "--cert", str(cert), "--key", str(key))
     run_example.append(ex)

@@ -348,6 +348,55 @@ def test_garbage_after_upgrade_never_crashes(ws_server: WsServer) -> None:
         assert ws.recv(timeout=5) == "alive"
 
 
+def test_frames_split_into_single_bytes(ws_server: WsServer) -> None:
+    sock, _ = raw_upgrade(ws_server.port)
+    with sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        data = (frame(WEBSOCKET_OP_TEXT, b"12", fin=False) + frame(WEBSOCKET_OP_PING, b"p")
+                + frame(OP_CONT, b"34" * 70))  # 140 bytes: a 16-bit length in a fragment
+        for i in range(len(data)):
+            sock.sendall(data[i:i + 1])
+            time.sleep(0.0005)
+        assert read_frame(sock) == (0x80 | OP_PONG, b"p")
+        assert read_frame(sock) == (0x80 | WEBSOCKET_OP_TEXT, b"12" + b"34" * 70)
+
+
+def test_random_frame_sequences_never_crash(ws_server: WsServer) -> None:
+    # Structured fuzzing of the frame guard and Mongoose's reassembly (the ASan run too):
+    # plausible headers with random opcodes, flags, lengths and masking, in random chunks.
+    import random
+    rng = random.Random(20240607)
+    for _ in range(60):
+        sock, _ = raw_upgrade(ws_server.port)
+        with sock:
+            data = b""
+            for _ in range(rng.randrange(1, 8)):
+                op = rng.choice([0, 1, 2, 8, 9, 10, 0, 1, rng.randrange(16)])
+                size = rng.choice([0, 1, 2, 125, 126, 127, 300, 65536, rng.randrange(2000)])
+                payload = (struct.pack("!H", rng.choice([1000, 1001, 999, 4000]))
+                           if op == 8 and size >= 2 and rng.random() < 0.7 else b"")
+                payload += bytes(rng.randrange(256) for _ in range(min(size, 300)))
+                payload = payload[:size] + b"\x00" * (size - len(payload))
+                data += frame(op, payload, fin=rng.random() < 0.7, mask=rng.random() < 0.95,
+                              rsv=rng.choice([0, 0, 0, 0, 1]))
+            if rng.random() < 0.3:
+                data = data[:rng.randrange(len(data) + 1)]  # cut mid-frame
+            pos = 0
+            try:
+                while pos < len(data):
+                    step = rng.randrange(1, 4096)
+                    sock.sendall(data[pos:pos + step])
+                    pos += step
+                sock.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass  # the server may refuse and close before everything is sent
+            sock.settimeout(5)
+            read_until_eof(sock)
+    with connect(url(ws_server)) as ws:
+        ws.send("survived")
+        assert ws.recv(timeout=5) == "survived"
+
+
 def test_subprotocol_chosen_by_the_server(server_thread: Any) -> None:
     srv = WsServer(server_thread, extra_headers={"Sec-WebSocket-Protocol": "superchat"})
     with connect(url(srv), subprotocols=["chat", "superchat"]) as ws:  # type: ignore[list-item]

@@ -22,8 +22,8 @@ cdef void _on_event(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
         return
     if ev != mg.MG_EV_POLL:
         (<GilSlot *>c.mgr.userdata).io_events += 1
-    elif c.is_tls_hs and c.rtls.len > 0:
-        _tls_screen(c)  # tls.pxi: refuse plain text on a TLS connection at once
+    elif c.is_tls and c.rtls.len > 0:
+        _tls_screen(c)  # tls.pxi: refuse what Mongoose's TLS would wait on forever
     _take_gil_back(<GilSlot *>c.mgr.userdata)
     _dispatch(c, ev, ev_data)
 

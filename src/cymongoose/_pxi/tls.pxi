@@ -317,13 +317,39 @@ cdef int _tls_free(Connection conn) except -1:
     return 0
 
 
+cdef extern from "<sys/socket.h>" nogil:
+    ssize_t recv(int fd, void *buf, size_t n, int flags)
+    enum:
+        MSG_PEEK
+        MSG_DONTWAIT
+
+# TLS 1.3 (RFC 8446 §5.2): a protected record carries at most 2^14 + 256 bytes.
+DEF _TLS_MAX_RECORD = 16384 + 256
+
+
 cdef void _tls_screen(mg.mg_connection *c) noexcept nogil:
-    # During the handshake Mongoose waits for as many bytes as a record header announces, so
-    # plain text ("GET / HTTP/1.1" announces ~8 KB) would sit there until a timeout, with
-    # the manager polling every millisecond. Every TLS record starts with a content type
-    # 20-23 and major version 3: anything else is refused now.
+    """Check the TLS record at the head of c->rtls, before Mongoose waits on it (POLL)."""
+    # Mongoose 7.23 trusts a record header's length and waits for the whole record, polling
+    # the connection every millisecond while any byte is buffered. So: plain text
+    # ("GET / HTTP/1.1" announces an 8 KB record) would sit there until a timeout; a length
+    # over what it buffers (16 KB + 40) would never complete; and once the handshake is done,
+    # a peer that closes mid-record is never noticed (read_conn closes only with rtls empty).
+    # Every TLS record starts with a content type 20-23 and major version 3.
     cdef const uint8_t *b = c.rtls.buf
-    if c.is_closing or b == NULL:
+    cdef size_t n = c.rtls.len
+    cdef size_t rec
+    cdef char probe
+    if c.is_closing or b == NULL or n == 0:
         return
-    if b[0] < 0x14 or b[0] > 0x17 or (c.rtls.len > 1 and b[1] != 0x03):
-        mg.mg_error(c, "TLS handshake failed: the peer sent non-TLS data")
+    if b[0] < 0x14 or b[0] > 0x17 or (n > 1 and b[1] != 0x03):
+        mg.mg_error(c, "TLS: the peer sent non-TLS data")
+        return
+    if n >= 5:
+        rec = (<size_t>b[3] << 8) | b[4]
+        if rec > _TLS_MAX_RECORD:
+            mg.mg_error(c, "TLS: record longer than the protocol allows")
+            return
+        if n >= 5 + rec:
+            return  # a whole record: Mongoose processes it
+    if not c.is_tls_hs and recv(<int><size_t>c.fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT) == 0:
+        mg.mg_error(c, "TLS: the peer closed in the middle of a record")
