@@ -700,3 +700,41 @@ def test_wss_client_against_websockets_server(manager: Manager, leaf: certs.Leaf
             t.join(5)
     assert got == [b"echo:secure hello"]
     assert errors == []
+
+
+def test_cymongoose_client_and_server_over_tls(manager: Manager, ca: certs.CA,
+                                               leaf: certs.Leaf) -> None:
+    # Both ends on Mongoose's built-in TLS, one Manager: HTTPS, then WSS on the same port,
+    # with the client checking the CA and the host name.
+    server_opts = TlsOpts(cert=leaf.cert_pem, key=leaf.key_pem())
+    got: list[Any] = []
+
+    def server(conn: Connection, ev: int, data: Any) -> None:
+        if ev == MG_EV_ACCEPT:
+            conn.tls_init(server_opts)
+        elif ev == MG_EV_HTTP_MSG:
+            if data.uri == "/ws":
+                conn.ws_upgrade(data)
+            else:
+                conn.reply(200, b"both ends mongoose")
+        elif ev == MG_EV_WS_MSG:
+            conn.ws_send(data.data[::-1], WEBSOCKET_OP_TEXT)
+
+    port = manager.listen("https://127.0.0.1:0", server).local_addr[1]
+    https = HttpsClient(manager, port, TlsOpts(ca=ca.cert_pem, name="localhost"), "/hi")
+
+    def wss(conn: Connection, ev: int, data: Any) -> None:
+        if ev == MG_EV_CONNECT:
+            conn.tls_init(TlsOpts(ca=ca.cert_pem, name="localhost"))
+        elif ev == MG_EV_WS_OPEN:
+            conn.ws_send("olleh")
+        elif ev == MG_EV_WS_MSG:
+            got.append(data.text)
+            conn.close()
+        elif ev == MG_EV_ERROR:
+            got.append(("error", data))
+
+    manager.ws_connect(f"wss://127.0.0.1:{port}/ws", wss)
+    assert run_until(manager, lambda: https.closed and bool(got))
+    assert https.response == (200, b"both ends mongoose")
+    assert got == ["hello"]
