@@ -729,3 +729,28 @@ def test_ws_connect_argument_checks(manager: Manager) -> None:
     closed.close()
     with pytest.raises(RuntimeError):
         closed.ws_connect("ws://127.0.0.1:1/")
+
+
+def test_client_survives_random_frames_from_server(manager: Manager) -> None:
+    import random
+    rng = random.Random(int(os.environ.get("CYM_WS_FUZZ_SEED", "7")))
+    for _ in range(int(os.environ.get("CYM_WS_FUZZ_ROUNDS", "25"))):
+        data = b""
+        for _ in range(rng.randrange(1, 6)):
+            op = rng.choice([0, 1, 2, 8, 9, 10, 1, rng.randrange(16)])
+            size = rng.choice([0, 2, 125, 126, 300, 70000, rng.randrange(1000)])
+            payload = struct.pack("!H", 1000) if op == 8 and size >= 2 else b""
+            payload = (payload + os.urandom(size))[:size]
+            data += frame(op, payload, fin=rng.random() < 0.7, mask=rng.random() < 0.1,
+                          rsv=rng.choice([0, 0, 0, 2]))
+        if rng.random() < 0.3:
+            data = data[:rng.randrange(len(data) + 1)]
+        srv = RawServer(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                        b"Connection: Upgrade\r\nSec-WebSocket-Accept: x\r\n\r\n", data)
+        try:
+            client = WsClient(manager, srv.port, [])
+            run_until(manager, lambda: client.closed or srv.received != b"", 0.3)
+            client.conn.close()
+            assert run_until(manager, lambda: client.closed)
+        finally:
+            srv.close()
