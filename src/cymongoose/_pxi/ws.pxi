@@ -17,9 +17,10 @@ from libc.stdio cimport snprintf
 #
 # What Mongoose does not check, the guard below does before Mongoose parses: reserved bits,
 # unknown opcodes, masking direction, control-frame size/fragmentation, stray or interleaved
-# continuation frames, invalid close codes, and message size (Mongoose silently waits forever
-# for a frame over 1 GiB). A violation sends CLOSE 1002 (1009 for size), fires MG_EV_ERROR
-# with the reason, and drains the connection; bytes after a CLOSE frame are ignored.
+# continuation frames, invalid close codes, and message size: a frame or reassembled message
+# over the connection's max_body_size (limits.pxi; Mongoose itself silently waits forever for
+# a frame over 1 GiB). A violation sends CLOSE 1002 (1009 for size), fires MG_EV_ERROR with
+# the reason, and drains the connection; bytes after a CLOSE frame are ignored.
 # Not checked: UTF-8 validity of TEXT payloads (WsMessage.text decodes with surrogateescape).
 
 # Mongoose's own frame parser (static mg_ws_cb in ws.c), learnt from the first WebSocket
