@@ -102,6 +102,28 @@ cdef class Manager:
     def wakeup_id(self):
         return self._wakeup_id if self._wakeup_enabled and not self._closed else 0
 
+    @property
+    def dns_server(self):
+        self._ensure_open()
+        return self._mgr.dns4.url.decode("utf-8", "surrogateescape")
+
+    @dns_server.setter
+    def dns_server(self, str url):
+        self._ensure_open()
+        cdef bytes burl = _utf8_no_nul(url, "dns_server")
+        if not url.startswith("udp://"):
+            raise ValueError(f"dns_server must be a udp://host:port URL, not {url!r}")
+        # Mongoose keeps only the pointer: the bytes live on the Manager. Both the IPv4 and
+        # the IPv6 resolver use it, since Mongoose retries a failed A lookup as AAAA via
+        # dns6 (which would otherwise still go to its default public server).
+        self._dns_url = burl
+        self._mgr.dns4.url = <const char *>self._dns_url
+        self._mgr.dns6.url = <const char *>self._dns_url
+        # Resolver sockets already open keep talking to the old server: close them, so the
+        # next lookup opens one to the new server (lookups in flight fail with an error).
+        _close_resolver(&self._mgr.dns4)
+        _close_resolver(&self._mgr.dns6)
+
     def poll(self, int timeout_ms=0):
         self._ensure_open()
         if self._polling:
@@ -279,6 +301,12 @@ cdef Connection _open(Manager manager, str url, object handler, object http, bin
         _install_http_guard(c)
     _raise_pending(manager)
     return conn
+
+
+cdef void _close_resolver(mg.mg_dns *dns) noexcept:
+    if dns.c != NULL:
+        dns.c.is_closing = 1
+        dns.c = NULL  # mg_close_conn() would clear it too; a new lookup must not reuse it
 
 
 cdef int _raise_pending(Manager manager) except -1:

@@ -119,8 +119,14 @@ cdef extern from "mongoose.h" nogil:
         uint8_t scope_id
         bint is_ip6
 
+    struct mg_dns:
+        const char *url
+        mg_connection *c
+
     struct mg_mgr:
         mg_connection *conns
+        mg_dns dns4
+        mg_dns dns6
         int dnstimeout
         void *userdata
         mg_timer *timers
