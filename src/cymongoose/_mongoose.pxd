@@ -20,6 +20,7 @@ cdef struct GilSlot:
     PyThreadState *saved
     void *manager  # borrowed Manager that embeds this slot
     bint finalizing  # the Manager is being deallocated: bookkeeping only, no Python calls
+    unsigned long io_events  # non-POLL events seen since the last poll(): "traffic is flowing"
 
 
 cdef struct HttpLimits:
@@ -121,6 +122,8 @@ cdef class RpcReq:
     cdef mg.mg_rpc_req *_req
     cdef bint _answered
     cdef str _frame
+
+    cdef int _begin_answer(self) except -1
 
 
 cdef class Rpc:

@@ -146,7 +146,13 @@ cdef class Connection:
         # Marking, not freeing: Mongoose closes it at the end of the current (or next)
         # poll iteration, after any running handler has returned, so the mg_connection
         # never disappears under a handler that still uses it (0.2.5 freed it at once).
-        if self._c != NULL:
+        # Output already queued (a reply() just before close()) is flushed first, as
+        # asyncio's transport.close() does; with nothing queued the close is immediate.
+        if self._c == NULL:
+            return
+        if self._c.send.len > 0 and not self._c.is_closing:
+            self._c.is_draining = 1
+        else:
             self._c.is_closing = 1
 
     def drain(self):

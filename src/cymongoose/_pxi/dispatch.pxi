@@ -20,6 +20,8 @@ cdef inline void _take_gil_back(GilSlot *slot) noexcept nogil:
 cdef void _on_event(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
     if c.fn_data == NULL:
         return
+    if ev != mg.MG_EV_POLL:
+        (<GilSlot *>c.mgr.userdata).io_events += 1
     _take_gil_back(<GilSlot *>c.mgr.userdata)
     _dispatch(c, ev, ev_data)
 

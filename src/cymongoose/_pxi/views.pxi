@@ -13,10 +13,6 @@ cdef class HttpMessage:
     def __cinit__(self):
         self._hm = NULL
 
-    def __init__(self):
-        # Users never build views; one made by hand is simply invalid.
-        self._hm = NULL
-
     cdef int _ensure_valid(self) except -1:
         if self._hm == NULL:
             raise RuntimeError(_STALE_VIEW_MSG.format("HttpMessage"))

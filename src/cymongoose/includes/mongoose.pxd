@@ -64,6 +64,7 @@ cdef extern from "mongoose.h" nogil:
     bint mg_iobuf_resize(mg_iobuf *io, size_t new_size)
     size_t mg_iobuf_add(mg_iobuf *io, size_t ofs, const void *buf, size_t len)
     size_t mg_iobuf_del(mg_iobuf *io, size_t ofs, size_t len)
+    void mg_iobuf_free(mg_iobuf *io)
 
     size_t mg_base64_encode(const unsigned char *p, size_t n, char *buf, size_t len)
     size_t mg_base64_decode(const char *src, size_t n, char *dst, size_t len)
@@ -128,6 +129,7 @@ cdef extern from "mongoose.h" nogil:
         mg_dns dns4
         mg_dns dns6
         int dnstimeout
+        int epoll_fd
         void *userdata
         mg_timer *timers
 
@@ -335,7 +337,9 @@ cdef extern from "mongoose.h" nogil:
     int mg_json_get(mg_str json, const char *path, int *toklen)
     mg_str mg_json_get_tok(mg_str json, const char *path)
     bint mg_json_get_num(mg_str json, const char *path, double *v)
-    bint mg_json_get_bool(mg_str json, const char *path, bint *v)
+    # C99 bool, for out-parameters (a bint is an int: writing a bool through it is wrong).
+    ctypedef bint mg_bool "bool"
+    bint mg_json_get_bool(mg_str json, const char *path, mg_bool *v)
     long mg_json_get_long(mg_str json, const char *path, long dflt)
     char *mg_json_get_str(mg_str json, const char *path)
 
@@ -360,6 +364,13 @@ cdef extern from "mongoose.h" nogil:
     void mg_rpc_err(mg_rpc_req *r, int code, const char *fmt, ...)
 
     void mg_free(void *ptr)
+
+
+cdef extern from "sys/epoll.h" nogil:
+    # Only for poll()'s non-consuming readiness probe on Mongoose's (level-triggered) epoll set.
+    struct epoll_event:
+        uint32_t events
+    int epoll_wait(int epfd, epoll_event *events, int maxevents, int timeout)
 
 
 cdef extern from "cym_extra.h" nogil:

@@ -1,0 +1,472 @@
+"""Typed public contract of cymongoose._mongoose (checked against the build by mypy.stubtest).
+
+User-facing documentation of every class and function lives here.
+"""
+
+import enum
+from collections.abc import Callable
+from typing import Any, TypeAlias, final
+
+from typing_extensions import Buffer, disjoint_base
+
+_Data: TypeAlias = str | Buffer
+"""Bytes to send: `str` is encoded as UTF-8; anything `bytes()` accepts except an int."""
+
+_Handler: TypeAlias = Callable[[Connection, int, Any], None]
+"""`handler(conn, ev, data)`; what `data` is depends on `ev` (see `Event`)."""
+
+_ErrorHandler: TypeAlias = Callable[[BaseException], object]
+
+class Event(enum.IntEnum):
+    """Mongoose event codes passed to handlers as `ev`.
+
+    `data` per event: HTTP_MSG, HTTP_HDRS, WS_OPEN -> HttpMessage; WS_MSG -> WsMessage;
+    MQTT_MSG, MQTT_CMD -> MqttMessage; MQTT_OPEN -> int (CONNACK code); ERROR -> str;
+    WAKEUP -> bytes; SNTP_TIME -> int (epoch ms); every other event -> None.
+    """
+
+    ERROR = 0
+    OPEN = 1
+    POLL = 2
+    RESOLVE = 3
+    CONNECT = 4
+    ACCEPT = 5
+    TLS_HS = 6
+    READ = 7
+    WRITE = 8
+    CLOSE = 9
+    HTTP_HDRS = 10
+    HTTP_MSG = 11
+    WS_OPEN = 12
+    WS_MSG = 13
+    WS_CTL = 14
+    MQTT_CMD = 15
+    MQTT_MSG = 16
+    MQTT_OPEN = 17
+    SNTP_TIME = 18
+    WAKEUP = 19
+    USER = 23
+
+UNEXPOSED_EVENTS: dict[str, int]
+"""Events Mongoose defines but never fires on connections this API creates (mDNS, Modbus)."""
+
+MONGOOSE_VERSION: str
+WAKEUP_MAX_PAYLOAD: int
+
+MG_EV_ERROR: int
+MG_EV_OPEN: int
+MG_EV_POLL: int
+MG_EV_RESOLVE: int
+MG_EV_CONNECT: int
+MG_EV_ACCEPT: int
+MG_EV_TLS_HS: int
+MG_EV_READ: int
+MG_EV_WRITE: int
+MG_EV_CLOSE: int
+MG_EV_HTTP_HDRS: int
+MG_EV_HTTP_MSG: int
+MG_EV_WS_OPEN: int
+MG_EV_WS_MSG: int
+MG_EV_WS_CTL: int
+MG_EV_MQTT_CMD: int
+MG_EV_MQTT_MSG: int
+MG_EV_MQTT_OPEN: int
+MG_EV_SNTP_TIME: int
+MG_EV_WAKEUP: int
+MG_EV_USER: int
+
+WEBSOCKET_OP_TEXT: int
+WEBSOCKET_OP_BINARY: int
+WEBSOCKET_OP_PING: int
+WEBSOCKET_OP_PONG: int
+
+MG_LL_NONE: int
+MG_LL_ERROR: int
+MG_LL_INFO: int
+MG_LL_DEBUG: int
+MG_LL_VERBOSE: int
+
+MQTT_PROP_TYPE_BYTE: int
+MQTT_PROP_TYPE_STRING: int
+MQTT_PROP_TYPE_STRING_PAIR: int
+MQTT_PROP_TYPE_BINARY_DATA: int
+MQTT_PROP_TYPE_VARIABLE_INT: int
+MQTT_PROP_TYPE_INT: int
+MQTT_PROP_TYPE_SHORT: int
+
+@disjoint_base
+class Manager:
+    """Owns one Mongoose event manager and every connection and timer made through it.
+
+    Not thread-safe except `wakeup()`: one thread polls, and handlers run on it.
+    Use as a context manager, or call `close()`; a Manager dropped unclosed is freed with a
+    `ResourceWarning`.
+    """
+
+    def __init__(
+        self,
+        handler: _Handler | None = None,
+        enable_wakeup: bool = False,
+        error_handler: _ErrorHandler | None = None,
+    ) -> None:
+        """`handler` serves connections without their own; `error_handler(exc)` receives
+        exceptions raised by handlers and timers (default: the `cymongoose` logger);
+        `enable_wakeup` creates the cross-thread wakeup channel (`RuntimeError` on failure)."""
+
+    def __enter__(self) -> Manager: ...
+    def __exit__(self, *exc_info: object) -> bool: ...
+    @property
+    def connections(self) -> tuple[Connection, ...]:
+        """Snapshot of live connections (listeners, accepted, clients), in creation order."""
+
+    @property
+    def wakeup_id(self) -> int:
+        """Id of the internal wakeup pipe, or 0 when wakeup is not enabled."""
+
+    def poll(self, timeout_ms: int = 0) -> None:
+        """Run one loop iteration, waiting up to `timeout_ms` for I/O or the next timer.
+
+        The GIL is released while waiting and held while handlers run (one hand-over per
+        iteration). Re-raises a `KeyboardInterrupt`/`SystemExit` raised by a handler, and
+        pending signals. `RuntimeError` when re-entered, polled from a second thread at the
+        same time, or after `close()`."""
+
+    def run(self, poll_ms: int = 100) -> None:
+        """Poll until SIGINT/SIGTERM (handlers installed for the call, then restored), then
+        `close()`."""
+
+    def close(self) -> None:
+        """Close every connection (each gets MG_EV_CLOSE) and free the manager. Idempotent;
+        `RuntimeError` while `poll()` runs."""
+
+    def listen(
+        self, url: str, handler: _Handler | None = None, *, http: bool | None = None
+    ) -> Connection:
+        """Listen on `tcp://`, `udp://`, `http://`, `https://`, `ws://` or `wss://` URL.
+
+        `http=None` turns HTTP parsing on for http/https/ws/wss. Port 0 picks a free port:
+        read it from `local_addr[1]`. Accepted connections inherit `handler`."""
+
+    def connect(
+        self, url: str, handler: _Handler | None = None, *, http: bool | None = None
+    ) -> Connection:
+        """Start an outbound connection and return at once (MG_EV_CONNECT when up)."""
+
+    def ws_connect(self, url: str, handler: _Handler | None = None) -> Connection:
+        """Connect and send a WebSocket upgrade; MG_EV_WS_OPEN on success."""
+
+    def mqtt_connect(
+        self,
+        url: str,
+        handler: _Handler | None = None,
+        client_id: str = "",
+        username: str = "",
+        password: str = "",
+        clean_session: bool = True,
+        keepalive: int = 60,
+        **kwargs: Any,
+    ) -> Connection:
+        """Connect to an MQTT broker; MG_EV_MQTT_OPEN carries the CONNACK code.
+        `version=5` (keyword) speaks MQTT 5; the default is 3.1.1."""
+
+    def mqtt_listen(self, url: str, handler: _Handler | None = None) -> Connection:
+        """Broker-side MQTT listener: packets arrive as MG_EV_MQTT_CMD."""
+
+    def sntp_connect(self, url: str, handler: _Handler | None = None) -> Connection:
+        """UDP connection to an SNTP server; see `Connection.sntp_request`."""
+
+    def timer_add(
+        self,
+        milliseconds: int,
+        callback: Callable[[], object],
+        *,
+        repeat: bool = False,
+        run_now: bool = False,
+    ) -> Timer:
+        """Call `callback()` after `milliseconds` (every `milliseconds` with `repeat`;
+        first on the next poll with `run_now`). Exceptions go to the error handler."""
+
+    def wakeup(self, connection_id: int, data: bytes = b"") -> bool:
+        """Thread-safe: deliver `data` as MG_EV_WAKEUP to the connection with that id.
+
+        Every accepted message is delivered, in order, many per poll. False when wakeup is
+        not enabled or the id is 0; `ValueError` over `WAKEUP_MAX_PAYLOAD`."""
+
+@final
+class Connection:
+    """One Mongoose connection. The same object is passed to every event of its
+    connection; methods raise `RuntimeError("Connection has been closed")` after
+    MG_EV_CLOSE, properties return neutral values."""
+
+    userdata: Any
+    @property
+    def handler(self) -> _Handler | None: ...
+    def set_handler(self, handler: _Handler | None) -> None:
+        """Replace the handler; on a listener also what future accepted connections get."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def is_listening(self) -> bool: ...
+    @property
+    def is_closing(self) -> bool: ...
+    @property
+    def is_client(self) -> bool: ...
+    @property
+    def is_tls(self) -> bool: ...
+    @property
+    def is_udp(self) -> bool: ...
+    @property
+    def is_websocket(self) -> bool: ...
+    @property
+    def is_readable(self) -> bool: ...
+    @property
+    def is_writable(self) -> bool: ...
+    @property
+    def is_full(self) -> bool: ...
+    @property
+    def is_draining(self) -> bool: ...
+    @property
+    def local_addr(self) -> tuple[str, int, bool] | None:
+        """(ip, port, is_ipv6); IPv6 as eight 4-hex-digit groups. None when closed."""
+
+    @property
+    def remote_addr(self) -> tuple[str, int, bool] | None: ...
+    @property
+    def recv_len(self) -> int: ...
+    @property
+    def send_len(self) -> int: ...
+    @property
+    def recv_size(self) -> int: ...
+    @property
+    def send_size(self) -> int: ...
+    def send(self, data: _Data) -> None:
+        """Append raw bytes to the send buffer (binary-safe)."""
+
+    def recv_data(self, length: int = -1, *, consume: bool = False) -> bytes:
+        """Copy of the first `length` received bytes (all if negative); `consume=True`
+        removes them from the receive buffer."""
+
+    def send_data(self, length: int = -1) -> bytes:
+        """Copy of the pending send buffer (not consumed)."""
+
+    def close(self) -> None:
+        """Close; inside a handler the close happens after the handler returns."""
+
+    def drain(self) -> None:
+        """Stop reading, flush the send buffer, then close."""
+
+    def error(self, message: str) -> None:
+        """Fire MG_EV_ERROR with `message` (Mongoose keeps 63 bytes) and close."""
+
+    def reply(
+        self, status_code: int, body: _Data = b"", headers: dict[Any, Any] | None = None
+    ) -> None:
+        """Send a complete HTTP response with Content-Length (no body for HEAD).
+
+        `Content-Type: text/plain` unless `headers` has a content type; header names and
+        values containing CR, LF or NUL raise `ValueError`."""
+
+    def reply_json(
+        self, data: Any, status_code: int = 200, headers: dict[Any, Any] | None = None
+    ) -> None:
+        """`reply()` with `json.dumps(data)` and `Content-Type: application/json`."""
+
+    def serve_dir(
+        self,
+        message: HttpMessage,
+        root_dir: str,
+        extra_headers: str = "",
+        mime_types: str = "",
+        page404: str = "",
+    ) -> None:
+        """Serve the request's URI from under `root_dir` (`ValueError` for a stale view)."""
+
+    def serve_file(
+        self, message: HttpMessage, path: str, extra_headers: str = "", mime_types: str = ""
+    ) -> None:
+        """Serve one file whatever the URI; 404 if missing."""
+
+    def http_chunk(self, data: _Data) -> None:
+        """Write one chunk of a chunked body; empty data ends the body."""
+
+    def http_sse(self, event_type: str, data: str) -> None:
+        """Write one Server-Sent Event as a chunk (each line of data gets a data: field)."""
+
+    def http_basic_auth(self, username: str, password: str) -> None:
+        """Client side: write an `Authorization: Basic` header line into the request."""
+
+    def ws_upgrade(
+        self, message: HttpMessage, extra_headers: dict[Any, Any] | None = None
+    ) -> None:
+        """Answer the request with 101 and switch to WebSocket (fires MG_EV_WS_OPEN)."""
+
+    def ws_send(self, data: _Data, op: int = ...) -> None:
+        """Send one WebSocket frame (default text)."""
+
+    def mqtt_pub(self, topic: str, message: _Data, qos: int = 0, retain: bool = False) -> int:
+        """Publish; returns the packet id."""
+
+    def mqtt_sub(self, topic: str, qos: int = 0) -> None: ...
+    def mqtt_unsub(self, topic: str) -> None: ...
+    def mqtt_ping(self) -> None: ...
+    def mqtt_pong(self) -> None: ...
+    def mqtt_disconnect(self) -> None: ...
+    def tls_init(self, opts: TlsOpts) -> None:
+        """Start TLS (servers in MG_EV_ACCEPT, clients in MG_EV_CONNECT)."""
+
+    def tls_free(self) -> None: ...
+    def resolve(self, url: str) -> None:
+        """Asynchronous DNS lookup; MG_EV_RESOLVE when done."""
+
+    def resolve_cancel(self) -> None: ...
+    def sntp_request(self) -> None:
+        """Ask for the time; MG_EV_SNTP_TIME delivers epoch milliseconds."""
+
+@final
+class HttpMessage:
+    """A parsed HTTP request or response, valid only during its event: afterwards
+    `bool(msg)` is False and every member raises `RuntimeError`."""
+
+    def __bool__(self) -> bool: ...
+    @property
+    def method(self) -> str: ...
+    @property
+    def uri(self) -> str: ...
+    @property
+    def query(self) -> str: ...
+    @property
+    def proto(self) -> str: ...
+    @property
+    def body_bytes(self) -> bytes: ...
+    @property
+    def body_text(self) -> str: ...
+    def header(self, name: str, default: str | None = None) -> str | None:
+        """First header called `name` (case-insensitive), else `default`."""
+
+    def headers(self) -> list[tuple[str, str]]:
+        """All headers in wire order."""
+
+    def query_var(self, name: str) -> str | None:
+        """URL-decoded query parameter; None if absent or empty; ValueError over 2048 bytes."""
+
+    def status(self) -> int | None:
+        """Status code of a parsed response (None once invalid)."""
+
+    def header_var(self, header_name: str, var_name: str) -> str | None:
+        """Sub-value of a header, e.g. `charset` of Content-Type."""
+
+@final
+class WsMessage:
+    """One WebSocket data message, valid only during MG_EV_WS_MSG."""
+
+    def __bool__(self) -> bool: ...
+    @property
+    def data(self) -> bytes: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def flags(self) -> int:
+        """First frame byte: the low 4 bits are the opcode."""
+
+@final
+class MqttMessage:
+    """One MQTT packet, valid only during MG_EV_MQTT_MSG / MG_EV_MQTT_CMD."""
+
+    def __bool__(self) -> bool: ...
+    @property
+    def topic(self) -> str: ...
+    @property
+    def data(self) -> bytes: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def id(self) -> int: ...
+    @property
+    def cmd(self) -> int: ...
+    @property
+    def qos(self) -> int: ...
+    @property
+    def ack(self) -> int: ...
+    def properties(self) -> list[dict[str, Any]]:
+        """MQTT 5 properties as dicts with keys id, iv, key, val."""
+
+@final
+class Timer:
+    """A scheduled callback; see `Manager.timer_add`."""
+
+    def cancel(self) -> None:
+        """Thread-safe and idempotent: the callback does not run again."""
+
+    @property
+    def active(self) -> bool: ...
+
+@final
+class TlsOpts:
+    """TLS settings for `Connection.tls_init` (PEM text, stored as bytes)."""
+
+    ca: bytes
+    cert: bytes
+    key: bytes
+    name: bytes
+    skip_verification: bool
+    def __init__(
+        self,
+        ca: str | bytes | None = None,
+        cert: str | bytes | None = None,
+        key: str | bytes | None = None,
+        name: str | bytes | None = None,
+        skip_verification: bool = False,
+    ) -> None: ...
+
+@final
+class RpcReq:
+    """One JSON-RPC request passed to an `Rpc` handler."""
+
+    @property
+    def frame(self) -> str: ...
+    def ok(self, result_json: str) -> None: ...
+    def err(self, code: int, message: str) -> None: ...
+
+@final
+class Rpc:
+    """A JSON-RPC 2.0 dispatcher."""
+
+    def __init__(self) -> None: ...
+    def add(self, method: str, handler: Callable[[RpcReq], object]) -> None: ...
+    def process(self, frame: str | Buffer) -> str: ...
+    @property
+    def methods(self) -> list[str]: ...
+
+def event_name(ev: int) -> str: ...
+def log_set(level: int) -> None: ...
+def log_get() -> int: ...
+def url_encode(data: str) -> str: ...
+def url_port(url: str) -> int: ...
+def url_host(url: str) -> str: ...
+def url_user(url: str) -> str: ...
+def url_pass(url: str) -> str: ...
+def url_uri(url: str) -> str: ...
+def url_is_ssl(url: str) -> bool: ...
+def match(s: str, pattern: str) -> tuple[bool, list[str]]: ...
+def http_var(buf: _Data, name: str) -> str | None: ...
+def http_parse_multipart(
+    body: _Data, offset: int = 0
+) -> tuple[int, dict[str, Any] | None]: ...
+def md5(data: _Data) -> bytes: ...
+def sha1(data: _Data) -> bytes: ...
+def sha256(data: _Data) -> bytes: ...
+def hmac_sha256(key: _Data, data: _Data) -> bytes: ...
+def base64_encode(data: _Data) -> str: ...
+def base64_decode(data: str) -> bytes: ...
+def millis() -> int: ...
+def random_bytes(length: int) -> bytes: ...
+def random_str(length: int) -> str: ...
+def crc32(data: _Data, initial: int = 0) -> int: ...
+def json_get(data: _Data, path: str) -> str | None: ...
+def json_get_num(data: _Data, path: str, default: Any = None) -> Any: ...
+def json_get_bool(data: _Data, path: str, default: Any = None) -> Any: ...
+def json_get_long(data: _Data, path: str, default: int = 0) -> int: ...
+def json_get_str(data: _Data, path: str) -> str | None: ...
+
+__all__ = ['Manager', 'Connection', 'HttpMessage', 'WsMessage', 'MqttMessage', 'Timer', 'TlsOpts', 'Rpc', 'RpcReq', 'Event', 'UNEXPOSED_EVENTS', 'WAKEUP_MAX_PAYLOAD', 'MONGOOSE_VERSION', 'MG_EV_ERROR', 'MG_EV_OPEN', 'MG_EV_POLL', 'MG_EV_RESOLVE', 'MG_EV_CONNECT', 'MG_EV_ACCEPT', 'MG_EV_TLS_HS', 'MG_EV_READ', 'MG_EV_WRITE', 'MG_EV_CLOSE', 'MG_EV_HTTP_HDRS', 'MG_EV_HTTP_MSG', 'MG_EV_WS_OPEN', 'MG_EV_WS_MSG', 'MG_EV_WS_CTL', 'MG_EV_MQTT_CMD', 'MG_EV_MQTT_MSG', 'MG_EV_MQTT_OPEN', 'MG_EV_SNTP_TIME', 'MG_EV_WAKEUP', 'MG_EV_USER', 'WEBSOCKET_OP_TEXT', 'WEBSOCKET_OP_BINARY', 'WEBSOCKET_OP_PING', 'WEBSOCKET_OP_PONG', 'MG_LL_NONE', 'MG_LL_ERROR', 'MG_LL_INFO', 'MG_LL_DEBUG', 'MG_LL_VERBOSE', 'MQTT_PROP_TYPE_BYTE', 'MQTT_PROP_TYPE_STRING', 'MQTT_PROP_TYPE_STRING_PAIR', 'MQTT_PROP_TYPE_BINARY_DATA', 'MQTT_PROP_TYPE_VARIABLE_INT', 'MQTT_PROP_TYPE_INT', 'MQTT_PROP_TYPE_SHORT', 'event_name', 'log_set', 'log_get', 'url_encode', 'url_port', 'url_host', 'url_user', 'url_pass', 'url_uri', 'url_is_ssl', 'match', 'http_var', 'http_parse_multipart', 'md5', 'sha1', 'sha256', 'hmac_sha256', 'base64_encode', 'base64_decode', 'millis', 'random_bytes', 'random_str', 'crc32', 'json_get', 'json_get_num', 'json_get_bool', 'json_get_long', 'json_get_str']

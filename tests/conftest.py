@@ -1,0 +1,96 @@
+"""Shared fixtures: managers that are always closed, a polling server thread, free ports."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from cymongoose import Manager
+
+
+def tool_env() -> dict[str, str]:
+    """Environment for external tools (curl, openssl, mosquitto, wrk...): without the
+    AddressSanitizer preload that `make asan-test` sets for our extension, which would
+    otherwise be injected into programs that are not built for it."""
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    env.pop("ASAN_OPTIONS", None)
+    return env
+
+
+def free_port(kind: int = socket.SOCK_STREAM, host: str = "127.0.0.1") -> int:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, kind) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def poll_until(mgr: Manager, done: Callable[[], bool], timeout: float = 5.0) -> bool:
+    """Poll mgr in this thread until done() or timeout; returns done()."""
+    deadline = time.monotonic() + timeout
+    while not done() and time.monotonic() < deadline:
+        mgr.poll(10)
+    return done()
+
+
+class ServerThread:
+    """A Manager polled on a background thread until stop(); handlers run on that thread."""
+
+    def __init__(self, handler: Any = None, **manager_kwargs: Any) -> None:
+        self.manager = Manager(handler, **manager_kwargs)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cymongoose-test", daemon=True)
+        self.errors: list[BaseException] = []
+
+    def listen(self, url: str = "http://127.0.0.1:0", handler: Any = None, **kw: Any) -> int:
+        conn = self.manager.listen(url, handler, **kw)
+        return int(conn.local_addr[1])
+
+    def start(self) -> ServerThread:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self.manager.poll(20)
+        except BaseException as exc:  # surfaced by stop()
+            self.errors.append(exc)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        assert not self._thread.is_alive(), "server thread did not stop"
+        self.manager.close()
+
+
+@pytest.fixture
+def manager() -> Iterator[Manager]:
+    mgr = Manager()
+    try:
+        yield mgr
+    finally:
+        mgr.close()
+
+
+@pytest.fixture
+def server_thread() -> Iterator[Callable[..., ServerThread]]:
+    started: list[ServerThread] = []
+
+    def make(handler: Any = None, **kw: Any) -> ServerThread:
+        st = ServerThread(handler, **kw)
+        started.append(st)
+        return st
+
+    yield make
+    for st in started:
+        if st._thread.is_alive():
+            st.stop()
+        else:
+            st.manager.close()
