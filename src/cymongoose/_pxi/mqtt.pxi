@@ -213,7 +213,7 @@ cdef int _mqtt_qos(object qos, str argname) except -1:
     return <int>qos
 
 
-cdef inline mg.mg_str _mg_bytes(bytes b):
+cdef inline mg.mg_str _mqtt_mgstr(bytes b):
     return mg.mg_str_n(PyBytes_AS_STRING(b), <size_t>PyBytes_GET_SIZE(b))
 
 
@@ -266,11 +266,11 @@ cdef Connection _mqtt_connect(Manager manager, str url, object handler, object c
 
     cdef mg.mg_mqtt_opts opts
     memset(&opts, 0, sizeof(opts))
-    opts.client_id = _mg_bytes(bcid)
-    opts.user = _mg_bytes(buser)
-    opts.pass_ = _mg_bytes(bpass)
-    opts.topic = _mg_bytes(bwill_topic)
-    opts.message = _mg_bytes(bwill_msg)
+    opts.client_id = _mqtt_mgstr(bcid)
+    opts.user = _mqtt_mgstr(buser)
+    opts.pass_ = _mqtt_mgstr(bpass)
+    opts.topic = _mqtt_mgstr(bwill_topic)
+    opts.message = _mqtt_mgstr(bwill_msg)
     opts.qos = <uint8_t>will_qos
     opts.retain = will_retain
     opts.version = <uint8_t>version
@@ -336,8 +336,8 @@ cdef object _mqtt_pub(Connection conn, str topic, object message, object qos, ob
             f"{_MQTT_MAX_REMAINING} bytes")
     cdef mg.mg_mqtt_opts opts
     memset(&opts, 0, sizeof(opts))  # no properties: on MQTT 5 a zero property length
-    opts.topic = _mg_bytes(btopic)
-    opts.message = _mg_bytes(bmsg)
+    opts.topic = _mqtt_mgstr(btopic)
+    opts.message = _mqtt_mgstr(bmsg)
     opts.qos = <uint8_t>q
     opts.retain = bool(retain)
     cdef bint was_closing = conn._c.is_closing != 0
@@ -353,7 +353,7 @@ cdef int _mqtt_sub(Connection conn, str topic, object qos) except -1:
     cdef int q = _mqtt_qos(qos, "qos")
     cdef mg.mg_mqtt_opts opts
     memset(&opts, 0, sizeof(opts))
-    opts.topic = _mg_bytes(btopic)
+    opts.topic = _mqtt_mgstr(btopic)
     opts.qos = <uint8_t>q
     mg.mg_mqtt_sub(conn._c, &opts)
     return 0
@@ -364,7 +364,7 @@ cdef int _mqtt_unsub(Connection conn, str topic) except -1:
     cdef bytes btopic = _mqtt_text(topic, "topic")
     cdef mg.mg_mqtt_opts opts
     memset(&opts, 0, sizeof(opts))
-    opts.topic = _mg_bytes(btopic)
+    opts.topic = _mqtt_mgstr(btopic)
     mg.mg_mqtt_unsub(conn._c, &opts)
     return 0
 
