@@ -1,4 +1,5 @@
-# DNS resolution on client connections, and SNTP time requests with error reporting.
+# DNS resolution on client connections (with a fix for Mongoose's NXDOMAIN query loop), and
+# SNTP time requests with error reporting.
 
 # Mongoose's own SNTP protocol handler (static in mongoose.c), read from c->pfn of the first
 # SNTP connection made; _sntp_pfn runs it and reports what it drops silently.
@@ -7,6 +8,89 @@ cdef mg.mg_event_handler_t _sntp_proto_fn = NULL
 # sntp_cb keeps its 8-byte expiry time at the start of c->data; this byte after it marks
 # "MG_EV_SNTP_TIME was fired for this datagram".
 DEF _SNTP_GOT_TIME = 8
+
+
+# Mongoose's resolver callback (static dns_cb), read from the first resolver socket seen.
+cdef mg.mg_event_handler_t _dns_proto_fn = NULL
+
+DEF _DNS_RTYPE_AAAA = 28
+
+
+cdef int _dns_question_type(const uint8_t *buf, size_t n) noexcept nogil:
+    # QTYPE of the single question of a DNS message, or -1 (RFC 1035 §4.1.2).
+    cdef size_t p = 12
+    cdef size_t label
+    if buf == NULL or n < 12 or buf[4] != 0 or buf[5] != 1:
+        return -1
+    while True:
+        if p >= n:
+            return -1
+        label = buf[p]
+        if label == 0:
+            p += 1
+            break
+        if label & 0xC0:
+            p += 2
+            break
+        p += 1 + label
+    if p + 2 > n:
+        return -1
+    return (buf[p] << 8) | buf[p + 1]
+
+
+cdef void _dns_pfn(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
+    # Mongoose 7.23 retries an unanswered A lookup as AAAA, and then retries an unanswered
+    # AAAA lookup as AAAA again, forever (dns_cb tests only use_dns6, which is false by
+    # default): an NXDOMAIN becomes an endless query loop instead of an error. For a
+    # reply to an AAAA question, present use_dns6 as set so dns_cb takes its
+    # "<name> DNS lookup failed" branch; the first A -> AAAA fallback is kept.
+    cdef bint saved
+    if ev == mg.MG_EV_READ and _dns_question_type(
+            <const uint8_t *>c.recv.buf, c.recv.len) == _DNS_RTYPE_AAAA:
+        saved = c.mgr.use_dns6
+        c.mgr.use_dns6 = True
+        _dns_proto_fn(c, ev, ev_data)
+        c.mgr.use_dns6 = saved
+    else:
+        _dns_proto_fn(c, ev, ev_data)
+    # The AAAA retry may just have opened the IPv6 resolver socket: cover it too.
+    _dns_wrap(c.mgr)
+
+
+cdef inline void _dns_wrap_one(mg.mg_connection *c) noexcept nogil:
+    global _dns_proto_fn
+    if c != NULL and c.pfn != _dns_pfn:
+        if _dns_proto_fn == NULL:
+            _dns_proto_fn = c.pfn  # the same dns_cb for every manager and thread
+        c.pfn = _dns_pfn
+
+
+cdef void _dns_wrap(mg.mg_mgr *mgr) noexcept nogil:
+    """Put _dns_pfn in front of the resolver sockets Mongoose opened lazily. Called before
+    each mg_mgr_poll(): a reply can only be read inside a poll, after its socket exists."""
+    _dns_wrap_one(mgr.dns4.c)
+    _dns_wrap_one(mgr.dns6.c)
+
+
+cdef void _dns_retired_pfn(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
+    # A resolver socket of a previous dns_server: it still reads answers to the lookups it
+    # sent (dns_cb matches them by id across all pending lookups), then closes once no
+    # lookup is pending. Closing it earlier would fire dns_cb's MG_EV_CLOSE branch, which
+    # fails *every* pending lookup, including those sent to the new server.
+    _dns_pfn(c, ev, ev_data)
+    if ev == mg.MG_EV_POLL and c.mgr.active_dns_requests == NULL:
+        c.is_closing = 1
+
+
+cdef void _dns_retire(mg.mg_mgr *mgr) noexcept nogil:
+    """Detach the open resolver sockets so the next lookup opens one to the new server."""
+    _dns_wrap(mgr)  # learns dns_cb if these sockets were opened since the last poll
+    if mgr.dns4.c != NULL:
+        mgr.dns4.c.pfn = _dns_retired_pfn
+        mgr.dns4.c = NULL
+    if mgr.dns6.c != NULL:
+        mgr.dns6.c.pfn = _dns_retired_pfn
+        mgr.dns6.c = NULL
 
 
 cdef inline bint _has_socket(mg.mg_connection *c) noexcept nogil:

@@ -118,10 +118,8 @@ cdef class Manager:
         self._dns_url = burl
         self._mgr.dns4.url = <const char *>self._dns_url
         self._mgr.dns6.url = <const char *>self._dns_url
-        # Resolver sockets already open keep talking to the old server: close them, so the
-        # next lookup opens one to the new server (lookups in flight fail with an error).
-        _close_resolver(&self._mgr.dns4)
-        _close_resolver(&self._mgr.dns6)
+        # Resolver sockets already open keep talking to the old server (dns_sntp.pxi).
+        _dns_retire(&self._mgr)
 
     def poll(self, int timeout_ms=0):
         self._ensure_open()
@@ -130,6 +128,7 @@ cdef class Manager:
                 "poll() is already running on this Manager (re-entrant call from a handler, "
                 "or a second thread); only one thread may poll a Manager")
         self._reap_timers()
+        _dns_wrap(&self._mgr)  # dns_sntp.pxi: resolver sockets opened since the last poll
         self._polling = True
         self._stop_dispatch = False
         cdef bint flowing = self._gil.io_events > 0 or bool(self._wakeup_queue)
@@ -355,12 +354,6 @@ cdef Connection _open(Manager manager, str url, object handler, object http, bin
         _install_http_guard(c)
     _raise_pending(manager)
     return conn
-
-
-cdef void _close_resolver(mg.mg_dns *dns) noexcept:
-    if dns.c != NULL:
-        dns.c.is_closing = 1
-        dns.c = NULL  # mg_close_conn() would clear it too; a new lookup must not reuse it
 
 
 cdef int _raise_pending(Manager manager) except -1:

@@ -129,8 +129,10 @@ cdef extern from "mongoose.h" nogil:
         mg_dns dns4
         mg_dns dns6
         int dnstimeout
+        bint use_dns6
         int epoll_fd
         void *userdata
+        void *active_dns_requests
         mg_timer *timers
 
     struct mg_connection:
