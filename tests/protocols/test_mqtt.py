@@ -131,7 +131,8 @@ def test_pub_sub_roundtrip(broker: Broker, version: int, qos: int) -> None:
         subscribe(mgr, conn, rec, f"rt/{version}/{qos}/#", qos)
         # Payloads around Mongoose's MQTT 5 short-payload edge (0, 1, 2 bytes), binary
         # with NUL bytes, and str.
-        payloads: list[bytes | str] = [b"", b"a", b"ab", b"\x00\xff\x00", "h\u00e9llo", b"x" * 70000]
+        payloads: list[bytes | str] = [
+            b"", b"a", b"ab", b"\x00\xff\x00", "h\u00e9llo", b"x" * 70000]
         ids = [conn.mqtt_pub(f"rt/{version}/{qos}/{i}", p, qos=qos)
                for i, p in enumerate(payloads)]
         if qos == 0:
