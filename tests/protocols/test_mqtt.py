@@ -3,6 +3,7 @@ broker-side listener serving paho, and malformed packets in both directions."""
 
 from __future__ import annotations
 
+import random
 import socket
 import threading
 import time
@@ -811,3 +812,129 @@ def test_handler_exception_in_mqtt_event_is_reported() -> None:
         pump(mgr, lambda: conn.id == 0, 5, "close")
     t.join(5)
     assert all(isinstance(e, ValueError) and "boom" in str(e) for e in reported)
+
+
+def _random_packets(rng: random.Random, count: int) -> list[bytes]:
+    """MQTT-shaped junk: any command/flags byte, a correct or wrong remaining length, and
+    bodies that look like topics, packet ids and MQTT 5 property blocks."""
+    out = []
+    for _ in range(count):
+        first = rng.randrange(256)
+        body = bytearray()
+        if rng.random() < 0.5:  # topic length + topic
+            tlen = rng.choice([0, 1, 3, 200, 65535])
+            body += tlen.to_bytes(2, "big") + b"t" * min(tlen, rng.randrange(8))
+        if rng.random() < 0.5:  # packet id
+            body += rng.randbytes(2)
+        if rng.random() < 0.7:  # property length + properties (known and unknown ids)
+            props = bytearray()
+            for _ in range(rng.randrange(4)):
+                props.append(rng.choice([0x01, 0x02, 0x03, 0x09, 0x0B, 0x26, 0x1F, 0x7F]))
+                props += rng.randbytes(rng.randrange(6))
+            plen = len(props) if rng.random() < 0.7 else rng.randrange(300)
+            body += bytes([plen & 0x7F]) + props
+        body += rng.randbytes(rng.randrange(6))
+        n = len(body) if rng.random() < 0.8 else rng.randrange(len(body) + 3)
+        length = bytearray()
+        while True:
+            b, n = n & 0x7F, n >> 7
+            length.append(b | (0x80 if n else 0))
+            if not n:
+                break
+        out.append(bytes([first]) + bytes(length) + bytes(body))
+    return out
+
+
+def _touch(conn: cm.Connection, ev: int, data: Any) -> None:
+    # Read every field of every view: the bounds of what Mongoose and our layer parsed.
+    if ev in (cm.MG_EV_MQTT_CMD, cm.MG_EV_MQTT_MSG):
+        (data.topic, data.data, data.text, data.id, data.cmd, data.qos, data.ack,
+         data.properties())
+
+
+@pytest.mark.parametrize("v5", [False, True])
+def test_fuzzed_packets_to_our_listener(v5: bool) -> None:
+    rng = random.Random(1234 + v5)
+    connect = (b"\x10\x0d\x00\x04MQTT\x05\x02\x00\x3c\x00\x00\x00" if v5
+               else b"\x10\x0c\x00\x04MQTT\x04\x02\x00\x3c\x00\x00")
+    errors: list[str] = []
+
+    def handler(conn: cm.Connection, ev: int, data: Any) -> None:
+        _touch(conn, ev, data)
+        if ev == cm.MG_EV_ERROR:
+            errors.append(data)
+        elif ev == cm.MG_EV_MQTT_CMD and data.cmd == MQTT_CMD_PINGREQ:
+            conn.mqtt_pong()
+
+    with cm.Manager(handler) as mgr:
+        port = mgr.mqtt_listen("mqtt://127.0.0.1:0").local_addr[1]
+        packets = _random_packets(rng, 400)
+        for i in range(0, len(packets), 8):
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                s.sendall(connect)
+                for p in packets[i:i + 8]:
+                    try:
+                        s.sendall(p)
+                    except OSError:
+                        break  # closed by the server: fine
+                    mgr.poll(0)
+                for _ in range(3):
+                    mgr.poll(1)
+        # Still serving after all that.
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(b"\xc0\x00")  # PINGREQ
+            s.setblocking(False)
+            got = b""
+            deadline = time.monotonic() + 5
+            while got != b"\xd0\x00" and time.monotonic() < deadline:
+                mgr.poll(5)
+                try:
+                    got += s.recv(16)
+                except BlockingIOError:
+                    pass
+            assert got == b"\xd0\x00"
+    assert any("malformed MQTT packet" in e for e in errors)
+
+
+@pytest.mark.parametrize("v5", [False, True])
+def test_fuzzed_packets_to_our_client(v5: bool) -> None:
+    rng = random.Random(99 + v5)
+    packets = _random_packets(rng, 300)
+
+    def script(conn: socket.socket) -> None:
+        _read_connect(conn)
+        conn.sendall(b"\x20\x03\x00\x00\x00" if v5 else b"\x20\x02\x00\x00")
+        try:
+            for p in packets:
+                conn.sendall(p)
+        except OSError:
+            return
+        finally:
+            sent.set()
+        try:
+            while conn.recv(4096):
+                pass
+        except OSError:
+            pass
+
+    rec = Recorder()
+    sent = threading.Event()
+
+    def handler(conn: cm.Connection, ev: int, data: Any) -> None:
+        _touch(conn, ev, data)
+        rec(conn, ev, data)
+
+    port, t = _fake_broker(script)
+    with cm.Manager() as mgr:
+        mgr.mqtt_connect(f"mqtt://127.0.0.1:{port}", handler, version=5 if v5 else 4)
+        pump(mgr, sent.is_set, 5, "the junk to be sent")
+        for _ in range(20):
+            mgr.poll(1)
+        # Either dropped with a readable error, or still waiting for the rest of a packet
+        # whose declared length has not arrived yet: both fine, as long as nothing crashed.
+        assert cm.MG_EV_MQTT_OPEN in rec.events and len(rec.cmds) >= 1
+        assert all(isinstance(e, str) and e for e in rec.errors)
+        for c in mgr.connections:
+            c.close()
+        pump(mgr, lambda: rec.closed, 5, "close")
+    t.join(5)
