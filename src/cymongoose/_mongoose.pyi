@@ -296,9 +296,7 @@ class Connection:
     def http_basic_auth(self, username: str, password: str) -> None:
         """Client side: write an `Authorization: Basic` header line into the request."""
 
-    def ws_upgrade(
-        self, message: HttpMessage, extra_headers: dict[Any, Any] | None = None
-    ) -> None:
+    def ws_upgrade(self, message: HttpMessage, extra_headers: dict[Any, Any] | None = None) -> None:
         """Answer the request with 101 and switch to WebSocket (fires MG_EV_WS_OPEN)."""
 
     def ws_send(self, data: _Data, op: int = ...) -> None:
@@ -450,9 +448,7 @@ def url_uri(url: str) -> str: ...
 def url_is_ssl(url: str) -> bool: ...
 def match(s: str, pattern: str) -> tuple[bool, list[str]]: ...
 def http_var(buf: _Data, name: str) -> str | None: ...
-def http_parse_multipart(
-    body: _Data, offset: int = 0
-) -> tuple[int, dict[str, Any] | None]: ...
+def http_parse_multipart(body: _Data, offset: int = 0) -> tuple[int, dict[str, Any] | None]: ...
 def md5(data: _Data) -> bytes: ...
 def sha1(data: _Data) -> bytes: ...
 def sha256(data: _Data) -> bytes: ...
@@ -469,4 +465,83 @@ def json_get_bool(data: _Data, path: str, default: Any = None) -> Any: ...
 def json_get_long(data: _Data, path: str, default: int = 0) -> int: ...
 def json_get_str(data: _Data, path: str) -> str | None: ...
 
-__all__ = ['Manager', 'Connection', 'HttpMessage', 'WsMessage', 'MqttMessage', 'Timer', 'TlsOpts', 'Rpc', 'RpcReq', 'Event', 'UNEXPOSED_EVENTS', 'WAKEUP_MAX_PAYLOAD', 'MONGOOSE_VERSION', 'MG_EV_ERROR', 'MG_EV_OPEN', 'MG_EV_POLL', 'MG_EV_RESOLVE', 'MG_EV_CONNECT', 'MG_EV_ACCEPT', 'MG_EV_TLS_HS', 'MG_EV_READ', 'MG_EV_WRITE', 'MG_EV_CLOSE', 'MG_EV_HTTP_HDRS', 'MG_EV_HTTP_MSG', 'MG_EV_WS_OPEN', 'MG_EV_WS_MSG', 'MG_EV_WS_CTL', 'MG_EV_MQTT_CMD', 'MG_EV_MQTT_MSG', 'MG_EV_MQTT_OPEN', 'MG_EV_SNTP_TIME', 'MG_EV_WAKEUP', 'MG_EV_USER', 'WEBSOCKET_OP_TEXT', 'WEBSOCKET_OP_BINARY', 'WEBSOCKET_OP_PING', 'WEBSOCKET_OP_PONG', 'MG_LL_NONE', 'MG_LL_ERROR', 'MG_LL_INFO', 'MG_LL_DEBUG', 'MG_LL_VERBOSE', 'MQTT_PROP_TYPE_BYTE', 'MQTT_PROP_TYPE_STRING', 'MQTT_PROP_TYPE_STRING_PAIR', 'MQTT_PROP_TYPE_BINARY_DATA', 'MQTT_PROP_TYPE_VARIABLE_INT', 'MQTT_PROP_TYPE_INT', 'MQTT_PROP_TYPE_SHORT', 'event_name', 'log_set', 'log_get', 'url_encode', 'url_port', 'url_host', 'url_user', 'url_pass', 'url_uri', 'url_is_ssl', 'match', 'http_var', 'http_parse_multipart', 'md5', 'sha1', 'sha256', 'hmac_sha256', 'base64_encode', 'base64_decode', 'millis', 'random_bytes', 'random_str', 'crc32', 'json_get', 'json_get_num', 'json_get_bool', 'json_get_long', 'json_get_str']
+__all__ = [
+    "Manager",
+    "Connection",
+    "HttpMessage",
+    "WsMessage",
+    "MqttMessage",
+    "Timer",
+    "TlsOpts",
+    "Rpc",
+    "RpcReq",
+    "Event",
+    "UNEXPOSED_EVENTS",
+    "WAKEUP_MAX_PAYLOAD",
+    "MONGOOSE_VERSION",
+    "MG_EV_ERROR",
+    "MG_EV_OPEN",
+    "MG_EV_POLL",
+    "MG_EV_RESOLVE",
+    "MG_EV_CONNECT",
+    "MG_EV_ACCEPT",
+    "MG_EV_TLS_HS",
+    "MG_EV_READ",
+    "MG_EV_WRITE",
+    "MG_EV_CLOSE",
+    "MG_EV_HTTP_HDRS",
+    "MG_EV_HTTP_MSG",
+    "MG_EV_WS_OPEN",
+    "MG_EV_WS_MSG",
+    "MG_EV_WS_CTL",
+    "MG_EV_MQTT_CMD",
+    "MG_EV_MQTT_MSG",
+    "MG_EV_MQTT_OPEN",
+    "MG_EV_SNTP_TIME",
+    "MG_EV_WAKEUP",
+    "MG_EV_USER",
+    "WEBSOCKET_OP_TEXT",
+    "WEBSOCKET_OP_BINARY",
+    "WEBSOCKET_OP_PING",
+    "WEBSOCKET_OP_PONG",
+    "MG_LL_NONE",
+    "MG_LL_ERROR",
+    "MG_LL_INFO",
+    "MG_LL_DEBUG",
+    "MG_LL_VERBOSE",
+    "MQTT_PROP_TYPE_BYTE",
+    "MQTT_PROP_TYPE_STRING",
+    "MQTT_PROP_TYPE_STRING_PAIR",
+    "MQTT_PROP_TYPE_BINARY_DATA",
+    "MQTT_PROP_TYPE_VARIABLE_INT",
+    "MQTT_PROP_TYPE_INT",
+    "MQTT_PROP_TYPE_SHORT",
+    "event_name",
+    "log_set",
+    "log_get",
+    "url_encode",
+    "url_port",
+    "url_host",
+    "url_user",
+    "url_pass",
+    "url_uri",
+    "url_is_ssl",
+    "match",
+    "http_var",
+    "http_parse_multipart",
+    "md5",
+    "sha1",
+    "sha256",
+    "hmac_sha256",
+    "base64_encode",
+    "base64_decode",
+    "millis",
+    "random_bytes",
+    "random_str",
+    "crc32",
+    "json_get",
+    "json_get_num",
+    "json_get_bool",
+    "json_get_long",
+    "json_get_str",
+]

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from cymongoose import MG_EV_HTTP_MSG, Connection, HttpMessage
+
 from conftest import tool_env
 
 pytestmark = pytest.mark.timeout(30)

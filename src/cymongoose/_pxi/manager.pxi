@@ -53,12 +53,15 @@ cdef class Manager:
         # Dropped without close(): free everything, but run no Python handler on an object
         # being destroyed (uvloop's loud rule: warn, then clean up).
         self._gil.finalizing = True
-        try:
-            _warnings.warn(
-                "unclosed cymongoose.Manager: call close() or use it as a context manager",
-                ResourceWarning)
-        except BaseException:
-            pass
+        # Warn only when something was left running (a Manager whose __init__ failed, or
+        # that never opened anything, just gives its epoll descriptor back quietly).
+        if self._mgr.conns != NULL or self._timers:
+            try:
+                _warnings.warn(
+                    "unclosed cymongoose.Manager: call close() or use it as a context manager",
+                    ResourceWarning)
+            except BaseException:
+                pass
         self._release_timers()
         mg.mg_mgr_free(&self._mgr)
         self._closed = True
@@ -197,24 +200,24 @@ cdef class Manager:
             exc, self._fatal = self._fatal, None
             raise exc
 
-    def listen(self, str url, handler=None, *, http=None):
+    def listen(self, str url not None, handler=None, *, http=None):
         return _open(self, url, handler, http, True)
 
-    def connect(self, str url, handler=None, *, http=None):
+    def connect(self, str url not None, handler=None, *, http=None):
         return _open(self, url, handler, http, False)
 
-    def ws_connect(self, str url, handler=None):
+    def ws_connect(self, str url not None, handler=None):
         return _ws_connect(self, url, handler)
 
-    def mqtt_connect(self, str url, handler=None, client_id="", username="", password="",
-                     clean_session=True, keepalive=60, **kwargs):
+    def mqtt_connect(self, str url not None, handler=None, client_id="", username="",
+                     password="", clean_session=True, keepalive=60, **kwargs):
         return _mqtt_connect(self, url, handler, client_id, username, password,
                              clean_session, keepalive, kwargs)
 
-    def mqtt_listen(self, str url, handler=None):
+    def mqtt_listen(self, str url not None, handler=None):
         return _mqtt_listen(self, url, handler)
 
-    def sntp_connect(self, str url, handler=None):
+    def sntp_connect(self, str url not None, handler=None):
         return _sntp_connect(self, url, handler)
 
     def timer_add(self, int milliseconds, callback, *, repeat=False, run_now=False):

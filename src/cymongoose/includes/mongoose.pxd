@@ -79,6 +79,11 @@ cdef extern from "mongoose.h" nogil:
     void mg_sha1_init(mg_sha1_ctx *c)
     void mg_sha1_update(mg_sha1_ctx *c, const unsigned char *data, size_t len)
     void mg_sha1_final(unsigned char *digest, mg_sha1_ctx *c)
+    ctypedef struct mg_sha256_ctx:
+        pass
+    void mg_sha256_init(mg_sha256_ctx *c)
+    void mg_sha256_update(mg_sha256_ctx *c, const unsigned char *data, size_t len)
+    void mg_sha256_final(unsigned char *digest, mg_sha256_ctx *c)
     void mg_sha256(uint8_t *dst, uint8_t *data, size_t datasz)
     void mg_hmac_sha256(uint8_t *dst, uint8_t *key, size_t keysz, uint8_t *data, size_t datasz)
 
