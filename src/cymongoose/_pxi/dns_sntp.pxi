@@ -1,5 +1,4 @@
-# DNS resolution on client connections (with a fix for Mongoose's NXDOMAIN query loop), and
-# SNTP time requests with error reporting.
+# DNS resolution (resolver switch, NXDOMAIN loop fix) and SNTP requests with error reporting.
 
 # Mongoose's own SNTP protocol handler (static in mongoose.c), read from c->pfn of the first
 # SNTP connection made; _sntp_pfn runs it and reports what it drops silently.

@@ -1,5 +1,17 @@
-# MQTT client and broker-side listener: connect/listen, publish, subscribe, properties, and
-# a protocol-callback wrapper that reports malformed packets and completes MQTT 5 parsing.
+# MQTT client and broker-side listener (3.1.1 and 5): connect, listen, publish, properties.
+#
+# What Mongoose 7.23 does for QoS, and what it leaves to the user (tests/protocols/test_mqtt.py
+# checks each point against Mosquitto and paho-mqtt):
+# - It answers a received PUBLISH with PUBACK (QoS 1) or PUBREC (QoS 2), a PUBREC with
+#   PUBREL and a PUBREL with PUBCOMP, so both QoS 2 handshakes complete on their own.
+# - MG_EV_MQTT_MSG fires when the PUBLISH arrives (QoS 2: before PUBREL) and nothing
+#   de-duplicates a DUP retransmission; brokers only retransmit after a reconnect, so within
+#   one connection every message is delivered once.
+# - It counts nothing in flight and never retransmits: a publisher keeps its own window of
+#   unacknowledged QoS 1/2 messages (PUBACK/PUBCOMP arrive as MG_EV_MQTT_CMD with the packet
+#   id mqtt_pub() returned); a broker disconnects clients that exceed its receive maximum.
+# The protocol-callback wrapper below adds the error event, MQTT 5 parsing and reason codes
+# that mg_mqtt_parse() lacks.
 
 # Largest "remaining length" the 4-byte MQTT varint can carry (MQTT 3.1.1 §2.2.3).
 DEF _MQTT_MAX_REMAINING = 268435455
