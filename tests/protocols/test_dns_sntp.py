@@ -125,6 +125,7 @@ def test_dns_server_property() -> None:
         with pytest.raises(ValueError, match="NUL"):
             mgr.dns_server = "udp://127.0.0.1:53\x00"
         assert mgr.dns_server == "udp://127.0.0.1:5353"
+    assert mgr.dns_server == ""
     with pytest.raises(RuntimeError, match="Manager has been closed"):
         mgr.dns_server = "udp://127.0.0.1:53"
 

@@ -106,7 +106,8 @@ cdef class Manager:
 
     @property
     def dns_server(self):
-        self._ensure_open()
+        if self._closed or self._mgr.dns4.url == NULL:
+            return ""  # neutral value once closed, like connections and wakeup_id
         return self._mgr.dns4.url.decode("utf-8", "surrogateescape")
 
     @dns_server.setter
