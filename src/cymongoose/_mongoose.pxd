@@ -57,6 +57,7 @@ cdef class Manager:
     cdef object _wakeup_queue
     cdef HttpMessage _http_view
     cdef HttpLimits _limits
+    cdef bytes _dns_url  # keeps mgr.dns4.url / dns6.url alive once dns_server is set
     cdef object __weakref__
 
     cdef int _ensure_open(self) except -1

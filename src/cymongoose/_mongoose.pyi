@@ -119,6 +119,10 @@ class Manager:
     def connections(self) -> tuple[Connection, ...]:
         """Snapshot of live connections (listeners, accepted, clients), in creation order."""
 
+    dns_server: str
+    """`udp://host:port` resolver used by this Manager (Mongoose's default is
+    `udp://8.8.8.8:53`); reads `""` once closed."""
+
     @property
     def wakeup_id(self) -> int:
         """Id of the internal wakeup pipe, or 0 when wakeup is not enabled."""
@@ -167,7 +171,10 @@ class Manager:
         **kwargs: Any,
     ) -> Connection:
         """Connect to an MQTT broker; MG_EV_MQTT_OPEN carries the CONNACK code.
-        `version=5` (keyword) speaks MQTT 5; the default is 3.1.1."""
+
+        Extra keywords: `version=4|5` (MQTT 3.1.1, the default, or 5), and a will with
+        `will_topic`, `will_message`, `will_qos`, `will_retain`. Unknown keywords raise
+        `TypeError`."""
 
     def mqtt_listen(self, url: str, handler: _Handler | None = None) -> Connection:
         """Broker-side MQTT listener: packets arrive as MG_EV_MQTT_CMD."""
@@ -387,7 +394,9 @@ class MqttMessage:
     @property
     def ack(self) -> int: ...
     def properties(self) -> list[dict[str, Any]]:
-        """MQTT 5 properties as dicts with keys id, iv, key, val."""
+        """MQTT 5 properties as dicts with keys id, iv (int; 0 for non-integer types), key
+        (str for user properties, else None) and val (str for string types, bytes for
+        binary data, None for integers); empty on 3.1.1 connections."""
 
 @final
 class Timer:

@@ -116,7 +116,8 @@ cdef void _deliver(Manager manager, Connection conn, mg.mg_connection *c, int ev
     elif ev == mg.MG_EV_ERROR:
         data = (<const char *>ev_data).decode("utf-8", "ignore") if ev_data != NULL else ""
     elif ev == mg.MG_EV_MQTT_OPEN:
-        data = (<int *>ev_data)[0] if ev_data != NULL else 0
+        # mongoose.h documents int *, but mqtt_cb passes &mm.ack, a uint8_t (7.23).
+        data = (<uint8_t *>ev_data)[0] if ev_data != NULL else 0
     elif ev == mg.MG_EV_SNTP_TIME:
         data = (<int64_t *>ev_data)[0] if ev_data != NULL else 0
     elif ev == mg.MG_EV_WAKEUP:

@@ -125,11 +125,19 @@ cdef extern from "mongoose.h" nogil:
         uint8_t scope_id
         bint is_ip6
 
+    struct mg_dns:
+        const char *url
+        mg_connection *c
+
     struct mg_mgr:
         mg_connection *conns
+        mg_dns dns4
+        mg_dns dns6
         int dnstimeout
+        bint use_dns6
         int epoll_fd
         void *userdata
+        void *active_dns_requests
         mg_timer *timers
 
     struct mg_connection:
