@@ -15,10 +15,14 @@ import warnings as _tls_warnings
 #   from files that carry more (EC PARAMETERS, certificates); DER input is re-wrapped as PEM
 #   with the label Mongoose expects.
 # - Certificates: PEM (a chain: leaf first) or one DER certificate. A client verifies the
-#   server's chain only when `ca` is set, and its host name only when `name` is set.
-#   Without skip_verification a client offers only ECDSA P-256 signatures, so the server it
-#   talks to must use a P-256 certificate.
+#   server's chain only when `ca` is set, and its host name only when `name` is set (an IP
+#   SAN equal to the address connected to also passes, whatever `name` says). Without
+#   skip_verification a client offers only ECDSA P-256 signatures, so the server it talks to
+#   must use a P-256 certificate. A server given `ca` requires client certificates.
 # - Validity dates use mg_now(), seeded from time.time() at import (module_init.pxi).
+# - Known Mongoose 7.23 defect, not fixable from here: its ECDSA CertificateVerify keeps a
+#   leading zero byte of r or s (not minimal DER), and OpenSSL-based peers reject about 0.4%
+#   of handshakes with "bad signature"; the fix belongs in mg_tls_send_cert_verify().
 # mg_tls_init() copies everything it keeps (DER buffers, host name), so the option bytes need
 # to live only for the call.
 
