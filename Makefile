@@ -47,7 +47,8 @@ lint:
 # The suite's core and reliability tests against an AddressSanitizer build of the extension,
 # in its own environment so the normal build is untouched. Any ASan report fails the run.
 asan-test: fetch
-	CYMONGOOSE_ASAN=ON UV_PROJECT_ENVIRONMENT=$(ASAN_VENV) $(UV) sync --group dev --reinstall-package cymongoose
+	SKBUILD_BUILD_DIR=build/asan CYMONGOOSE_ASAN=ON UV_PROJECT_ENVIRONMENT=$(ASAN_VENV) \
+	    $(UV) sync --group dev --reinstall-package cymongoose
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1 \
 	LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
 	UV_PROJECT_ENVIRONMENT=$(ASAN_VENV) CYMONGOOSE_ASAN=ON \

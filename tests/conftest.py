@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -11,6 +12,16 @@ from typing import Any
 import pytest
 
 from cymongoose import Manager
+
+
+def tool_env() -> dict[str, str]:
+    """Environment for external tools (curl, openssl, mosquitto, wrk...): without the
+    AddressSanitizer preload that `make asan-test` sets for our extension, which would
+    otherwise be injected into programs that are not built for it."""
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    env.pop("ASAN_OPTIONS", None)
+    return env
 
 
 def free_port(kind: int = socket.SOCK_STREAM, host: str = "127.0.0.1") -> int:

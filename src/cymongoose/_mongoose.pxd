@@ -57,6 +57,7 @@ cdef class Manager:
     cdef object _wakeup_queue
     cdef HttpMessage _http_view
     cdef HttpLimits _limits
+    cdef bytes _dns_url  # keeps mgr.dns4.url / dns6.url alive once dns_server is set
     cdef object __weakref__
 
     cdef int _ensure_open(self) except -1
@@ -78,6 +79,11 @@ cdef class Connection:
     cdef uint64_t _deadline_ms
     cdef int _http_phase
     cdef size_t _requests_seen
+    # WebSocket close handshake (ws.pxi): the peer's close code (0 = no close frame yet)
+    # and reason, and whether we sent a close frame ourselves.
+    cdef int _ws_close_code
+    cdef str _ws_close_reason
+    cdef bint _ws_close_sent
 
     cdef int _ensure_open(self) except -1
 

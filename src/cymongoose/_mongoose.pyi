@@ -5,17 +5,17 @@ User-facing documentation of every class and function lives here.
 
 import enum
 from collections.abc import Callable
-from typing import Any, Final, TypeAlias
+from typing import Any, TypeAlias, final
 
-from typing_extensions import Buffer
+from typing_extensions import Buffer, disjoint_base
 
-Data: TypeAlias = str | Buffer
+_Data: TypeAlias = str | Buffer
 """Bytes to send: `str` is encoded as UTF-8; anything `bytes()` accepts except an int."""
 
-Handler: TypeAlias = Callable[[Connection, int, Any], None]
+_Handler: TypeAlias = Callable[[Connection, int, Any], None]
 """`handler(conn, ev, data)`; what `data` is depends on `ev` (see `Event`)."""
 
-ErrorHandler: TypeAlias = Callable[[BaseException], object]
+_ErrorHandler: TypeAlias = Callable[[BaseException], object]
 
 class Event(enum.IntEnum):
     """Mongoose event codes passed to handlers as `ev`.
@@ -94,6 +94,7 @@ MQTT_PROP_TYPE_VARIABLE_INT: int
 MQTT_PROP_TYPE_INT: int
 MQTT_PROP_TYPE_SHORT: int
 
+@disjoint_base
 class Manager:
     """Owns one Mongoose event manager and every connection and timer made through it.
 
@@ -104,9 +105,9 @@ class Manager:
 
     def __init__(
         self,
-        handler: Handler | None = None,
+        handler: _Handler | None = None,
         enable_wakeup: bool = False,
-        error_handler: ErrorHandler | None = None,
+        error_handler: _ErrorHandler | None = None,
     ) -> None:
         """`handler` serves connections without their own; `error_handler(exc)` receives
         exceptions raised by handlers and timers (default: the `cymongoose` logger);
@@ -117,6 +118,10 @@ class Manager:
     @property
     def connections(self) -> tuple[Connection, ...]:
         """Snapshot of live connections (listeners, accepted, clients), in creation order."""
+
+    dns_server: str
+    """`udp://host:port` resolver used by this Manager (Mongoose's default is
+    `udp://8.8.8.8:53`); reads `""` once closed."""
 
     @property
     def wakeup_id(self) -> int:
@@ -139,7 +144,7 @@ class Manager:
         `RuntimeError` while `poll()` runs."""
 
     def listen(
-        self, url: str, handler: Handler | None = None, *, http: bool | None = None
+        self, url: str, handler: _Handler | None = None, *, http: bool | None = None
     ) -> Connection:
         """Listen on `tcp://`, `udp://`, `http://`, `https://`, `ws://` or `wss://` URL.
 
@@ -147,17 +152,17 @@ class Manager:
         read it from `local_addr[1]`. Accepted connections inherit `handler`."""
 
     def connect(
-        self, url: str, handler: Handler | None = None, *, http: bool | None = None
+        self, url: str, handler: _Handler | None = None, *, http: bool | None = None
     ) -> Connection:
         """Start an outbound connection and return at once (MG_EV_CONNECT when up)."""
 
-    def ws_connect(self, url: str, handler: Handler | None = None) -> Connection:
+    def ws_connect(self, url: str, handler: _Handler | None = None) -> Connection:
         """Connect and send a WebSocket upgrade; MG_EV_WS_OPEN on success."""
 
     def mqtt_connect(
         self,
         url: str,
-        handler: Handler | None = None,
+        handler: _Handler | None = None,
         client_id: str = "",
         username: str = "",
         password: str = "",
@@ -166,12 +171,15 @@ class Manager:
         **kwargs: Any,
     ) -> Connection:
         """Connect to an MQTT broker; MG_EV_MQTT_OPEN carries the CONNACK code.
-        `version=5` (keyword) speaks MQTT 5; the default is 3.1.1."""
 
-    def mqtt_listen(self, url: str, handler: Handler | None = None) -> Connection:
+        Extra keywords: `version=4|5` (MQTT 3.1.1, the default, or 5), and a will with
+        `will_topic`, `will_message`, `will_qos`, `will_retain`. Unknown keywords raise
+        `TypeError`."""
+
+    def mqtt_listen(self, url: str, handler: _Handler | None = None) -> Connection:
         """Broker-side MQTT listener: packets arrive as MG_EV_MQTT_CMD."""
 
-    def sntp_connect(self, url: str, handler: Handler | None = None) -> Connection:
+    def sntp_connect(self, url: str, handler: _Handler | None = None) -> Connection:
         """UDP connection to an SNTP server; see `Connection.sntp_request`."""
 
     def timer_add(
@@ -191,6 +199,7 @@ class Manager:
         Every accepted message is delivered, in order, many per poll. False when wakeup is
         not enabled or the id is 0; `ValueError` over `WAKEUP_MAX_PAYLOAD`."""
 
+@final
 class Connection:
     """One Mongoose connection. The same object is passed to every event of its
     connection; methods raise `RuntimeError("Connection has been closed")` after
@@ -198,8 +207,8 @@ class Connection:
 
     userdata: Any
     @property
-    def handler(self) -> Handler | None: ...
-    def set_handler(self, handler: Handler | None) -> None:
+    def handler(self) -> _Handler | None: ...
+    def set_handler(self, handler: _Handler | None) -> None:
         """Replace the handler; on a listener also what future accepted connections get."""
 
     @property
@@ -238,7 +247,7 @@ class Connection:
     def recv_size(self) -> int: ...
     @property
     def send_size(self) -> int: ...
-    def send(self, data: Data) -> None:
+    def send(self, data: _Data) -> None:
         """Append raw bytes to the send buffer (binary-safe)."""
 
     def recv_data(self, length: int = -1, *, consume: bool = False) -> bytes:
@@ -258,7 +267,7 @@ class Connection:
         """Fire MG_EV_ERROR with `message` (Mongoose keeps 63 bytes) and close."""
 
     def reply(
-        self, status_code: int, body: Data = b"", headers: dict[Any, Any] | None = None
+        self, status_code: int, body: _Data = b"", headers: dict[Any, Any] | None = None
     ) -> None:
         """Send a complete HTTP response with Content-Length (no body for HEAD).
 
@@ -285,7 +294,7 @@ class Connection:
     ) -> None:
         """Serve one file whatever the URI; 404 if missing."""
 
-    def http_chunk(self, data: Data) -> None:
+    def http_chunk(self, data: _Data) -> None:
         """Write one chunk of a chunked body; empty data ends the body."""
 
     def http_sse(self, event_type: str, data: str) -> None:
@@ -294,15 +303,13 @@ class Connection:
     def http_basic_auth(self, username: str, password: str) -> None:
         """Client side: write an `Authorization: Basic` header line into the request."""
 
-    def ws_upgrade(
-        self, message: HttpMessage, extra_headers: dict[Any, Any] | None = None
-    ) -> None:
+    def ws_upgrade(self, message: HttpMessage, extra_headers: dict[Any, Any] | None = None) -> None:
         """Answer the request with 101 and switch to WebSocket (fires MG_EV_WS_OPEN)."""
 
-    def ws_send(self, data: Data, op: int = ...) -> None:
+    def ws_send(self, data: _Data, op: int = ...) -> None:
         """Send one WebSocket frame (default text)."""
 
-    def mqtt_pub(self, topic: str, message: Data, qos: int = 0, retain: bool = False) -> int:
+    def mqtt_pub(self, topic: str, message: _Data, qos: int = 0, retain: bool = False) -> int:
         """Publish; returns the packet id."""
 
     def mqtt_sub(self, topic: str, qos: int = 0) -> None: ...
@@ -321,6 +328,7 @@ class Connection:
     def sntp_request(self) -> None:
         """Ask for the time; MG_EV_SNTP_TIME delivers epoch milliseconds."""
 
+@final
 class HttpMessage:
     """A parsed HTTP request or response, valid only during its event: afterwards
     `bool(msg)` is False and every member raises `RuntimeError`."""
@@ -353,6 +361,7 @@ class HttpMessage:
     def header_var(self, header_name: str, var_name: str) -> str | None:
         """Sub-value of a header, e.g. `charset` of Content-Type."""
 
+@final
 class WsMessage:
     """One WebSocket data message, valid only during MG_EV_WS_MSG."""
 
@@ -365,6 +374,7 @@ class WsMessage:
     def flags(self) -> int:
         """First frame byte: the low 4 bits are the opcode."""
 
+@final
 class MqttMessage:
     """One MQTT packet, valid only during MG_EV_MQTT_MSG / MG_EV_MQTT_CMD."""
 
@@ -384,8 +394,11 @@ class MqttMessage:
     @property
     def ack(self) -> int: ...
     def properties(self) -> list[dict[str, Any]]:
-        """MQTT 5 properties as dicts with keys id, iv, key, val."""
+        """MQTT 5 properties as dicts with keys id, iv (int; 0 for non-integer types), key
+        (str for user properties, else None) and val (str for string types, bytes for
+        binary data, None for integers); empty on 3.1.1 connections."""
 
+@final
 class Timer:
     """A scheduled callback; see `Manager.timer_add`."""
 
@@ -395,6 +408,7 @@ class Timer:
     @property
     def active(self) -> bool: ...
 
+@final
 class TlsOpts:
     """TLS settings for `Connection.tls_init` (PEM text, stored as bytes)."""
 
@@ -412,6 +426,7 @@ class TlsOpts:
         skip_verification: bool = False,
     ) -> None: ...
 
+@final
 class RpcReq:
     """One JSON-RPC request passed to an `Rpc` handler."""
 
@@ -420,6 +435,7 @@ class RpcReq:
     def ok(self, result_json: str) -> None: ...
     def err(self, code: int, message: str) -> None: ...
 
+@final
 class Rpc:
     """A JSON-RPC 2.0 dispatcher."""
 
@@ -440,24 +456,101 @@ def url_pass(url: str) -> str: ...
 def url_uri(url: str) -> str: ...
 def url_is_ssl(url: str) -> bool: ...
 def match(s: str, pattern: str) -> tuple[bool, list[str]]: ...
-def http_var(buf: Data, name: str) -> str | None: ...
-def http_parse_multipart(
-    body: Data, offset: int = 0
-) -> tuple[int, dict[str, Any] | None]: ...
-def md5(data: Data) -> bytes: ...
-def sha1(data: Data) -> bytes: ...
-def sha256(data: Data) -> bytes: ...
-def hmac_sha256(key: Data, data: Data) -> bytes: ...
-def base64_encode(data: Data) -> str: ...
+def http_var(buf: _Data, name: str) -> str | None: ...
+def http_parse_multipart(body: _Data, offset: int = 0) -> tuple[int, dict[str, Any] | None]: ...
+def md5(data: _Data) -> bytes: ...
+def sha1(data: _Data) -> bytes: ...
+def sha256(data: _Data) -> bytes: ...
+def hmac_sha256(key: _Data, data: _Data) -> bytes: ...
+def base64_encode(data: _Data) -> str: ...
 def base64_decode(data: str) -> bytes: ...
 def millis() -> int: ...
 def random_bytes(length: int) -> bytes: ...
 def random_str(length: int) -> str: ...
-def crc32(data: Data, initial: int = 0) -> int: ...
-def json_get(data: Data, path: str) -> str | None: ...
-def json_get_num(data: Data, path: str, default: Any = None) -> Any: ...
-def json_get_bool(data: Data, path: str, default: Any = None) -> Any: ...
-def json_get_long(data: Data, path: str, default: int = 0) -> int: ...
-def json_get_str(data: Data, path: str) -> str | None: ...
+def crc32(data: _Data, initial: int = 0) -> int: ...
+def json_get(data: _Data, path: str) -> str | None: ...
+def json_get_num(data: _Data, path: str, default: Any = None) -> Any: ...
+def json_get_bool(data: _Data, path: str, default: Any = None) -> Any: ...
+def json_get_long(data: _Data, path: str, default: int = 0) -> int: ...
+def json_get_str(data: _Data, path: str) -> str | None: ...
 
-__all__: list[str]
+__all__ = [
+    "Manager",
+    "Connection",
+    "HttpMessage",
+    "WsMessage",
+    "MqttMessage",
+    "Timer",
+    "TlsOpts",
+    "Rpc",
+    "RpcReq",
+    "Event",
+    "UNEXPOSED_EVENTS",
+    "WAKEUP_MAX_PAYLOAD",
+    "MONGOOSE_VERSION",
+    "MG_EV_ERROR",
+    "MG_EV_OPEN",
+    "MG_EV_POLL",
+    "MG_EV_RESOLVE",
+    "MG_EV_CONNECT",
+    "MG_EV_ACCEPT",
+    "MG_EV_TLS_HS",
+    "MG_EV_READ",
+    "MG_EV_WRITE",
+    "MG_EV_CLOSE",
+    "MG_EV_HTTP_HDRS",
+    "MG_EV_HTTP_MSG",
+    "MG_EV_WS_OPEN",
+    "MG_EV_WS_MSG",
+    "MG_EV_WS_CTL",
+    "MG_EV_MQTT_CMD",
+    "MG_EV_MQTT_MSG",
+    "MG_EV_MQTT_OPEN",
+    "MG_EV_SNTP_TIME",
+    "MG_EV_WAKEUP",
+    "MG_EV_USER",
+    "WEBSOCKET_OP_TEXT",
+    "WEBSOCKET_OP_BINARY",
+    "WEBSOCKET_OP_PING",
+    "WEBSOCKET_OP_PONG",
+    "MG_LL_NONE",
+    "MG_LL_ERROR",
+    "MG_LL_INFO",
+    "MG_LL_DEBUG",
+    "MG_LL_VERBOSE",
+    "MQTT_PROP_TYPE_BYTE",
+    "MQTT_PROP_TYPE_STRING",
+    "MQTT_PROP_TYPE_STRING_PAIR",
+    "MQTT_PROP_TYPE_BINARY_DATA",
+    "MQTT_PROP_TYPE_VARIABLE_INT",
+    "MQTT_PROP_TYPE_INT",
+    "MQTT_PROP_TYPE_SHORT",
+    "event_name",
+    "log_set",
+    "log_get",
+    "url_encode",
+    "url_port",
+    "url_host",
+    "url_user",
+    "url_pass",
+    "url_uri",
+    "url_is_ssl",
+    "match",
+    "http_var",
+    "http_parse_multipart",
+    "md5",
+    "sha1",
+    "sha256",
+    "hmac_sha256",
+    "base64_encode",
+    "base64_decode",
+    "millis",
+    "random_bytes",
+    "random_str",
+    "crc32",
+    "json_get",
+    "json_get_num",
+    "json_get_bool",
+    "json_get_long",
+    "json_get_str",
+]

@@ -9,8 +9,15 @@ from typing import Any
 import pytest
 
 from cymongoose import (
-    MG_EV_ACCEPT, MG_EV_CLOSE, MG_EV_CONNECT, MG_EV_ERROR, MG_EV_READ, Connection, Manager,
+    MG_EV_ACCEPT,
+    MG_EV_CLOSE,
+    MG_EV_CONNECT,
+    MG_EV_ERROR,
+    MG_EV_READ,
+    Connection,
+    Manager,
 )
+
 from conftest import poll_until
 
 pytestmark = pytest.mark.timeout(30)

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import cymongoose
-from cymongoose import Event, UNEXPOSED_EVENTS, event_name
+from cymongoose import UNEXPOSED_EVENTS, Event, event_name
 
 HEADER = Path(__file__).resolve().parents[2] / "vendor" / "mongoose" / "mongoose.h"
 

@@ -14,6 +14,8 @@ import pytest
 
 from cymongoose import MG_EV_HTTP_MSG, Connection, HttpMessage
 
+from conftest import tool_env
+
 pytestmark = pytest.mark.timeout(30)
 
 
@@ -377,7 +379,7 @@ def test_curl_sees_a_well_formed_response(server_thread: Any) -> None:
     out = subprocess.run(
         ["curl", "-sS", "--max-time", "5", "-w", "\n%{http_code} %{num_connects}",
          f"http://127.0.0.1:{port}/", f"http://127.0.0.1:{port}/again"],
-        capture_output=True, text=True, timeout=10, check=True).stdout
+        capture_output=True, text=True, timeout=10, check=True, env=tool_env()).stdout
     assert out.count('{"message": "Hello, World!"}') == 2
     assert out.rstrip().endswith("200 0")  # second request reused the connection
 

@@ -18,7 +18,13 @@ import pytest
 
 import cymongoose
 from cymongoose import (
-    MG_EV_ACCEPT, MG_EV_CLOSE, MG_EV_HTTP_MSG, MG_EV_OPEN, MG_EV_POLL, Connection, Manager,
+    MG_EV_ACCEPT,
+    MG_EV_CLOSE,
+    MG_EV_HTTP_MSG,
+    MG_EV_OPEN,
+    MG_EV_POLL,
+    Connection,
+    Manager,
 )
 
 from conftest import poll_until
@@ -53,6 +59,8 @@ def test_close_fires_close_event_for_every_connection() -> None:
 def test_argument_types_are_checked(manager: Manager) -> None:
     with pytest.raises(TypeError, match="url"):
         manager.listen(b"tcp://127.0.0.1:0")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        manager.listen(None)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="handler"):
         manager.listen("tcp://127.0.0.1:0", handler=42)
     with pytest.raises(TypeError, match="handler"):

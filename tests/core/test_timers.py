@@ -8,6 +8,7 @@ import time
 import pytest
 
 from cymongoose import Manager
+
 from conftest import poll_until
 
 pytestmark = pytest.mark.timeout(30)

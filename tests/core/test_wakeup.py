@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from cymongoose import MG_EV_WAKEUP, WAKEUP_MAX_PAYLOAD, Connection, Manager
+
 from conftest import poll_until
 
 pytestmark = pytest.mark.timeout(30)

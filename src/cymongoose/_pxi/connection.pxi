@@ -80,6 +80,15 @@ cdef class Connection:
         return self._c != NULL and self._c.is_websocket != 0
 
     @property
+    def ws_close_code(self):
+        # The peer's WebSocket close code (ws.pxi); kept after close so MG_EV_CLOSE sees it.
+        return self._ws_close_code if self._ws_close_code else None
+
+    @property
+    def ws_close_reason(self):
+        return self._ws_close_reason if self._ws_close_code else None
+
+    @property
     def is_readable(self):
         return self._c != NULL and self._c.is_readable != 0
 
@@ -159,7 +168,7 @@ cdef class Connection:
         self._ensure_open()
         self._c.is_draining = 1
 
-    def error(self, str message):
+    def error(self, str message not None):
         self._ensure_open()
         cdef bytes m = _utf8(message)
         mg.mg_error(self._c, "%.*s", <int>min(len(m), 1 << 20), <const char *>m)
@@ -171,21 +180,22 @@ cdef class Connection:
     def reply_json(self, data, int status_code=200, headers=None):
         _http_reply_json(self, data, status_code, headers)
 
-    def serve_dir(self, HttpMessage message, str root_dir, str extra_headers="",
-                  str mime_types="", str page404=""):
+    def serve_dir(self, HttpMessage message, str root_dir not None,
+                  str extra_headers not None="", str mime_types not None="",
+                  str page404 not None=""):
         _http_serve_dir(self, message, root_dir, extra_headers, mime_types, page404)
 
-    def serve_file(self, HttpMessage message, str path, str extra_headers="",
-                   str mime_types=""):
+    def serve_file(self, HttpMessage message, str path not None,
+                   str extra_headers not None="", str mime_types not None=""):
         _http_serve_file(self, message, path, extra_headers, mime_types)
 
     def http_chunk(self, data):
         _http_chunk(self, data)
 
-    def http_sse(self, str event_type, str data):
+    def http_sse(self, str event_type not None, str data not None):
         _http_sse(self, event_type, data)
 
-    def http_basic_auth(self, str username, str password):
+    def http_basic_auth(self, str username not None, str password not None):
         _http_basic_auth(self, username, password)
 
     # WebSocket (ws.pxi)
@@ -196,13 +206,13 @@ cdef class Connection:
         _ws_send(self, data, op)
 
     # MQTT (mqtt.pxi)
-    def mqtt_pub(self, str topic, message, qos=0, retain=False):
+    def mqtt_pub(self, str topic not None, message, qos=0, retain=False):
         return _mqtt_pub(self, topic, message, qos, retain)
 
-    def mqtt_sub(self, str topic, qos=0):
+    def mqtt_sub(self, str topic not None, qos=0):
         _mqtt_sub(self, topic, qos)
 
-    def mqtt_unsub(self, str topic):
+    def mqtt_unsub(self, str topic not None):
         _mqtt_unsub(self, topic)
 
     def mqtt_ping(self):
@@ -222,7 +232,7 @@ cdef class Connection:
         _tls_free(self)
 
     # DNS / SNTP (dns_sntp.pxi)
-    def resolve(self, str url):
+    def resolve(self, str url not None):
         _resolve(self, url)
 
     def resolve_cancel(self):

@@ -22,6 +22,8 @@ cdef void _on_event(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
         return
     if ev != mg.MG_EV_POLL:
         (<GilSlot *>c.mgr.userdata).io_events += 1
+    elif c.is_tls and c.rtls.len > 0:
+        _tls_screen(c)  # tls.pxi: refuse what Mongoose's TLS would wait on forever
     _take_gil_back(<GilSlot *>c.mgr.userdata)
     _dispatch(c, ev, ev_data)
 
@@ -74,6 +76,8 @@ cdef void _dispatch(mg.mg_connection *c, int ev, void *ev_data) noexcept with gi
             conn._head_request = ((<mg.mg_http_message *>ev_data).method.len == 4 and
                                   memcmp((<mg.mg_http_message *>ev_data).method.buf,
                                          b"HEAD", 4) == 0)
+        elif ev == mg.MG_EV_WS_CTL:
+            _ws_on_ctl(conn, c, <mg.mg_ws_message *>ev_data)  # close code, ws.pxi
         _deliver(manager, conn, c, ev, ev_data)
         if ev == mg.MG_EV_CLOSE:
             _unbind(c, conn)
@@ -112,7 +116,8 @@ cdef void _deliver(Manager manager, Connection conn, mg.mg_connection *c, int ev
     elif ev == mg.MG_EV_ERROR:
         data = (<const char *>ev_data).decode("utf-8", "ignore") if ev_data != NULL else ""
     elif ev == mg.MG_EV_MQTT_OPEN:
-        data = (<int *>ev_data)[0] if ev_data != NULL else 0
+        # mongoose.h documents int *, but mqtt_cb passes &mm.ack, a uint8_t (7.23).
+        data = (<uint8_t *>ev_data)[0] if ev_data != NULL else 0
     elif ev == mg.MG_EV_SNTP_TIME:
         data = (<int64_t *>ev_data)[0] if ev_data != NULL else 0
     elif ev == mg.MG_EV_WAKEUP:

@@ -37,44 +37,50 @@ cdef bytes _status_line(int status_code):
     return f"HTTP/1.1 {status_code} \r\n".encode("ascii")
 
 
-cdef str _header_text(object value, str what):
-    # str() the name/value as 0.2.5 did, then refuse anything that would split the header
-    # block (CR, LF) or truncate it in C (NUL): no response splitting.
-    cdef str s = value if type(value) is str else str(value)
-    if "\r" in s or "\n" in s or "\0" in s:
-        raise ValueError(f"header {what} {s!r} contains CR, LF or NUL; remove them")
-    return s
+cdef extern from "Python.h":
+    const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size) except NULL
 
 
-cdef bytes _header_block(object headers, bint json_type):
-    """Encoded 'Name: value\\r\\n' lines; Content-Type first unless the caller set one."""
-    if headers is None:
-        return _JSON_CONTENT_TYPE if json_type else _DEFAULT_CONTENT_TYPE
-    if not isinstance(headers, dict):
-        raise TypeError(f"headers must be a dict or None, not {type(headers).__name__}")
-    cdef list lines = []
-    cdef bint has_type = False
-    cdef str name
-    for key, value in (<dict>headers).items():
-        name = _header_text(key, "name")
-        if not name or ":" in name or " " in name or "\t" in name:
-            raise ValueError(f"header name {name!r} is not a valid HTTP field name")
-        lower = name.lower()
-        if lower == "content-length":
-            continue  # always computed from the body: a wrong one would misframe
-        if lower == "content-type":
-            if json_type:
-                continue
-            has_type = True
-        lines.append(f"{name}: {_header_text(value, 'value')}\r\n")
-    cdef bytes block = "".join(lines).encode("utf-8")
-    if json_type:
-        return _JSON_CONTENT_TYPE + block
-    return block if has_type else _DEFAULT_CONTENT_TYPE + block
+# Bytes a field name may hold: RFC 9110 tchar. Anything else (space, colon, CR, LF, NUL...)
+# would change how the header block is parsed.
+cdef bytes _TCHAR = (b"!#$%&'*+-.^_`|~0123456789"
+                     b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+cdef bint _IS_TCHAR[256]
+for _i in range(256):
+    _IS_TCHAR[_i] = bytes([_i]) in _TCHAR
 
 
-cdef int _send_response(Connection conn, int status_code, bytes header_block,
+cdef inline bint _valid_name(const char *p, Py_ssize_t n) noexcept:
+    cdef Py_ssize_t i
+    if n == 0:
+        return False
+    for i in range(n):
+        if not _IS_TCHAR[<unsigned char>p[i]]:
+            return False
+    return True
+
+
+cdef inline bint _valid_value(const char *p, Py_ssize_t n) noexcept:
+    # CR and LF would end the field and start attacker-chosen ones (response splitting);
+    # NUL is cut by C parsers. Everything else, UTF-8 included, is passed through.
+    cdef Py_ssize_t i
+    cdef char ch
+    for i in range(n):
+        ch = p[i]
+        if ch == 13 or ch == 10 or ch == 0:
+            return False
+    return True
+
+
+cdef inline bint _is_named(const char *p, Py_ssize_t n, const char *lower_name,
+                           Py_ssize_t lower_len) noexcept:
+    return n == lower_len and _ascii_casecmp(p, lower_name, <size_t>n)
+
+
+cdef int _send_response(Connection conn, int status_code, object headers, bint json_type,
                         bytes body) except -1:
+    """Frame and queue one complete response. Every header is validated before anything is
+    written, so a refused header leaves the connection untouched."""
     conn._ensure_open()
     cdef mg.mg_connection *c = conn._c
     cdef bytes status = _status_line(status_code)
@@ -82,14 +88,82 @@ cdef int _send_response(Connection conn, int status_code, bytes header_block,
     # No body for HEAD, 1xx, 204 and 304 (RFC 9110 §6.4.1); Content-Length still tells
     # a HEAD client what GET would have sent.
     cdef bint bodyless_status = status_code < 200 or status_code == 204 or status_code == 304
-    cdef bytes length_line
+    # (name, value) as str, converted once: the second pass must write exactly the bytes
+    # the first pass measured, whatever a value's __str__ would return a second time.
+    cdef list pairs = []
+    cdef Py_ssize_t total = PyBytes_GET_SIZE(status) + 64, nlen, vlen
+    cdef const char *nptr
+    cdef const char *vptr
+    cdef bint has_type = json_type
+    if headers is not None:
+        if type(headers) is not dict:
+            if not isinstance(headers, dict):
+                raise TypeError(
+                    f"headers must be a dict or None, not {type(headers).__name__}")
+        for key, value in (<dict>headers).items():
+            if type(key) is not str:
+                key = str(key)
+            if type(value) is not str:
+                value = str(value)
+            nptr = PyUnicode_AsUTF8AndSize(key, &nlen)
+            vptr = PyUnicode_AsUTF8AndSize(value, &vlen)
+            if not _valid_name(nptr, nlen):
+                raise ValueError(
+                    f"header name {key!r} is not a valid HTTP field name (CR, LF, NUL, "
+                    "spaces and colons are refused)")
+            if not _valid_value(vptr, vlen):
+                raise ValueError(
+                    f"header value {value!r} for {key!r} contains CR, LF or NUL; remove them")
+            if _is_named(nptr, nlen, b"content-type", 12):
+                has_type = True
+            pairs.append((key, value))
+            total += nlen + vlen + 4
+    if not has_type:
+        total += PyBytes_GET_SIZE(_DEFAULT_CONTENT_TYPE)
+    if json_type:
+        total += PyBytes_GET_SIZE(_JSON_CONTENT_TYPE)
+
+    # Everything is valid: write the head straight into the send buffer.
+    cdef size_t start = c.send.len
+    if c.send.size < start + <size_t>total:
+        if not mg.mg_iobuf_resize(&c.send, start + <size_t>total):
+            raise RuntimeError("reply failed: out of memory for the send buffer")
+    cdef char *w = <char *>c.send.buf + start
+    memcpy(w, PyBytes_AS_STRING(status), PyBytes_GET_SIZE(status))
+    w += PyBytes_GET_SIZE(status)
+    if json_type:
+        memcpy(w, PyBytes_AS_STRING(_JSON_CONTENT_TYPE), PyBytes_GET_SIZE(_JSON_CONTENT_TYPE))
+        w += PyBytes_GET_SIZE(_JSON_CONTENT_TYPE)
+    elif not has_type:
+        memcpy(w, PyBytes_AS_STRING(_DEFAULT_CONTENT_TYPE),
+               PyBytes_GET_SIZE(_DEFAULT_CONTENT_TYPE))
+        w += PyBytes_GET_SIZE(_DEFAULT_CONTENT_TYPE)
+    for key, value in pairs:
+        nptr = PyUnicode_AsUTF8AndSize(key, &nlen)
+        # Content-Length is always computed from the body (a wrong one would misframe
+        # the connection); reply_json() owns Content-Type.
+        if _is_named(nptr, nlen, b"content-length", 14):
+            continue
+        if json_type and _is_named(nptr, nlen, b"content-type", 12):
+            continue
+        vptr = PyUnicode_AsUTF8AndSize(value, &vlen)
+        memcpy(w, nptr, nlen)
+        w += nlen
+        w[0] = 58  # ':'
+        w[1] = 32  # ' '
+        w += 2
+        memcpy(w, vptr, vlen)
+        w += vlen
+        w[0] = 13
+        w[1] = 10
+        w += 2
     if bodyless_status and status_code != 304:
-        length_line = b"\r\n"
+        w[0] = 13
+        w[1] = 10
+        w += 2
     else:
-        length_line = b"Content-Length: %d\r\n\r\n" % body_len
-    cdef bytes head = status + header_block + length_line
-    if not mg.mg_send(c, PyBytes_AS_STRING(head), <size_t>PyBytes_GET_SIZE(head)):
-        raise RuntimeError("reply failed: out of memory for the send buffer")
+        w += _write_content_length(w, body_len)
+    c.send.len = <size_t>(w - <char *>c.send.buf)
     if body_len and not conn._head_request and not bodyless_status:
         if not mg.mg_send(c, PyBytes_AS_STRING(body), <size_t>body_len):
             raise RuntimeError("reply failed: out of memory for the send buffer")
@@ -97,18 +171,33 @@ cdef int _send_response(Connection conn, int status_code, bytes header_block,
     return 0
 
 
+cdef inline Py_ssize_t _write_content_length(char *w, Py_ssize_t n) noexcept:
+    # "Content-Length: <n>\r\n\r\n" without printf.
+    cdef char digits[24]
+    cdef int nd = 0, i
+    memcpy(w, b"Content-Length: ", 16)
+    if n == 0:
+        digits[0] = 48
+        nd = 1
+    while n > 0:
+        digits[nd] = <char>(48 + n % 10)
+        n //= 10
+        nd += 1
+    for i in range(nd):
+        w[16 + i] = digits[nd - 1 - i]
+    memcpy(w + 16 + nd, b"\r\n\r\n", 4)
+    return 20 + nd
+
+
 cdef int _http_reply(Connection conn, int status_code, object body, object headers) except -1:
-    conn._ensure_open()
-    _send_response(conn, status_code, _header_block(headers, False),
-                   _coerce_bytes(body, "body"))
+    _send_response(conn, status_code, headers, False, _coerce_bytes(body, "body"))
     return 0
 
 
 cdef int _http_reply_json(Connection conn, object data, int status_code,
                           object headers) except -1:
     conn._ensure_open()
-    cdef bytes body = _json.dumps(data).encode("utf-8")
-    _send_response(conn, status_code, _header_block(headers, True), body)
+    _send_response(conn, status_code, headers, True, _json.dumps(data).encode("utf-8"))
     return 0
 
 

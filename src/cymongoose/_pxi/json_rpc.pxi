@@ -1,15 +1,25 @@
 # JSON path getters (over mg_json_get*) and the JSON-RPC dispatcher (over mg_rpc_*).
 
+from libc.limits cimport INT_MAX
+
 import json as _json
 import math as _math
+
+
+cdef bytes _json_bytes(object data, str argname):
+    # mg_json_get() reports offsets and lengths as int, and mg_rpc_* print with "%.*s".
+    cdef bytes b = _coerce_bytes(data, argname)
+    if PyBytes_GET_SIZE(b) > INT_MAX:
+        raise ValueError(f"{argname} is too large for Mongoose's JSON parser (over 2 GiB)")
+    return b
 
 
 cdef inline mg.mg_str _mg_bytes(bytes b):
     return mg.mg_str_n(PyBytes_AS_STRING(b), <size_t>PyBytes_GET_SIZE(b))
 
 
-def json_get(data, str path):
-    cdef bytes doc = _coerce_bytes(data, "data")
+def json_get(data, str path not None):
+    cdef bytes doc = _json_bytes(data, "data")
     cdef bytes p = _utf8_no_nul(path, "path")
     cdef int toklen = 0
     cdef int off = mg.mg_json_get(_mg_bytes(doc), p, &toklen)
@@ -18,17 +28,35 @@ def json_get(data, str path):
     return _decode(PyBytes_AS_STRING(doc) + off, <size_t>toklen)
 
 
-def json_get_num(data, str path, default=None):
-    cdef bytes doc = _coerce_bytes(data, "data")
-    cdef bytes p = _utf8_no_nul(path, "path")
+cdef object _json_number(bytes doc, bytes path):
+    """The number at `path` as a Python float, or None when Mongoose finds no number there.
+
+    mg_json_get_num() decides what counts as a number (Mongoose's semantics), but its own
+    conversion is not correctly rounded in 7.23 (0.3 gives 0.30000000000000004, 1e999 a
+    finite value), so the token text is converted by Python when it can be.
+    """
     cdef double v = 0
-    if not mg.mg_json_get_num(_mg_bytes(doc), p, &v):
-        return default
-    return v
+    cdef int toklen = 0
+    cdef int off
+    if not mg.mg_json_get_num(_mg_bytes(doc), path, &v):
+        return None
+    off = mg.mg_json_get(_mg_bytes(doc), path, &toklen)
+    tok = PyBytes_AS_STRING(doc)[off:off + toklen]
+    try:
+        return float(tok)
+    except ValueError:
+        return v
 
 
-def json_get_bool(data, str path, default=None):
-    cdef bytes doc = _coerce_bytes(data, "data")
+def json_get_num(data, str path not None, default=None):
+    cdef bytes doc = _json_bytes(data, "data")
+    cdef bytes p = _utf8_no_nul(path, "path")
+    v = _json_number(doc, p)
+    return default if v is None else v
+
+
+def json_get_bool(data, str path not None, default=None):
+    cdef bytes doc = _json_bytes(data, "data")
     cdef bytes p = _utf8_no_nul(path, "path")
     cdef mg.mg_bool v = False
     if not mg.mg_json_get_bool(_mg_bytes(doc), p, &v):
@@ -36,23 +64,22 @@ def json_get_bool(data, str path, default=None):
     return bool(v)
 
 
-def json_get_long(data, str path, default=0):
-    cdef bytes doc = _coerce_bytes(data, "data")
+def json_get_long(data, str path not None, default=0):
+    cdef bytes doc = _json_bytes(data, "data")
     cdef bytes p = _utf8_no_nul(path, "path")
-    cdef double v = 0
     cdef int toklen = 0
     cdef int off
     if not isinstance(default, int):
         raise TypeError(f"default must be int, not {type(default).__name__}")
-    # mg_json_get_long() casts the double to a C long, which is undefined for values out of
-    # range; Python ints have no range, so an integer literal is converted exactly and other
-    # numbers are truncated toward zero like the C cast.
-    if not mg.mg_json_get_num(_mg_bytes(doc), p, &v):
+    # mg_json_get_long() casts a double to a C long, which loses digits above 2**53 and is
+    # undefined out of range; Python ints have no range, so an integer literal converts
+    # exactly and other numbers truncate toward zero like the C cast.
+    v = _json_number(doc, p)
+    if v is None:
         return default
     off = mg.mg_json_get(_mg_bytes(doc), p, &toklen)
-    tok = PyBytes_AS_STRING(doc)[off:off + toklen]
     try:
-        return int(tok)
+        return int(PyBytes_AS_STRING(doc)[off:off + toklen])
     except ValueError:
         pass
     if not _math.isfinite(v):
@@ -60,8 +87,8 @@ def json_get_long(data, str path, default=0):
     return int(v)
 
 
-def json_get_str(data, str path):
-    cdef bytes doc = _coerce_bytes(data, "data")
+def json_get_str(data, str path not None):
+    cdef bytes doc = _json_bytes(data, "data")
     cdef bytes p = _utf8_no_nul(path, "path")
     cdef mg.mg_str tok = mg.mg_json_get_tok(_mg_bytes(doc), p)
     cdef char *s
@@ -122,22 +149,28 @@ cdef class RpcReq:
         self._answered = True
         return 0
 
-    def ok(self, str result_json):
+    def ok(self, str result_json not None):
         cdef bytes r = _utf8(result_json)
+        if PyBytes_GET_SIZE(r) > INT_MAX:
+            raise ValueError("result_json is too large (over 2 GiB)")
         self._begin_answer()
         # mg_rpc_ok writes nothing for a notification (no id). The result is passed as a
         # "%.*s" argument, never as the format.
         mg.mg_rpc_ok(self._req, "%.*s", <int>PyBytes_GET_SIZE(r), PyBytes_AS_STRING(r))
 
-    def err(self, int code, str message):
+    def err(self, int code, str message not None):
         self._begin_answer()
         _rpc_error(self._req, code, message)
 
 
 cdef int _rpc_error(mg.mg_rpc_req *req, int code, str message) except -1:
-    # Mongoose's own %m escaper leaves control characters other than \b\f\n\r\t raw, which
-    # strict JSON parsers reject; json.dumps (ASCII output) always gives a valid string.
+    # Mongoose's own %m escaper stops at a NUL and leaves control characters other than
+    # \b\f\n\r\t raw, which strict JSON parsers reject; json.dumps (ASCII output) always
+    # gives a valid string.
     cdef bytes m = _json.dumps(message).encode("ascii")
+    if PyBytes_GET_SIZE(m) > INT_MAX:
+        # At most 12 ASCII bytes per character (a surrogate pair as two \u escapes).
+        m = _json.dumps(message[:INT_MAX // 16]).encode("ascii")
     cdef int toklen = 0
     if mg.mg_json_get(req.frame, "$.id", &toklen) < 0:
         return 0  # a notification gets no response, not even an error
@@ -164,7 +197,7 @@ cdef class Rpc:
     def __dealloc__(self):
         mg.mg_rpc_del(&self._head, NULL)  # NULL handler: free every entry
 
-    def add(self, str method, handler):
+    def add(self, str method not None, handler):
         cdef bytes m = _utf8_no_nul(method, "method")
         cdef mg.mg_rpc *h
         if not callable(handler):
@@ -192,7 +225,7 @@ cdef class Rpc:
         return list(self._patterns)
 
     def process(self, frame):
-        cdef bytes fb = _coerce_bytes(frame, "frame")
+        cdef bytes fb = _json_bytes(frame, "frame")
         cdef mg.mg_rpc_req req
         cdef mg.mg_iobuf io
         cdef mg.mg_rpc *h

@@ -18,7 +18,6 @@ cdef extern from "Python.h":
     int PyErr_CheckSignals() except -1
 
 
-@cython.final
 cdef class Manager:
     """Owns one Mongoose event manager and every connection made through it."""
 
@@ -54,12 +53,15 @@ cdef class Manager:
         # Dropped without close(): free everything, but run no Python handler on an object
         # being destroyed (uvloop's loud rule: warn, then clean up).
         self._gil.finalizing = True
-        try:
-            _warnings.warn(
-                "unclosed cymongoose.Manager: call close() or use it as a context manager",
-                ResourceWarning)
-        except BaseException:
-            pass
+        # Warn only when something was left running (a Manager whose __init__ failed, or
+        # that never opened anything, just gives its epoll descriptor back quietly).
+        if self._mgr.conns != NULL or self._timers:
+            try:
+                _warnings.warn(
+                    "unclosed cymongoose.Manager: call close() or use it as a context manager",
+                    ResourceWarning)
+            except BaseException:
+                pass
         self._release_timers()
         mg.mg_mgr_free(&self._mgr)
         self._closed = True
@@ -102,6 +104,27 @@ cdef class Manager:
     def wakeup_id(self):
         return self._wakeup_id if self._wakeup_enabled and not self._closed else 0
 
+    @property
+    def dns_server(self):
+        if self._closed or self._mgr.dns4.url == NULL:
+            return ""  # neutral value once closed, like connections and wakeup_id
+        return self._mgr.dns4.url.decode("utf-8", "surrogateescape")
+
+    @dns_server.setter
+    def dns_server(self, str url):
+        self._ensure_open()
+        cdef bytes burl = _utf8_no_nul(url, "dns_server")
+        if not url.startswith("udp://"):
+            raise ValueError(f"dns_server must be a udp://host:port URL, not {url!r}")
+        # Mongoose keeps only the pointer: the bytes live on the Manager. Both the IPv4 and
+        # the IPv6 resolver use it, since Mongoose retries a failed A lookup as AAAA via
+        # dns6 (which would otherwise still go to its default public server).
+        self._dns_url = burl
+        self._mgr.dns4.url = <const char *>self._dns_url
+        self._mgr.dns6.url = <const char *>self._dns_url
+        # Resolver sockets already open keep talking to the old server (dns_sntp.pxi).
+        _dns_retire(&self._mgr)
+
     def poll(self, int timeout_ms=0):
         self._ensure_open()
         if self._polling:
@@ -109,6 +132,7 @@ cdef class Manager:
                 "poll() is already running on this Manager (re-entrant call from a handler, "
                 "or a second thread); only one thread may poll a Manager")
         self._reap_timers()
+        _dns_wrap(&self._mgr)  # dns_sntp.pxi: resolver sockets opened since the last poll
         self._polling = True
         self._stop_dispatch = False
         cdef bint flowing = self._gil.io_events > 0 or bool(self._wakeup_queue)
@@ -177,24 +201,24 @@ cdef class Manager:
             exc, self._fatal = self._fatal, None
             raise exc
 
-    def listen(self, str url, handler=None, *, http=None):
+    def listen(self, str url not None, handler=None, *, http=None):
         return _open(self, url, handler, http, True)
 
-    def connect(self, str url, handler=None, *, http=None):
+    def connect(self, str url not None, handler=None, *, http=None):
         return _open(self, url, handler, http, False)
 
-    def ws_connect(self, str url, handler=None):
+    def ws_connect(self, str url not None, handler=None):
         return _ws_connect(self, url, handler)
 
-    def mqtt_connect(self, str url, handler=None, client_id="", username="", password="",
-                     clean_session=True, keepalive=60, **kwargs):
+    def mqtt_connect(self, str url not None, handler=None, client_id="", username="",
+                     password="", clean_session=True, keepalive=60, **kwargs):
         return _mqtt_connect(self, url, handler, client_id, username, password,
                              clean_session, keepalive, kwargs)
 
-    def mqtt_listen(self, str url, handler=None):
+    def mqtt_listen(self, str url not None, handler=None):
         return _mqtt_listen(self, url, handler)
 
-    def sntp_connect(self, str url, handler=None):
+    def sntp_connect(self, str url not None, handler=None):
         return _sntp_connect(self, url, handler)
 
     def timer_add(self, int milliseconds, callback, *, repeat=False, run_now=False):

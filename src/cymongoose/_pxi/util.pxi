@@ -31,7 +31,7 @@ def log_get():
     return mg.mg_log_level
 
 
-def url_encode(str data):
+def url_encode(str data not None):
     cdef bytes src = _utf8(data)
     cdef size_t n = <size_t>PyBytes_GET_SIZE(src)
     cdef size_t cap, out_len
@@ -56,33 +56,33 @@ def url_encode(str data):
 # Mongoose's URL parsers read a NUL-terminated string, so a NUL inside `url` is refused
 # rather than silently cutting the URL. The returned mg_str values point into `u`.
 
-def url_port(str url):
+def url_port(str url not None):
     cdef bytes u = _utf8_no_nul(url, "url")
     return mg.mg_url_port(u)
 
 
-def url_host(str url):
+def url_host(str url not None):
     cdef bytes u = _utf8_no_nul(url, "url")
     return _decode_mg(mg.mg_url_host(u))
 
 
-def url_user(str url):
+def url_user(str url not None):
     cdef bytes u = _utf8_no_nul(url, "url")
     return _decode_mg(mg.mg_url_user(u))
 
 
-def url_pass(str url):
+def url_pass(str url not None):
     cdef bytes u = _utf8_no_nul(url, "url")
     return _decode_mg(mg.mg_url_pass(u))
 
 
-def url_uri(str url):
+def url_uri(str url not None):
     cdef bytes u = _utf8_no_nul(url, "url")
     cdef const char *p = mg.mg_url_uri(u)
     return _decode(p, strlen(p))
 
 
-def url_is_ssl(str url):
+def url_is_ssl(str url not None):
     cdef bytes u = _utf8_no_nul(url, "url")
     return bool(mg.mg_url_is_ssl(u))
 
@@ -154,7 +154,7 @@ cdef list _glob_captures(const char *s, size_t slen, const char *p, size_t plen)
         PyMem_Free(length)
 
 
-def match(str s, str pattern):
+def match(str s not None, str pattern not None):
     cdef bytes sb = _utf8(s)
     cdef bytes pb = _utf8(pattern)
     cdef const char *sp = PyBytes_AS_STRING(sb)
@@ -169,7 +169,7 @@ def match(str s, str pattern):
     return True, caps
 
 
-def http_var(buf, str name):
+def http_var(buf, str name not None):
     cdef bytes b = _coerce_bytes(buf, "buf")
     cdef bytes n = _utf8(name)
     cdef mg.mg_str v = mg.mg_http_var(
@@ -253,19 +253,50 @@ def sha256(data):
     return PyBytes_FromStringAndSize(<char *>digest, 32)
 
 
+cdef void _hmac_sha256(uint8_t *digest, const unsigned char *key, size_t keysz,
+                       const unsigned char *data, size_t n) noexcept nogil:
+    # RFC 2104 over Mongoose's SHA-256. Not mg_hmac_sha256(): Mongoose 7.23 hashes keys of
+    # 64 bytes or more, but only keys *longer* than the 64-byte block may be hashed, so a
+    # 64-byte key gave a wrong MAC.
+    cdef mg.mg_sha256_ctx ctx
+    cdef unsigned char k[64]
+    cdef unsigned char pad[64]
+    cdef unsigned char inner[32]
+    cdef size_t i
+    memset(k, 0, 64)
+    if keysz > 64:
+        mg.mg_sha256_init(&ctx)
+        mg.mg_sha256_update(&ctx, key, keysz)
+        mg.mg_sha256_final(k, &ctx)
+    elif keysz > 0:
+        memcpy(k, key, keysz)
+    for i in range(64):
+        pad[i] = k[i] ^ 0x36
+    mg.mg_sha256_init(&ctx)
+    mg.mg_sha256_update(&ctx, pad, 64)
+    mg.mg_sha256_update(&ctx, data, n)
+    mg.mg_sha256_final(inner, &ctx)
+    for i in range(64):
+        pad[i] = k[i] ^ 0x5c
+    mg.mg_sha256_init(&ctx)
+    mg.mg_sha256_update(&ctx, pad, 64)
+    mg.mg_sha256_update(&ctx, inner, 32)
+    mg.mg_sha256_final(digest, &ctx)
+
+
 def hmac_sha256(key, data):
     cdef bytes k = _coerce_bytes(key, "key")
     cdef bytes b = _coerce_bytes(data, "data")
-    cdef uint8_t *kp = <uint8_t *>PyBytes_AS_STRING(k)
+    cdef const unsigned char *kp = <const unsigned char *>PyBytes_AS_STRING(k)
     cdef size_t kn = <size_t>PyBytes_GET_SIZE(k)
-    cdef uint8_t *p = <uint8_t *>PyBytes_AS_STRING(b)
+    cdef const unsigned char *p = <const unsigned char *>PyBytes_AS_STRING(b)
     cdef size_t n = <size_t>PyBytes_GET_SIZE(b)
     cdef uint8_t digest[32]
     if n + kn >= _NOGIL_HASH_MIN:
         with nogil:
-            mg.mg_hmac_sha256(digest, kp, kn, p, n)
+            _hmac_sha256(digest, kp, kn, p, n)
     else:
-        mg.mg_hmac_sha256(digest, kp, kn, p, n)
+        _hmac_sha256(digest, kp, kn, p, n)
     return PyBytes_FromStringAndSize(<char *>digest, 32)
 
 
@@ -296,7 +327,7 @@ cdef inline bint _b64_char(unsigned char c):
         c >= b'0' and c <= b'9') or c == b'+' or c == b'/'
 
 
-def base64_decode(str data):
+def base64_decode(str data not None):
     cdef bytes src
     cdef const unsigned char *s
     cdef size_t n, i, pad = 0, cap, out_len

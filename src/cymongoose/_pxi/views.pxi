@@ -13,10 +13,6 @@ cdef class HttpMessage:
     def __cinit__(self):
         self._hm = NULL
 
-    def __init__(self):
-        # Users never build views; one made by hand is simply invalid.
-        self._hm = NULL
-
     cdef int _ensure_valid(self) except -1:
         if self._hm == NULL:
             raise RuntimeError(_STALE_VIEW_MSG.format("HttpMessage"))
@@ -60,7 +56,7 @@ cdef class HttpMessage:
         self._ensure_valid()
         return _decode_mg(self._hm.body)
 
-    def header(self, str name, default=None):
+    def header(self, str name not None, default=None):
         self._ensure_valid()
         cdef bytes key = _utf8(name)
         cdef const char *k = key
@@ -86,7 +82,7 @@ cdef class HttpMessage:
                         _decode_mg(self._hm.headers[i].value)))
         return out
 
-    def query_var(self, str name):
+    def query_var(self, str name not None):
         self._ensure_valid()
         cdef bytes key = _utf8(name)
         cdef mg.mg_str raw = mg.mg_http_var(self._hm.query, mg.mg_str_n(key, len(key)))
@@ -105,7 +101,7 @@ cdef class HttpMessage:
             return None
         return mg.mg_http_status(self._hm)
 
-    def header_var(self, str header_name, str var_name):
+    def header_var(self, str header_name not None, str var_name not None):
         self._ensure_valid()
         value = self.header(header_name)
         if value is None:

@@ -79,6 +79,11 @@ cdef extern from "mongoose.h" nogil:
     void mg_sha1_init(mg_sha1_ctx *c)
     void mg_sha1_update(mg_sha1_ctx *c, const unsigned char *data, size_t len)
     void mg_sha1_final(unsigned char *digest, mg_sha1_ctx *c)
+    ctypedef struct mg_sha256_ctx:
+        pass
+    void mg_sha256_init(mg_sha256_ctx *c)
+    void mg_sha256_update(mg_sha256_ctx *c, const unsigned char *data, size_t len)
+    void mg_sha256_final(unsigned char *digest, mg_sha256_ctx *c)
     void mg_sha256(uint8_t *dst, uint8_t *data, size_t datasz)
     void mg_hmac_sha256(uint8_t *dst, uint8_t *key, size_t keysz, uint8_t *data, size_t datasz)
 
@@ -120,11 +125,19 @@ cdef extern from "mongoose.h" nogil:
         uint8_t scope_id
         bint is_ip6
 
+    struct mg_dns:
+        const char *url
+        mg_connection *c
+
     struct mg_mgr:
         mg_connection *conns
+        mg_dns dns4
+        mg_dns dns6
         int dnstimeout
+        bint use_dns6
         int epoll_fd
         void *userdata
+        void *active_dns_requests
         mg_timer *timers
 
     struct mg_connection:
@@ -166,6 +179,7 @@ cdef extern from "mongoose.h" nogil:
     mg_connection *mg_listen(mg_mgr *mgr, const char *url, mg_event_handler_t fn, void *fn_data)
     mg_connection *mg_connect(mg_mgr *mgr, const char *url, mg_event_handler_t fn, void *fn_data)
     bint mg_send(mg_connection *c, const void *buf, size_t len)
+    void mg_call(mg_connection *c, int ev, void *ev_data)
     bint mg_wakeup(mg_mgr *mgr, unsigned long id, const void *buf, size_t len)
     bint mg_wakeup_init(mg_mgr *mgr)
 

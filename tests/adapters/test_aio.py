@@ -1,0 +1,80 @@
+"""AsyncManager: a Manager on its own thread, driven from asyncio."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import pytest
+
+from cymongoose import MG_EV_HTTP_MSG, MG_EV_WAKEUP, AsyncManager, Connection
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def test_serves_http_while_the_loop_runs_and_schedules_back() -> None:
+    async def main() -> None:
+        loop_side: list[str] = []
+        done = asyncio.Event()
+
+        def handler(conn: Connection, ev: int, data: Any) -> None:
+            if ev == MG_EV_HTTP_MSG:
+                conn.reply(200, b"from thread")
+                am.schedule(lambda: loop_side.append("callback"))
+
+                async def coro() -> None:
+                    loop_side.append("coroutine")
+                    done.set()
+
+                am.schedule(coro())
+
+        am = AsyncManager(handler, poll_interval=50)
+        async with am:
+            assert am.running
+            port = am.listen("http://127.0.0.1:0").local_addr[1]
+            async with httpx.AsyncClient() as client:
+                resp = await client.get(f"http://127.0.0.1:{port}/")
+            assert resp.status_code == 200 and resp.content == b"from thread"
+            await asyncio.wait_for(done.wait(), 5)
+        assert sorted(loop_side) == ["callback", "coroutine"]
+        assert not am.running
+        with pytest.raises(RuntimeError, match="not started"):
+            am.listen("http://127.0.0.1:0")
+
+    asyncio.run(main())
+
+
+def test_wakeup_and_timer_from_async_code() -> None:
+    async def main() -> None:
+        got: list[bytes] = []
+        fired = asyncio.Event()
+
+        def handler(conn: Connection, ev: int, data: Any) -> None:
+            if ev == MG_EV_WAKEUP:
+                got.append(data)
+
+        async with AsyncManager(handler, poll_interval=1000) as am:
+            target = am.listen("tcp://127.0.0.1:0")
+            loop = asyncio.get_running_loop()
+            am.timer_add(10, lambda: loop.call_soon_threadsafe(fired.set))
+            await asyncio.wait_for(fired.wait(), 5)
+            for i in range(100):
+                assert am.wakeup(target.id, b"%d" % i)
+            for _ in range(100):
+                if len(got) == 100:
+                    break
+                await asyncio.sleep(0.02)
+        assert got == [b"%d" % i for i in range(100)]
+
+    asyncio.run(main())
+
+
+def test_not_started_errors() -> None:
+    am = AsyncManager()
+    for call in (lambda: am.manager, lambda: am.wakeup(1), lambda: am.schedule(print),
+                 lambda: am.timer_add(1, print)):
+        with pytest.raises(RuntimeError, match="not started"):
+            call()
+    with pytest.raises(ValueError):
+        AsyncManager(poll_interval=-1)
