@@ -171,16 +171,20 @@ class Bench:
         self.rss: dict[str, Any] | None = None
         self.live: list[ck.Running] = []
 
-    # -- bookkeeping --------------------------------------------------------------------
     def exclude(self, name: str, state: str, reason: str) -> None:
         entry = self.status.setdefault(name, {})
         entry.update(state=state, reason=reason)
         log.warning("%s: %s: %s", name, state, reason)
 
+    def invalidate(self, name: str, reason: str) -> None:
+        """A server that crashed or answered wrongly under load: none of its runs count."""
+        for run in self.runs:
+            if run["contender"] == name and run["valid"]:
+                run.update(valid=False, invalid_reason=reason)
+
     def ok(self, name: str) -> bool:
         return self.status.get(name, {}).get("state") in ("ready", "measured")
 
-    # -- phases -------------------------------------------------------------------------
     def prepare(self, selected: list[ck.Contender]) -> list[ck.Contender]:
         project_python = str(ROOT / ".venv" / "bin" / "python")
         if not Path(project_python).exists():
@@ -247,6 +251,7 @@ class Bench:
         name = r.contender.name
         if not r.alive():
             self.exclude(name, "died", f"exited with {r.proc.returncode}: {r.log_tail()}")
+            self.invalidate(name, "the server died during the benchmark")
             return
         before = procstat.sample(r.pid)
         try:
@@ -322,9 +327,7 @@ class Bench:
                         httpcheck.check_static(r.port, files, r.contender.keepalive)
                 except (httpcheck.CheckFailed, OSError) as exc:
                     self.exclude(name, "wrong answer", f"after the load: {exc}")
-                    for run in self.runs:
-                        if run["contender"] == name:
-                            run.update(valid=False, invalid_reason="wrong answer after load")
+                    self.invalidate(name, "wrong answer after the load")
                 procstat.settle(r.port)
                 self.status[name]["rss_end"] = procstat.sample(r.pid).rss
             self.stop(r)
