@@ -254,6 +254,7 @@ class Bench:
             self.invalidate(name, "the server died during the benchmark")
             return
         before = procstat.sample(r.pid)
+        cpu_before, started = procstat.cpu_times(self.server_cpu), time.monotonic()
         try:
             res = self.wrk(r, script, connections, self.args.duration, f"{phase}.{rnd}")
         except wrkmod.WrkError as exc:
@@ -261,6 +262,8 @@ class Bench:
             return
         after = procstat.sample(r.pid)
         cpu = procstat.cpu_between(before, after)
+        server_cpu_load = procstat.cpu_load_between(
+            cpu_before, procstat.cpu_times(self.server_cpu), time.monotonic() - started, cpu)
         run = {
             "contender": name, "phase": phase, "round": rnd, "connections": connections,
             "requests": res.requests, "duration_s": round(res.duration_s, 3),
@@ -276,6 +279,7 @@ class Bench:
             "client_cpu_util": round(res.client_cpu_s / res.duration_s, 3)
             if res.duration_s else None,
             "server_processes": len(after.pids),
+            "server_cpu_load": server_cpu_load,
             "rss_before": before.rss, "rss_after": after.rss, "pss_after": after.pss,
             "valid": True,
         }

@@ -87,6 +87,36 @@ def sample(sid: int) -> TreeSample:
     )
 
 
+def cpu_times(cpu: int | None) -> dict[str, float]:
+    """Seconds one CPU (all CPUs when None) spent per state since boot, from /proc/stat."""
+    name = "cpu" if cpu is None else f"cpu{cpu}"
+    with open("/proc/stat") as f:
+        for line in f:
+            fields = line.split()
+            if fields[0] == name:
+                keys = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+                return {k: int(v) / CLK_TCK for k, v in zip(keys, fields[1:9], strict=False)}
+    return {}
+
+
+def cpu_load_between(before: dict[str, float], after: dict[str, float], elapsed: float,
+                     server_cpu_s: float) -> dict[str, float]:
+    """How the server's CPU was used during a run, as fractions of the run's wall time.
+
+    'other' is busy time not charged to the server's processes: other processes sharing the
+    CPU (the sign of a machine that was not quiet), or interrupt work the kernel did not
+    charge to the server (on the machines measured so far, softirq time of the server's own
+    sends is charged to it). 'irq' (hard + soft) is shown for that reason. 'steal' is time
+    the hypervisor gave to other guests."""
+    if not before or not after or elapsed <= 0:
+        return {}
+    d = {k: after[k] - before[k] for k in after}
+    busy = d["user"] + d["nice"] + d["system"] + d["irq"] + d["softirq"]
+    return {"busy": round(busy / elapsed, 3), "irq": round((d["irq"] + d["softirq"]) / elapsed, 3),
+            "steal": round(d["steal"] / elapsed, 3),
+            "other": round(max(0.0, busy - server_cpu_s) / elapsed, 3)}
+
+
 def cpu_between(before: TreeSample, after: TreeSample) -> float:
     """CPU seconds the tree used between two samples, per process (workers may come and go)."""
     return sum(t - before.ticks.get(p, 0) for p, t in after.ticks.items()) / CLK_TCK
