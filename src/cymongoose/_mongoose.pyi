@@ -234,6 +234,15 @@ class Connection:
     @property
     def is_draining(self) -> bool: ...
     @property
+    def ws_close_code(self) -> int | None:
+        """Close code of the WebSocket close frame the peer sent (1005 when it carried
+        none), None before one arrives; kept after the connection closes."""
+
+    @property
+    def ws_close_reason(self) -> str | None:
+        """Reason text of the peer's WebSocket close frame, None before one arrives."""
+
+    @property
     def local_addr(self) -> tuple[str, int, bool] | None:
         """(ip, port, is_ipv6); IPv6 as eight 4-hex-digit groups. None when closed."""
 
