@@ -1,6 +1,7 @@
 /*
- * The ceiling: the same servers as ours, in C, on the same Mongoose built with the same flags
- * and defines as our extension (the runner reads them from our build tree). The hello answer
+ * The ceiling: the same servers as ours, in C, on the same Mongoose (the pinned mongoose.c with
+ * vendor/mongoose/build_fixes.py applied) built with the same flags and defines as our
+ * extension (the runner reads them from our build tree). The hello answer
  * is byte-for-byte what cymongoose's conn.reply(200, body, {"Content-Type": ...}) sends, in
  * the same two mg_send() calls, so the difference between the two is the binding alone.
  *
