@@ -218,7 +218,8 @@ class Bench:
         self.live.append(r)
         try:
             if c.kind == "hello":
-                note = httpcheck.check_hello(r.port, c.keepalive)
+                note, self.status[c.name]["answer"] = httpcheck.check_hello(r.port,
+                                                                            c.keepalive)
             else:
                 note = httpcheck.check_static(r.port, files, c.keepalive)
         except (httpcheck.CheckFailed, OSError) as exc:

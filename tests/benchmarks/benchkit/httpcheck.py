@@ -167,11 +167,13 @@ def _check_keepalive(responses: list[Response], wanted: int, keepalive: bool) ->
     return "no keep-alive (announced with Connection: close)"
 
 
-def check_hello(port: int, keepalive: bool = True) -> str:
+def check_hello(port: int, keepalive: bool = True) -> tuple[str, str]:
+    """(keep-alive note, the first answer's exact text) or CheckFailed."""
     responses = exchange(port, ["/", "/"])
     for i, resp in enumerate(responses):
         _check_one(resp, f"request {i + 1}", HELLO_BODY, HELLO_TYPE)
-    return _check_keepalive(responses, 2, keepalive)
+    answer = (responses[0].raw_head + b"\r\n\r\n" + responses[0].body).decode("latin-1")
+    return _check_keepalive(responses, 2, keepalive), answer
 
 
 def check_static(port: int, files: list[Path], keepalive: bool = True) -> str:
