@@ -17,6 +17,14 @@ cdef inline void _take_gil_back(GilSlot *slot) noexcept nogil:
         PyEval_RestoreThread(tstate)
 
 
+# _dispatch needs the GIL, and always has it once _take_gil_back() has run: poll() holds it
+# or saved it in the slot, and every other path into Mongoose (listen(), close(), ...) is a
+# Python call. Calling it through this nogil-typed pointer skips the PyGILState_Ensure/
+# Release pair a `with gil` function would pay on every event (~80 instructions).
+ctypedef void (*_gil_held_handler_t)(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil
+cdef _gil_held_handler_t _dispatch_gil_held = <_gil_held_handler_t>_dispatch
+
+
 cdef void _on_event(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
     if c.fn_data == NULL:
         return
@@ -25,7 +33,7 @@ cdef void _on_event(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
     elif c.is_tls and c.rtls.len > 0:
         _tls_screen(c)  # tls.pxi: refuse what Mongoose's TLS would wait on forever
     _take_gil_back(<GilSlot *>c.mgr.userdata)
-    _dispatch(c, ev, ev_data)
+    _dispatch_gil_held(c, ev, ev_data)
 
 
 cdef Connection _bind(mg.mg_connection *c):
@@ -59,7 +67,7 @@ cdef void _unbind(mg.mg_connection *c, Connection conn) noexcept:
     Py_DECREF(conn)
 
 
-cdef void _dispatch(mg.mg_connection *c, int ev, void *ev_data) noexcept with gil:
+cdef void _dispatch(mg.mg_connection *c, int ev, void *ev_data) noexcept:
     cdef GilSlot *slot = <GilSlot *>c.mgr.userdata
     cdef Connection conn
     cdef Manager manager
@@ -94,14 +102,19 @@ cdef void _deliver(Manager manager, Connection conn, mg.mg_connection *c, int ev
     handler = conn._handler if conn._handler is not None else manager._handler
     if handler is None:
         return
+    if ev == mg.MG_EV_POLL or ev == mg.MG_EV_READ or ev == mg.MG_EV_WRITE:
+        # The most frequent events carry no data: no view, no bookkeeping.
+        try:
+            handler(conn, ev, None)
+        except BaseException as exc:
+            _route_exception(manager, exc)
+        return
     cdef size_t send_mark = c.send.len
     cdef object data = None
     cdef HttpMessage hview = None
     cdef WsMessage wview = None
     cdef MqttMessage mview = None
-    if ev == mg.MG_EV_POLL or ev == mg.MG_EV_READ or ev == mg.MG_EV_WRITE:
-        pass
-    elif ev == mg.MG_EV_HTTP_MSG or ev == mg.MG_EV_HTTP_HDRS or ev == mg.MG_EV_WS_OPEN:
+    if ev == mg.MG_EV_HTTP_MSG or ev == mg.MG_EV_HTTP_HDRS or ev == mg.MG_EV_WS_OPEN:
         hview = _http_view(manager)
         hview._hm = <mg.mg_http_message *>ev_data
         data = hview
@@ -125,13 +138,8 @@ cdef void _deliver(Manager manager, Connection conn, mg.mg_connection *c, int ev
     try:
         handler(conn, ev, data)
     except BaseException as exc:
-        if _is_fatal(exc):
-            manager._fatal = exc
-            manager._stop_dispatch = True
-        else:
-            manager._report(exc)
-            if ev == mg.MG_EV_HTTP_MSG:
-                _answer_failed_request(c, send_mark)
+        if _route_exception(manager, exc) and ev == mg.MG_EV_HTTP_MSG:
+            _answer_failed_request(c, send_mark)
     finally:
         # Views die with their event (picows' rule): a stored view raises, never reads
         # freed memory.
@@ -164,11 +172,19 @@ cdef void _deliver_synthetic(Manager manager, Connection conn, int ev, object da
     try:
         handler(conn, ev, data)
     except BaseException as exc:
-        if _is_fatal(exc):
-            manager._fatal = exc
-            manager._stop_dispatch = True
-        else:
-            manager._report(exc)
+        _route_exception(manager, exc)
+
+
+cdef bint _route_exception(Manager manager, BaseException exc) noexcept:
+    """KeyboardInterrupt/SystemExit: stored for poll() to re-raise, and Python dispatch
+    stops for the rest of the iteration (False). Anything else: to the error handler (True).
+    """
+    if _is_fatal(exc):
+        manager._fatal = exc
+        manager._stop_dispatch = True
+        return False
+    manager._report(exc)
+    return True
 
 
 cdef bytes _RESPONSE_500 = (
