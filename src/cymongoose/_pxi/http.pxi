@@ -28,10 +28,17 @@ cdef bytes _DEFAULT_CONTENT_TYPE = b"Content-Type: text/plain\r\n"
 cdef bytes _JSON_CONTENT_TYPE = b"Content-Type: application/json\r\n"
 
 
+# Indexed by status code: the hot path finds its status line without hashing an int.
+cdef PyObject *_STATUS_TABLE[600]
+memset(_STATUS_TABLE, 0, sizeof(_STATUS_TABLE))
+for _code, _line in _STATUS_LINES.items():
+    if _code < 600:
+        _STATUS_TABLE[<int>_code] = <PyObject *>_line  # _STATUS_LINES keeps it alive
+
+
 cdef bytes _status_line(int status_code):
-    line = _STATUS_LINES.get(status_code)
-    if line is not None:
-        return <bytes>line
+    if 0 <= status_code < 600 and _STATUS_TABLE[status_code] != NULL:
+        return <bytes>_STATUS_TABLE[status_code]
     if status_code < 100 or status_code > 999:
         raise ValueError(f"status_code must be between 100 and 999, not {status_code}")
     return f"HTTP/1.1 {status_code} \r\n".encode("ascii")
