@@ -73,6 +73,8 @@ cdef class Connection:
     cdef void *_manager  # borrowed Manager, valid while _c is not NULL
     cdef object _handler
     cdef public object userdata
+    cdef object _mask_handler  # the handler _mask was computed for (see handles())
+    cdef uint64_t _mask
     cdef bint _head_request
     cdef bint _bound
     cdef HttpLimits _limits

@@ -5,7 +5,7 @@ User-facing documentation of every class and function lives here.
 
 import enum
 from collections.abc import Callable
-from typing import Any, TypeAlias, final
+from typing import Any, TypeAlias, TypeVar, final
 
 from typing_extensions import Buffer, disjoint_base
 
@@ -454,6 +454,14 @@ class Rpc:
     @property
     def methods(self) -> list[str]: ...
 
+_H = TypeVar("_H", bound=Callable[..., Any])
+
+def handles(*events: int) -> Callable[[_H], _H]:
+    """Decorator: deliver only `events` to this handler (default: every event).
+
+    Most events a typical handler ignores are MG_EV_POLL, fired for every connection on
+    every loop iteration; declaring `@handles(MG_EV_HTTP_MSG)` skips those Python calls."""
+
 def event_name(ev: int) -> str: ...
 def log_set(level: int) -> None: ...
 def log_get() -> int: ...
@@ -534,6 +542,7 @@ __all__ = [
     "MQTT_PROP_TYPE_VARIABLE_INT",
     "MQTT_PROP_TYPE_INT",
     "MQTT_PROP_TYPE_SHORT",
+    "handles",
     "event_name",
     "log_set",
     "log_get",
