@@ -81,6 +81,7 @@ cdef class Manager:
     cdef object _wakeup_queue
     cdef HttpMessage _http_view
     cdef HttpLimits _limits
+    cdef bytes _dns_url  # keeps mgr.dns4.url / dns6.url alive once dns_server is set
     cdef object __weakref__
 
     cdef int _ensure_open(self) except -1
@@ -96,10 +97,17 @@ cdef class Connection:
     cdef void *_manager  # borrowed Manager, valid while _c is not NULL
     cdef object _handler
     cdef public object userdata
+    cdef object _mask_handler  # the handler _mask was computed for (see handles())
+    cdef uint64_t _mask
     cdef bint _head_request
     cdef bint _bound
     cdef HttpLimits _limits
     cdef HttpGuard _guard
+    # WebSocket close handshake (ws.pxi): the peer's close code (0 = no close frame yet)
+    # and reason, and whether we sent a close frame ourselves.
+    cdef int _ws_close_code
+    cdef str _ws_close_reason
+    cdef bint _ws_close_sent
 
     cdef int _ensure_open(self) except -1
 

@@ -5,7 +5,7 @@ User-facing documentation of every class and function lives here.
 
 import enum
 from collections.abc import Callable
-from typing import Any, TypeAlias, final
+from typing import Any, TypeAlias, TypeVar, final
 
 from typing_extensions import Buffer, disjoint_base
 
@@ -119,6 +119,10 @@ class Manager:
     def connections(self) -> tuple[Connection, ...]:
         """Snapshot of live connections (listeners, accepted, clients), in creation order."""
 
+    dns_server: str
+    """`udp://host:port` resolver used by this Manager (Mongoose's default is
+    `udp://8.8.8.8:53`); reads `""` once closed."""
+
     @property
     def wakeup_id(self) -> int:
         """Id of the internal wakeup pipe, or 0 when wakeup is not enabled."""
@@ -167,7 +171,10 @@ class Manager:
         **kwargs: Any,
     ) -> Connection:
         """Connect to an MQTT broker; MG_EV_MQTT_OPEN carries the CONNACK code.
-        `version=5` (keyword) speaks MQTT 5; the default is 3.1.1."""
+
+        Extra keywords: `version=4|5` (MQTT 3.1.1, the default, or 5), and a will with
+        `will_topic`, `will_message`, `will_qos`, `will_retain`. Unknown keywords raise
+        `TypeError`."""
 
     def mqtt_listen(self, url: str, handler: _Handler | None = None) -> Connection:
         """Broker-side MQTT listener: packets arrive as MG_EV_MQTT_CMD."""
@@ -226,6 +233,15 @@ class Connection:
     def is_full(self) -> bool: ...
     @property
     def is_draining(self) -> bool: ...
+    @property
+    def ws_close_code(self) -> int | None:
+        """Close code of the WebSocket close frame the peer sent (1005 when it carried
+        none), None before one arrives; kept after the connection closes."""
+
+    @property
+    def ws_close_reason(self) -> str | None:
+        """Reason text of the peer's WebSocket close frame, None before one arrives."""
+
     @property
     def local_addr(self) -> tuple[str, int, bool] | None:
         """(ip, port, is_ipv6); IPv6 as eight 4-hex-digit groups. None when closed."""
@@ -387,7 +403,9 @@ class MqttMessage:
     @property
     def ack(self) -> int: ...
     def properties(self) -> list[dict[str, Any]]:
-        """MQTT 5 properties as dicts with keys id, iv, key, val."""
+        """MQTT 5 properties as dicts with keys id, iv (int; 0 for non-integer types), key
+        (str for user properties, else None) and val (str for string types, bytes for
+        binary data, None for integers); empty on 3.1.1 connections."""
 
 @final
 class Timer:
@@ -435,6 +453,14 @@ class Rpc:
     def process(self, frame: str | Buffer) -> str: ...
     @property
     def methods(self) -> list[str]: ...
+
+_H = TypeVar("_H", bound=Callable[..., Any])
+
+def handles(*events: int) -> Callable[[_H], _H]:
+    """Decorator: deliver only `events` to this handler (default: every event).
+
+    Most events a typical handler ignores are MG_EV_POLL, fired for every connection on
+    every loop iteration; declaring `@handles(MG_EV_HTTP_MSG)` skips those Python calls."""
 
 def event_name(ev: int) -> str: ...
 def log_set(level: int) -> None: ...
@@ -516,6 +542,7 @@ __all__ = [
     "MQTT_PROP_TYPE_VARIABLE_INT",
     "MQTT_PROP_TYPE_INT",
     "MQTT_PROP_TYPE_SHORT",
+    "handles",
     "event_name",
     "log_set",
     "log_get",

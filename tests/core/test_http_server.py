@@ -433,3 +433,22 @@ def test_many_concurrent_clients(server_thread: Any) -> None:
         for s in socks:
             s.close()
 
+
+
+def test_uncommon_and_invalid_status_codes(server_thread: Any) -> None:
+    outcome: list[str] = []
+
+    def handler(conn: Connection, ev: int, msg: Any) -> None:
+        if ev == MG_EV_HTTP_MSG:
+            try:
+                conn.reply(1000, b"")
+            except ValueError:
+                outcome.append("ValueError")
+            conn.reply(299, b"custom")
+
+    st = server_thread(handler)
+    port = st.listen()
+    st.start()
+    raw = raw_exchange(port, b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert raw.startswith(b"HTTP/1.1 299 \r\n") and raw.endswith(b"custom")
+    assert outcome == ["ValueError"]

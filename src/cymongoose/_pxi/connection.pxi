@@ -80,6 +80,15 @@ cdef class Connection:
         return self._c != NULL and self._c.is_websocket != 0
 
     @property
+    def ws_close_code(self):
+        # The peer's WebSocket close code (ws.pxi); kept after close so MG_EV_CLOSE sees it.
+        return self._ws_close_code if self._ws_close_code else None
+
+    @property
+    def ws_close_reason(self):
+        return self._ws_close_reason if self._ws_close_code else None
+
+    @property
     def is_readable(self):
         return self._c != NULL and self._c.is_readable != 0
 

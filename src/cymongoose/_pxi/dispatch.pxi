@@ -17,13 +17,23 @@ cdef inline void _take_gil_back(GilSlot *slot) noexcept nogil:
         PyEval_RestoreThread(tstate)
 
 
+# _dispatch needs the GIL, and always has it once _take_gil_back() has run: poll() holds it
+# or saved it in the slot, and every other path into Mongoose (listen(), close(), ...) is a
+# Python call. Calling it through this nogil-typed pointer skips the PyGILState_Ensure/
+# Release pair a `with gil` function would pay on every event (~80 instructions).
+ctypedef void (*_gil_held_handler_t)(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil
+cdef _gil_held_handler_t _dispatch_gil_held = <_gil_held_handler_t>_dispatch
+
+
 cdef void _on_event(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
     if c.fn_data == NULL:
         return
     if ev != mg.MG_EV_POLL:
         (<GilSlot *>c.mgr.userdata).io_events += 1
+    elif c.is_tls and c.rtls.len > 0:
+        _tls_screen(c)  # tls.pxi: refuse what Mongoose's TLS would wait on forever
     _take_gil_back(<GilSlot *>c.mgr.userdata)
-    _dispatch(c, ev, ev_data)
+    _dispatch_gil_held(c, ev, ev_data)
 
 
 cdef Connection _bind(mg.mg_connection *c):
@@ -57,7 +67,7 @@ cdef void _unbind(mg.mg_connection *c, Connection conn) noexcept:
     Py_DECREF(conn)
 
 
-cdef void _dispatch(mg.mg_connection *c, int ev, void *ev_data) noexcept with gil:
+cdef void _dispatch(mg.mg_connection *c, int ev, void *ev_data) noexcept:
     cdef GilSlot *slot = <GilSlot *>c.mgr.userdata
     cdef Connection conn
     cdef Manager manager
@@ -74,6 +84,8 @@ cdef void _dispatch(mg.mg_connection *c, int ev, void *ev_data) noexcept with gi
             conn._head_request = ((<mg.mg_http_message *>ev_data).method.len == 4 and
                                   memcmp((<mg.mg_http_message *>ev_data).method.buf,
                                          b"HEAD", 4) == 0)
+        elif ev == mg.MG_EV_WS_CTL:
+            _ws_on_ctl(conn, c, <mg.mg_ws_message *>ev_data)  # close code, ws.pxi
         _deliver(manager, conn, c, ev, ev_data)
         if ev == mg.MG_EV_CLOSE:
             _unbind(c, conn)
@@ -90,14 +102,24 @@ cdef void _deliver(Manager manager, Connection conn, mg.mg_connection *c, int ev
     handler = conn._handler if conn._handler is not None else manager._handler
     if handler is None:
         return
+    if handler is not conn._mask_handler:  # handler changed: read its @handles() once
+        conn._mask = _event_mask(handler)
+        conn._mask_handler = handler
+    if ev < 64 and not (conn._mask >> ev) & 1:
+        return
+    if ev == mg.MG_EV_POLL or ev == mg.MG_EV_READ or ev == mg.MG_EV_WRITE:
+        # The most frequent events carry no data: no view, no bookkeeping.
+        try:
+            handler(conn, ev, None)
+        except BaseException as exc:
+            _route_exception(manager, exc)
+        return
     cdef size_t send_mark = c.send.len
     cdef object data = None
     cdef HttpMessage hview = None
     cdef WsMessage wview = None
     cdef MqttMessage mview = None
-    if ev == mg.MG_EV_POLL or ev == mg.MG_EV_READ or ev == mg.MG_EV_WRITE:
-        pass
-    elif ev == mg.MG_EV_HTTP_MSG or ev == mg.MG_EV_HTTP_HDRS or ev == mg.MG_EV_WS_OPEN:
+    if ev == mg.MG_EV_HTTP_MSG or ev == mg.MG_EV_HTTP_HDRS or ev == mg.MG_EV_WS_OPEN:
         hview = _http_view(manager)
         hview._hm = <mg.mg_http_message *>ev_data
         data = hview
@@ -112,7 +134,8 @@ cdef void _deliver(Manager manager, Connection conn, mg.mg_connection *c, int ev
     elif ev == mg.MG_EV_ERROR:
         data = (<const char *>ev_data).decode("utf-8", "ignore") if ev_data != NULL else ""
     elif ev == mg.MG_EV_MQTT_OPEN:
-        data = (<int *>ev_data)[0] if ev_data != NULL else 0
+        # mongoose.h documents int *, but mqtt_cb passes &mm.ack, a uint8_t (7.23).
+        data = (<uint8_t *>ev_data)[0] if ev_data != NULL else 0
     elif ev == mg.MG_EV_SNTP_TIME:
         data = (<int64_t *>ev_data)[0] if ev_data != NULL else 0
     elif ev == mg.MG_EV_WAKEUP:
@@ -120,13 +143,8 @@ cdef void _deliver(Manager manager, Connection conn, mg.mg_connection *c, int ev
     try:
         handler(conn, ev, data)
     except BaseException as exc:
-        if _is_fatal(exc):
-            manager._fatal = exc
-            manager._stop_dispatch = True
-        else:
-            manager._report(exc)
-            if ev == mg.MG_EV_HTTP_MSG:
-                _answer_failed_request(c, send_mark)
+        if _route_exception(manager, exc) and ev == mg.MG_EV_HTTP_MSG:
+            _answer_failed_request(c, send_mark)
     finally:
         # Views die with their event (picows' rule): a stored view raises, never reads
         # freed memory.
@@ -136,6 +154,44 @@ cdef void _deliver(Manager manager, Connection conn, mg.mg_connection *c, int ev
             wview._wm = NULL
         elif mview is not None:
             mview._mm = NULL
+
+
+_EVENTS_ATTR = "cymongoose_events"
+
+
+def handles(*events):
+    """Decorator: deliver only these events to the handler (all events when absent).
+
+    Every event costs a Python call, most of them MG_EV_POLL (each connection, each loop
+    iteration) that a typical handler ignores; declaring the events it uses skips those
+    calls entirely. Bookkeeping (views, MG_EV_CLOSE, 500 for failed requests) is unchanged.
+    """
+    for ev in events:
+        if type(ev) is not int and not isinstance(ev, int):
+            raise TypeError(f"events must be MG_EV_* ints, not {type(ev).__name__}")
+        if not 0 <= ev < 64:
+            raise ValueError(f"event {ev} cannot be selected; handlers without @handles() "
+                             "receive every event, including MG_EV_USER+n")
+    selected = frozenset(int(ev) for ev in events)
+
+    def mark(handler):
+        if not callable(handler):
+            raise TypeError("@handles() decorates a callable handler(conn, ev, data)")
+        setattr(handler, _EVENTS_ATTR, selected)
+        return handler
+
+    return mark
+
+
+cdef uint64_t _event_mask(object handler):
+    selected = getattr(handler, _EVENTS_ATTR, None)
+    if selected is None:
+        return ~(<uint64_t>0)
+    cdef uint64_t mask = 0
+    for ev in selected:
+        if 0 <= ev < 64:
+            mask |= (<uint64_t>1) << <int>ev
+    return mask
 
 
 cdef HttpMessage _http_view(Manager manager):
@@ -156,14 +212,27 @@ cdef void _deliver_synthetic(Manager manager, Connection conn, int ev, object da
     handler = conn._handler if conn._handler is not None else manager._handler
     if handler is None:
         return
+    if handler is not conn._mask_handler:
+        conn._mask = _event_mask(handler)
+        conn._mask_handler = handler
+    if ev < 64 and not (conn._mask >> ev) & 1:
+        return
     try:
         handler(conn, ev, data)
     except BaseException as exc:
-        if _is_fatal(exc):
-            manager._fatal = exc
-            manager._stop_dispatch = True
-        else:
-            manager._report(exc)
+        _route_exception(manager, exc)
+
+
+cdef bint _route_exception(Manager manager, BaseException exc) noexcept:
+    """KeyboardInterrupt/SystemExit: stored for poll() to re-raise, and Python dispatch
+    stops for the rest of the iteration (False). Anything else: to the error handler (True).
+    """
+    if _is_fatal(exc):
+        manager._fatal = exc
+        manager._stop_dispatch = True
+        return False
+    manager._report(exc)
+    return True
 
 
 cdef bytes _RESPONSE_500 = (

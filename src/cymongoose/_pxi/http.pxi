@@ -28,10 +28,17 @@ cdef bytes _DEFAULT_CONTENT_TYPE = b"Content-Type: text/plain\r\n"
 cdef bytes _JSON_CONTENT_TYPE = b"Content-Type: application/json\r\n"
 
 
+# Indexed by status code: the hot path finds its status line without hashing an int.
+cdef PyObject *_STATUS_TABLE[600]
+memset(_STATUS_TABLE, 0, sizeof(_STATUS_TABLE))
+for _code, _line in _STATUS_LINES.items():
+    if _code < 600:
+        _STATUS_TABLE[<int>_code] = <PyObject *>_line  # _STATUS_LINES keeps it alive
+
+
 cdef bytes _status_line(int status_code):
-    line = _STATUS_LINES.get(status_code)
-    if line is not None:
-        return <bytes>line
+    if 0 <= status_code < 600 and _STATUS_TABLE[status_code] != NULL:
+        return <bytes>_STATUS_TABLE[status_code]
     if status_code < 100 or status_code > 999:
         raise ValueError(f"status_code must be between 100 and 999, not {status_code}")
     return f"HTTP/1.1 {status_code} \r\n".encode("ascii")
@@ -90,7 +97,8 @@ cdef int _send_response(Connection conn, int status_code, object headers, bint j
     cdef bint bodyless_status = status_code < 200 or status_code == 204 or status_code == 304
     # (name, value) as str, converted once: the second pass must write exactly the bytes
     # the first pass measured, whatever a value's __str__ would return a second time.
-    cdef list pairs = []
+    cdef list pairs = None
+    cdef bint converted = False
     cdef Py_ssize_t total = PyBytes_GET_SIZE(status) + 64, nlen, vlen
     cdef const char *nptr
     cdef const char *vptr
@@ -106,8 +114,10 @@ cdef int _send_response(Connection conn, int status_code, object headers, bint j
         for key, value in (<dict>headers).items():
             if type(key) is not str:
                 key = str(key)
+                converted = True
             if type(value) is not str:
                 value = str(value)
+                converted = True
             nptr = PyUnicode_AsUTF8AndSize(key, &nlen)
             vptr = PyUnicode_AsUTF8AndSize(value, &vlen)
             if not _valid_name(nptr, nlen):
@@ -122,8 +132,23 @@ cdef int _send_response(Connection conn, int status_code, object headers, bint j
             elif _is_named(nptr, nlen, b"connection", 10):
                 has_connection = True
                 _connection_tokens(<const unsigned char *>vptr, <size_t>vlen, &conn_tokens)
-            pairs.append((key, value))
             total += nlen + vlen + 4
+        # Plain str keys and values read back identically (and no Python code runs in
+        # between), so the second pass can walk the dict again; anything str()-ed is kept.
+        if converted:
+            pairs = [(k if type(k) is str else str(k), v if type(v) is str else str(v))
+                     for k, v in (<dict>headers).items()]
+            total = PyBytes_GET_SIZE(status) + 64
+            for key, value in pairs:
+                nptr = PyUnicode_AsUTF8AndSize(key, &nlen)
+                vptr = PyUnicode_AsUTF8AndSize(value, &vlen)
+                if not _valid_name(nptr, nlen) or not _valid_value(vptr, vlen):
+                    raise ValueError(
+                        f"header {key!r}: {value!r} changed while being converted; "
+                        "pass str names and values")
+                total += nlen + vlen + 4
+        else:
+            pairs = None
     if not has_type:
         total += PyBytes_GET_SIZE(_DEFAULT_CONTENT_TYPE)
     if json_type:
@@ -148,25 +173,12 @@ cdef int _send_response(Connection conn, int status_code, object headers, bint j
         memcpy(w, PyBytes_AS_STRING(_DEFAULT_CONTENT_TYPE),
                PyBytes_GET_SIZE(_DEFAULT_CONTENT_TYPE))
         w += PyBytes_GET_SIZE(_DEFAULT_CONTENT_TYPE)
-    for key, value in pairs:
-        nptr = PyUnicode_AsUTF8AndSize(key, &nlen)
-        # Content-Length is always computed from the body (a wrong one would misframe
-        # the connection); reply_json() owns Content-Type.
-        if _is_named(nptr, nlen, b"content-length", 14):
-            continue
-        if json_type and _is_named(nptr, nlen, b"content-type", 12):
-            continue
-        vptr = PyUnicode_AsUTF8AndSize(value, &vlen)
-        memcpy(w, nptr, nlen)
-        w += nlen
-        w[0] = 58  # ':'
-        w[1] = 32  # ' '
-        w += 2
-        memcpy(w, vptr, vlen)
-        w += vlen
-        w[0] = 13
-        w[1] = 10
-        w += 2
+    if pairs is not None:
+        for key, value in pairs:
+            w = _write_field(w, key, value, json_type)
+    elif headers is not None:
+        for key, value in (<dict>headers).items():
+            w = _write_field(w, key, value, json_type)
     if conn_field != NULL:
         memcpy(w, conn_field, strlen(conn_field))
         w += strlen(conn_field)
@@ -182,6 +194,27 @@ cdef int _send_response(Connection conn, int status_code, object headers, bint j
             raise RuntimeError("reply failed: out of memory for the send buffer")
     c.is_resp = 0  # response complete: Mongoose may parse the next pipelined request
     return 0
+
+
+cdef inline char *_write_field(char *w, str key, str value, bint json_type):
+    # Content-Length is always computed from the body (a wrong one would misframe the
+    # connection); reply_json() owns Content-Type.
+    cdef Py_ssize_t nlen, vlen
+    cdef const char *nptr = PyUnicode_AsUTF8AndSize(key, &nlen)
+    cdef const char *vptr
+    if _is_named(nptr, nlen, b"content-length", 14):
+        return w
+    if json_type and _is_named(nptr, nlen, b"content-type", 12):
+        return w
+    vptr = PyUnicode_AsUTF8AndSize(value, &vlen)
+    memcpy(w, nptr, nlen)
+    w[nlen] = 58  # ':'
+    w[nlen + 1] = 32  # ' '
+    w += nlen + 2
+    memcpy(w, vptr, vlen)
+    w[vlen] = 13
+    w[vlen + 1] = 10
+    return w + vlen + 2
 
 
 cdef inline Py_ssize_t _write_content_length(char *w, Py_ssize_t n) noexcept:

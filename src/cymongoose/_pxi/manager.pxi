@@ -104,6 +104,27 @@ cdef class Manager:
     def wakeup_id(self):
         return self._wakeup_id if self._wakeup_enabled and not self._closed else 0
 
+    @property
+    def dns_server(self):
+        if self._closed or self._mgr.dns4.url == NULL:
+            return ""  # neutral value once closed, like connections and wakeup_id
+        return self._mgr.dns4.url.decode("utf-8", "surrogateescape")
+
+    @dns_server.setter
+    def dns_server(self, str url):
+        self._ensure_open()
+        cdef bytes burl = _utf8_no_nul(url, "dns_server")
+        if not url.startswith("udp://"):
+            raise ValueError(f"dns_server must be a udp://host:port URL, not {url!r}")
+        # Mongoose keeps only the pointer: the bytes live on the Manager. Both the IPv4 and
+        # the IPv6 resolver use it, since Mongoose retries a failed A lookup as AAAA via
+        # dns6 (which would otherwise still go to its default public server).
+        self._dns_url = burl
+        self._mgr.dns4.url = <const char *>self._dns_url
+        self._mgr.dns6.url = <const char *>self._dns_url
+        # Resolver sockets already open keep talking to the old server (dns_sntp.pxi).
+        _dns_retire(&self._mgr)
+
     def poll(self, int timeout_ms=0):
         self._ensure_open()
         if self._polling:
@@ -111,6 +132,7 @@ cdef class Manager:
                 "poll() is already running on this Manager (re-entrant call from a handler, "
                 "or a second thread); only one thread may poll a Manager")
         self._reap_timers()
+        _dns_wrap(&self._mgr)  # dns_sntp.pxi: resolver sockets opened since the last poll
         self._polling = True
         self._stop_dispatch = False
         cdef bint flowing = self._gil.io_events > 0 or bool(self._wakeup_queue)

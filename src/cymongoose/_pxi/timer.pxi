@@ -65,13 +65,17 @@ cdef void _timer_detach(Timer timer) noexcept:
     timer._manager = NULL
 
 
+ctypedef void (*_gil_held_timer_t)(TimerBox *box) noexcept nogil
+cdef _gil_held_timer_t _fire_timer_gil_held = <_gil_held_timer_t>_fire_timer
+
+
 cdef void _on_timer(void *arg) noexcept nogil:
     cdef TimerBox *box = <TimerBox *>arg
     _take_gil_back(box.gil)
-    _fire_timer(box)
+    _fire_timer_gil_held(box)  # GIL held from here on: see _dispatch_gil_held
 
 
-cdef void _fire_timer(TimerBox *box) noexcept with gil:
+cdef void _fire_timer(TimerBox *box) noexcept:
     cdef Timer timer = <Timer>box.owner
     cdef Manager manager
     if box.gil.finalizing or timer._cancelled or not timer._active:
@@ -84,8 +88,4 @@ cdef void _fire_timer(TimerBox *box) noexcept with gil:
     try:
         timer._callback()
     except BaseException as exc:
-        if _is_fatal(exc):
-            manager._fatal = exc
-            manager._stop_dispatch = True
-        else:
-            manager._report(exc)
+        _route_exception(manager, exc)

@@ -125,11 +125,19 @@ cdef extern from "mongoose.h" nogil:
         uint8_t scope_id
         bint is_ip6
 
+    struct mg_dns:
+        const char *url
+        mg_connection *c
+
     struct mg_mgr:
         mg_connection *conns
+        mg_dns dns4
+        mg_dns dns6
         int dnstimeout
+        bint use_dns6
         int epoll_fd
         void *userdata
+        void *active_dns_requests
         mg_timer *timers
 
     struct mg_connection:
@@ -171,6 +179,7 @@ cdef extern from "mongoose.h" nogil:
     mg_connection *mg_listen(mg_mgr *mgr, const char *url, mg_event_handler_t fn, void *fn_data)
     mg_connection *mg_connect(mg_mgr *mgr, const char *url, mg_event_handler_t fn, void *fn_data)
     bint mg_send(mg_connection *c, const void *buf, size_t len)
+    void mg_call(mg_connection *c, int ev, void *ev_data)
     bint mg_wakeup(mg_mgr *mgr, unsigned long id, const void *buf, size_t len)
     bint mg_wakeup_init(mg_mgr *mgr)
 

@@ -1,0 +1,21 @@
+# Included by the root Makefile. `make bench`: every contender, full length, results/ and the
+# README's Performance block. `make bench-quick`: the 2-3 minute subset, results/quick/.
+# Extra runner options: make bench BENCH_ARGS="--only cymongoose-raw,mongoose-c".
+BENCH_ARGS ?=
+
+.PHONY: bench bench-quick bench-setup bench-profile
+
+# wrk, nginx, valgrind from Debian (tools/debian-packages.txt); our extension built in .venv;
+# matplotlib for the chart. Each Python peer gets its own venv from the runner itself.
+bench-setup: debian-packages setup
+	$(UV) sync --inexact --group dev --group bench
+
+bench: bench-setup
+	UV="$(UV)" $(UV) run --no-sync python tests/benchmarks/run.py $(BENCH_ARGS)
+
+bench-quick: bench-setup
+	UV="$(UV)" $(UV) run --no-sync python tests/benchmarks/run.py --quick $(BENCH_ARGS)
+
+# Instruction counts per request, ours vs the C ceiling, under callgrind (docs/performance.md).
+bench-profile: bench-setup
+	UV="$(UV)" $(UV) run --no-sync python tests/benchmarks/profile_callgrind.py $(BENCH_ARGS)

@@ -1,0 +1,1 @@
+"""The benchmark runner's parts: contenders, /proc accounting, HTTP checks, wrk, reports."""

@@ -1,0 +1,438 @@
+"""Summaries, targets and outputs: results.json, results.md, the chart, the README block."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import statistics
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("bench")
+
+MIB = 1024 * 1024
+README_START = "<!-- bench:start -->"
+README_END = "<!-- bench:end -->"
+
+# The issue's targets, as ratios within one run. goal None: shown for information.
+TARGETS = [
+    {"id": "hello_rps", "title": "Hello req/s, raw handler ÷ Mongoose in C",
+     "ours": "cymongoose-raw", "ref": "mongoose-c", "phase": "hello", "metric": "rps",
+     "goal": 0.95, "cmp": ">="},
+    {"id": "hello_cpu", "title": "Server CPU per request, raw handler ÷ Mongoose in C",
+     "ours": "cymongoose-raw", "ref": "mongoose-c", "phase": "hello",
+     "metric": "server_cpu_us_per_req", "goal": 1.15, "cmp": "<="},
+    {"id": "static_bytes", "title": "Static bytes/s, serve_dir ÷ nginx sendfile",
+     "ours": "cymongoose-static", "ref": "nginx-static", "phase": "static",
+     "metric": "bytes_per_s", "goal": 0.8, "cmp": ">="},
+    {"id": "hello_rps_handles", "title": "Hello req/s, @handles(MG_EV_HTTP_MSG) ÷ Mongoose in C",
+     "ours": "cymongoose-handles", "ref": "mongoose-c", "phase": "hello", "metric": "rps",
+     "goal": 0.95, "cmp": ">="},
+    {"id": "hello_cpu_handles",
+     "title": "Server CPU per request, @handles(MG_EV_HTTP_MSG) ÷ Mongoose in C",
+     "ours": "cymongoose-handles", "ref": "mongoose-c", "phase": "hello",
+     "metric": "server_cpu_us_per_req", "goal": 1.15, "cmp": "<="},
+    {"id": "hello_rps_c200", "title": "Hello req/s at 200 connections, ours ÷ Mongoose in C",
+     "ours": "cymongoose-raw", "ref": "mongoose-c", "phase": "c200", "metric": "rps",
+     "goal": None, "cmp": ">="},
+    {"id": "hello_rps_nginx", "title": "Hello req/s, raw handler ÷ nginx",
+     "ours": "cymongoose-raw", "ref": "nginx", "phase": "hello", "metric": "rps",
+     "goal": None, "cmp": ">="},
+    {"id": "static_vs_c", "title": "Static bytes/s, serve_dir ÷ Mongoose in C serve_dir",
+     "ours": "cymongoose-static", "ref": "mongoose-c-static", "phase": "static",
+     "metric": "bytes_per_s", "goal": None, "cmp": ">="},
+]
+RSS_GOAL = 1 * MIB
+PHASE_TITLES = {"hello": "Hello", "c200": "Hello", "static": "Static files"}
+
+
+def _median(values: list[float]) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        out.setdefault(run["contender"], {}).setdefault(run["phase"], []).append(run)
+    summary: dict[str, dict[str, Any]] = {}
+    for name, phases in out.items():
+        for phase, all_runs in phases.items():
+            valid = [r for r in all_runs if r["valid"]]
+            s: dict[str, Any] = {
+                "runs": len(all_runs), "valid_runs": len(valid),
+                "invalid_reasons": sorted({r["invalid_reason"] for r in all_runs
+                                           if not r["valid"]}),
+                "socket_errors": sum(sum(r["socket_errors"].values()) for r in all_runs),
+                "non2xx": sum(r["non2xx"] for r in all_runs),
+            }
+            if valid:
+                for key in ("rps", "bytes_per_s", "p50_us", "p99_us", "server_cpu_us_per_req",
+                            "server_cpu_util", "client_cpu_util"):
+                    s[key] = _median([r[key] for r in valid])
+                s["rps_min"] = min(r["rps"] for r in valid)
+                s["rps_max"] = max(r["rps"] for r in valid)
+                s["bytes_per_s_min"] = min(r["bytes_per_s"] for r in valid)
+                s["bytes_per_s_max"] = max(r["bytes_per_s"] for r in valid)
+                s["rss_after_max"] = max(r["rss_after"] for r in valid)
+                s["server_processes"] = valid[-1]["server_processes"]
+            summary.setdefault(name, {})[phase] = s
+    return summary
+
+
+def _paired_ratio(runs: list[dict[str, Any]], t: dict[str, Any]) -> tuple[float | None, int]:
+    """Median of per-round ratios (rounds are interleaved, so each pair shares conditions)."""
+    def by_round(name: str) -> dict[int, float]:
+        return {r["round"]: r[t["metric"]] for r in runs
+                if r["contender"] == name and r["phase"] == t["phase"] and r["valid"]
+                and r[t["metric"]]}
+    ours, ref = by_round(t["ours"]), by_round(t["ref"])
+    ratios = [ours[k] / ref[k] for k in sorted(ours.keys() & ref.keys())]
+    return (_median(ratios), len(ratios))
+
+
+def evaluate(summary: dict[str, Any], runs: list[dict[str, Any]],
+             rss: dict[str, Any] | None) -> list[dict[str, Any]]:
+    out = []
+    for t in TARGETS:
+        ours = summary.get(t["ours"], {}).get(t["phase"], {})
+        ref = summary.get(t["ref"], {}).get(t["phase"], {})
+        ratio, pairs = _paired_ratio(runs, t)
+        row = {k: t[k] for k in ("id", "title", "ours", "ref", "phase", "metric", "goal", "cmp")}
+        row.update(ours_value=ours.get(t["metric"]), ref_value=ref.get(t["metric"]),
+                   ratio=round(ratio, 3) if ratio is not None else None, pairs=pairs)
+        if ratio is None:
+            row["met"] = None
+            row["note"] = "not measured (see the contenders' status)"
+        else:
+            row["met"] = (None if t["goal"] is None else
+                          ratio >= t["goal"] if t["cmp"] == ">=" else ratio <= t["goal"])
+            if t["metric"] == "rps" and (ref.get("client_cpu_util") or 0) >= 0.9:
+                row["note"] = ("wrk was ~100% busy against the reference: client-bound, "
+                               "so compare server CPU per request")
+        out.append(row)
+    if rss is not None:
+        out.append({"id": "rss_growth", "title": f"RSS growth over {rss['requests']:,} "
+                    "requests after warm-up", "ours": rss["contender"], "ref": None,
+                    "goal": RSS_GOAL, "cmp": "<", "ours_value": rss["growth"],
+                    "ratio": None, "met": rss["growth"] < RSS_GOAL and rss["valid"]})
+    return out
+
+
+def build(meta: dict[str, Any], status: dict[str, Any], runs: list[dict[str, Any]],
+          rss: dict[str, Any] | None) -> dict[str, Any]:
+    summary = summarize(runs)
+    targets = evaluate(summary, runs, rss)
+    # The ceiling only means something if it sends what ours sends.
+    ours, ceiling = (status.get(n, {}).get("answer") for n in ("cymongoose-raw", "mongoose-c"))
+    if ours and ceiling and ours != ceiling:
+        for t in targets:
+            if t.get("ref") == "mongoose-c":
+                t["note"] = (t.get("note", "") + " the C server's answer differs from ours "
+                             "(see results.json)").strip()
+    return {"meta": meta, "contenders": status, "summary": summary,
+            "targets": targets, "rss": rss, "runs": runs}
+
+
+def _fmt_int(v: float | None) -> str:
+    return "–" if v is None else f"{v:,.0f}"
+
+
+def _fmt(v: float | None, digits: int = 2) -> str:
+    return "–" if v is None else f"{v:.{digits}f}"
+
+
+def _pct(v: float | None) -> str:
+    return "–" if v is None else f"{v * 100:.0f}%"
+
+
+def _mib(v: float | None) -> str:
+    return "–" if v is None else f"{v / MIB:.1f}"
+
+
+def _goal_text(t: dict[str, Any]) -> str:
+    if t["id"] == "rss_growth":
+        return "< 1 MiB"
+    if t["goal"] is None:
+        return "(info)"
+    return f"{'≥' if t['cmp'] == '>=' else '≤'} {t['goal']:.2f}×"
+
+
+def _measured_text(t: dict[str, Any]) -> str:
+    if t["id"] == "rss_growth":
+        return f"{t['ours_value'] / 1024:+,.0f} KiB"
+    return "–" if t["ratio"] is None else f"{t['ratio']:.2f}×"
+
+
+def _met_text(t: dict[str, Any]) -> str:
+    return {True: "yes", False: "**no**", None: "–"}[t["met"]]
+
+
+def machine_line(meta: dict[str, Any]) -> str:
+    m = meta["machine"]
+    virt = f", {m['virtualization']}" if m.get("virtualization") not in ("", "none", None) else ""
+    return (f"{m['cpu_model']}, {m['logical_cpus']} logical CPUs, {m['memory_gib']} GiB, "
+            f"Linux {m['kernel']} ({m['os']}{virt})")
+
+
+def method_line(meta: dict[str, Any]) -> str:
+    s = meta["settings"]
+    pin = (f"server pinned to CPU {s['server_cpu']}, wrk to CPU {s['client_cpu']}"
+           if s["server_cpu"] is not None else "no CPU pinning (fewer than 2 CPUs)")
+    rounds = "1 round" if s["rounds"] == 1 else f"{s['rounds']} interleaved rounds (medians)"
+    static = "1 round" if s["static_rounds"] == 1 else f"{s['static_rounds']} rounds"
+    return (f"`{s['wrk']}`, {rounds}, {s['warmup_s']:g} s warm-up each, one more round at "
+            f"{s['c200']} connections; static files: {static} over {s['static_files']} "
+            f"requested round-robin; {pin}")
+
+
+def _contender_table(data: dict[str, Any], phase: str, ref: str | None) -> list[str]:
+    summary, status = data["summary"], data["contenders"]
+    rows = [(n, p[phase]) for n, p in summary.items() if phase in p and "rps" in p[phase]]
+    key = "bytes_per_s" if phase == "static" else "rps"
+    rows.sort(key=lambda item: -(item[1].get(key) or 0))
+    ref_value = summary.get(ref, {}).get(phase, {}).get(key) if ref else None
+    lines = []
+    if phase == "static":
+        lines.append(f"| Contender | MiB/s | × {ref} | req/s | p50 ms | p99 ms | server CPU µs/req "
+                     "| server CPU | wrk CPU | errors | non-2xx | RSS MiB start → end |")
+    else:
+        lines.append(f"| Contender | req/s | min–max | × {ref} | p50 ms | p99 ms | server CPU "
+                     "µs/req | server CPU | wrk CPU | errors | non-2xx | RSS MiB start → end |")
+    lines.append("|" + "---|" * (lines[0].count("|") - 1))
+    for name, s in rows:
+        st = status.get(name, {})
+        ratio = (f"{s[key] / ref_value:.2f}" if ref_value and s.get(key) else "–")
+        label = st.get("label", name)
+        if not st.get("keepalive", True):
+            label += " †"
+        rss = f"{_mib(st.get('rss_start'))} → {_mib(st.get('rss_end'))}"
+        common = (f"{_fmt(s['p50_us'] / 1000)} | {_fmt(s['p99_us'] / 1000)} | "
+                  f"{_fmt(s['server_cpu_us_per_req'])} | {_pct(s['server_cpu_util'])} | "
+                  f"{_pct(s['client_cpu_util'])} | {s['socket_errors']} | {s['non2xx']} | {rss} |")
+        if phase == "static":
+            lines.append(f"| {label} | {_fmt(s['bytes_per_s'] / MIB, 1)} | {ratio} | "
+                         f"{_fmt_int(s['rps'])} | {common}")
+        else:
+            lines.append(f"| {label} | {_fmt_int(s['rps'])} | {_fmt_int(s['rps_min'])}–"
+                         f"{_fmt_int(s['rps_max'])} | {ratio} | {common}")
+    return lines
+
+
+def interference(runs: list[dict[str, Any]]) -> str:
+    others = [r["server_cpu_load"].get("other", 0.0) for r in runs if r.get("server_cpu_load")]
+    steals = [r["server_cpu_load"].get("steal", 0.0) for r in runs if r.get("server_cpu_load")]
+    if not others:
+        return ""
+    quiet = "quiet" if max(others) < 0.05 and max(steals) < 0.05 else "**not quiet**"
+    return (f"The server's CPU was {quiet} during the runs: other processes used it "
+            f"{statistics.median(others) * 100:.0f}% of the time (median; up to "
+            f"{max(others) * 100:.0f}%), the hypervisor took {max(steals) * 100:.0f}% at most.")
+
+
+def markdown(data: dict[str, Any]) -> str:
+    meta = data["meta"]
+    proj = meta.get("project", {})
+    load = ", ".join(str(x) for x in meta["machine"]["load_average_at_start"])
+    out = [
+        "# Benchmark results",
+        "",
+        f"{meta['date']} ({meta['mode']} run, {meta['elapsed_s']:g} s) on {machine_line(meta)}; "
+        f"load average at start {load}.",
+        "",
+        f"Method: {method_line(meta)}. Every contender was checked (status 200, exact body, "
+        "Content-Type, keep-alive) before and after being measured; a wrong answer is listed "
+        "below and never counted. Generated by `tests/benchmarks/run.py`; the method is in "
+        "`docs/performance.md`.",
+        "",
+        interference(data["runs"]),
+        "",
+        f"cymongoose {proj.get('versions', {}).get('cymongoose', '?')} at "
+        f"{proj.get('git_commit', '?')}, Mongoose {proj.get('mongoose_version', '?')}, "
+        f"Python {proj.get('python', '?').split()[0]}.",
+        "",
+        "## Targets",
+        "",
+        "| Target | Goal | Measured | Met | Note |",
+        "|---|---|---|---|---|",
+    ]
+    for t in data["targets"]:
+        out.append(f"| {t['title']} | {_goal_text(t)} | {_measured_text(t)} | {_met_text(t)} | "
+                   f"{t.get('note', '')} |")
+    refs = {"hello": "mongoose-c", "c200": "mongoose-c", "static": "nginx-static"}
+    for phase in ("hello", "c200", "static"):
+        table = _contender_table(data, phase, refs[phase])
+        if len(table) > 2:
+            conns = (meta["settings"]["c200"] if phase == "c200"
+                     else meta["settings"]["connections"])
+            out += ["", f"## {PHASE_TITLES[phase]}, {conns} connections", ""] + table
+    if any(not s.get("keepalive", True) for s in data["contenders"].values()):
+        out += ["", "† no keep-alive: the server closes every connection (announced with "
+                "`Connection: close`), so wrk reconnects for each request."]
+    out += ["", "Server CPU: user + system time of the server's whole process tree (/proc) "
+            "divided by the requests wrk completed; 100% = one CPU busy. wrk CPU near 100% "
+            "means the client, not the server, was the limit."]
+    rss = data["rss"]
+    if rss:
+        out += ["", f"## Memory: {rss['contender']} over {rss['requests']:,} requests", "",
+                f"RSS after warm-up {rss['rss_after_warmup'] / MIB:.2f} MiB; growth "
+                f"{rss['growth'] / 1024:+,.0f} KiB.", "",
+                "| requests | RSS MiB | non-2xx | socket errors |", "|---|---|---|---|"]
+        for s in rss["steps"]:
+            out.append(f"| {s['requests']:,} | {s['rss'] / MIB:.2f} | {s['non2xx']} | "
+                       f"{s['socket_errors']} |")
+    excluded = {n: s for n, s in data["contenders"].items()
+                if s.get("state") not in ("measured", "ready")}
+    if excluded:
+        out += ["", "## Not measured", "", "| Contender | Why |", "|---|---|"]
+        for name, s in sorted(excluded.items()):
+            reason = s.get("reason", "").replace("|", "\\|")
+            out.append(f"| {name} | {s.get('state')}: {reason} |")
+    out += ["", "## Contenders and versions", "", "| Contender | Kind | Versions | Notes |",
+            "|---|---|---|---|"]
+    for name, s in sorted(data["contenders"].items()):
+        vers = ", ".join(f"{k} {v}" for k, v in s.get("versions", {}).items()
+                         if k not in ("cflags",))
+        out.append(f"| {name} | {s.get('kind')} | {vers} | {s.get('notes', '')} |")
+    mb = proj.get("mongoose_build", {})
+    tools = meta["tools"]
+    out += ["", "## Build and tools", "",
+            f"- Mongoose (ours and the C ceiling), from `{mb.get('source', '?')}`: "
+            f"`{' '.join(mb.get('flags', []) + mb.get('defines', []))}`",
+            f"- Extension: `{proj.get('extension_build', {}).get('FLAGS', '?')}`"
+            f" (ASan {proj.get('asan', '?')}); "
+            f"Cython {proj.get('versions', {}).get('cython', '?')}",
+            f"- wrk: {tools['wrk']}; nginx: {tools['nginx']}; uv: {tools['uv']}", ""]
+    return "\n".join(out)
+
+
+def draw_chart(data: dict[str, Any], paths: list[Path]) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        import matplotlib.ticker
+    except ImportError:
+        log.warning("matplotlib is not installed: no chart (it is in the 'bench' dependency "
+                    "group: uv sync --group bench)")
+        return False
+    summary, status = data["summary"], data["contenders"]
+    panels = []
+    for phase, key, unit, scale in (("hello", "rps", "req/s", 1), ("c200", "rps", "req/s", 1),
+                                    ("static", "bytes_per_s", "MiB/s", MIB)):
+        rows = [(status.get(n, {}).get("label", n), n, p[phase]) for n, p in summary.items()
+                if phase in p and p[phase].get(key)]
+        if rows:
+            rows.sort(key=lambda r: r[2][key])
+            panels.append((phase, key, unit, scale, rows))
+    if not panels:
+        return False
+    heights = [max(1.6, 0.38 * len(p[4]) + 0.9) for p in panels]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(9, sum(heights)),
+                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+    for ax, (phase, key, unit, scale, rows) in zip(axes[:, 0], panels, strict=True):
+        values = [r[2][key] / scale for r in rows]
+        lo = [(r[2][key] - r[2].get(f"{key}_min", r[2][key])) / scale for r in rows]
+        hi = [(r[2].get(f"{key}_max", r[2][key]) - r[2][key]) / scale for r in rows]
+        colors = ["#d62728" if r[1].startswith("cymongoose") else
+                  "#7f7f7f" if r[1].startswith(("mongoose-c", "nginx")) else "#1f77b4"
+                  for r in rows]
+        ax.barh([r[0] for r in rows], values, xerr=[lo, hi], color=colors, capsize=2)
+        for y, v in enumerate(values):
+            ax.text(v, y, f" {v:,.0f}", va="center", fontsize=8)
+        conns = (data["meta"]["settings"]["c200"] if phase == "c200"
+                 else data["meta"]["settings"]["connections"])
+        ax.set_title(f"{PHASE_TITLES[phase]}, {conns} connections ({unit}, median, min–max)",
+                     fontsize=10)
+        ax.set_xlim(0, max(values) * 1.18)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("{x:,.0f}"))
+        ax.tick_params(labelsize=8)
+    fig.suptitle(f"{data['meta']['machine']['cpu_model']}, server on 1 CPU, wrk on the other",
+                 fontsize=9)
+    fig.tight_layout()
+    for p in paths:
+        fig.savefig(p, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def write_all(data: dict[str, Any], out: Path, *, chart: bool = True) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    path = out / "results.json"
+    path.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    written.append(path)
+    path = out / "results.md"
+    path.write_text(markdown(data))
+    written.append(path)
+    if chart:
+        images = [out / "results.png", out / "results.svg"]
+        if draw_chart(data, images):
+            written += images
+    return written
+
+
+def readme_block(data: dict[str, Any], out: Path, root: Path) -> str:
+    meta = data["meta"]
+    rel = out.relative_to(root) if out.is_relative_to(root) else out
+    lines = [
+        "<!-- Generated by tests/benchmarks/run.py from the latest full run; edits are "
+        "overwritten. -->",
+        f"Measured {meta['date'][:10]} on {machine_line(meta)}, Python "
+        f"{meta.get('project', {}).get('python', '?').split()[0]}: {method_line(meta)}. "
+        "Figures are ratios within that one run.",
+        "",
+        "| | Measured | Goal | Met |",
+        "|---|---|---|---|",
+    ]
+    for t in data["targets"]:
+        lines.append(f"| {t['title']} | {_measured_text(t)} | {_goal_text(t)} | {_met_text(t)} |")
+    lines += ["", "Every contender against the same references (req/s or bytes/s ÷ the "
+              "reference's, in the same run):", "",
+              "| Contender | Hello ÷ Mongoose in C | server CPU/request ÷ C's | Hello at 200 "
+              "conn. ÷ C | Static ÷ nginx |", "|---|---|---|---|---|"]
+    summary, status = data["summary"], data["contenders"]
+
+    def ratio(name: str, phase: str, ref: str, key: str = "rps") -> str:
+        key = "bytes_per_s" if phase == "static" else key
+        ours = summary.get(name, {}).get(phase, {}).get(key)
+        base = summary.get(ref, {}).get(phase, {}).get(key)
+        return f"{ours / base:.2f}×" if ours and base else "–"
+
+    ranked = sorted(summary, key=lambda n: -(summary[n].get("hello", {}).get("rps") or 0))
+    for name in ranked:
+        lines.append(f"| {status.get(name, {}).get('label', name)} | "
+                     f"{ratio(name, 'hello', 'mongoose-c')} | "
+                     f"{ratio(name, 'hello', 'mongoose-c', 'server_cpu_us_per_req')} | "
+                     f"{ratio(name, 'c200', 'mongoose-c')} | "
+                     f"{ratio(name, 'static', 'nginx-static')} |")
+    lines += ["", f"![Benchmark chart]({rel}/results.svg)", "",
+              f"Every contender, with latency, CPU per request and versions: "
+              f"[{rel}/results.md]({rel}/results.md). Method and profiling: "
+              "[docs/performance.md](docs/performance.md)."]
+    return "\n".join(lines)
+
+
+def update_readme(readme: Path, data: dict[str, Any], out: Path) -> bool:
+    text = readme.read_text() if readme.exists() else ""
+    pattern = re.compile(re.escape(README_START) + r".*?" + re.escape(README_END), re.DOTALL)
+    if not pattern.search(text):
+        log.warning("README.md has no %s ... %s markers: Performance section not updated",
+                    README_START, README_END)
+        return False
+    block = f"{README_START}\n{readme_block(data, out, readme.parent)}\n{README_END}"
+    readme.write_text(pattern.sub(lambda _m: block, text, count=1))
+    log.info("README.md Performance section updated")
+    return True
+
+
+def print_targets(data: dict[str, Any]) -> None:
+    for t in data["targets"]:
+        log.info("target %-62s %-10s goal %-8s met: %s", t["title"], _measured_text(t),
+                 _goal_text(t), _met_text(t).strip("*"))
+    excluded = [n for n, s in data["contenders"].items()
+                if s.get("state") not in ("measured", "ready")]
+    if excluded:
+        log.info("not measured: %s (reasons in results.md)", ", ".join(sorted(excluded)))

@@ -1,0 +1,481 @@
+"""The HTTP benchmark runner: `make bench` (every contender) and `make bench-quick` (a subset).
+
+For each phase (hello at 50 connections, hello at 200, static files) the runner starts every
+contender of that kind (server pinned to one CPU, wrk to the other), checks each one's answer
+(status, body, Content-Type, keep-alive: a wrong answer is reported and never measured), warms
+each up, then runs `wrk -t1 -cN -dDs --latency` in interleaved rounds (A B C ... A B C ...).
+Per run it records req/s, bytes/s, p50/p99, socket errors, non-2xx, the server's CPU time per
+request (/proc, whole process tree) and its RSS. A separate run counts our server's RSS growth
+over a fixed number of requests. Everything, with every version and build flag, goes to
+results/results.json, results.md, results.png/.svg, and the README's Performance block.
+
+    python tests/benchmarks/run.py [--quick] [--only a,b] [--skip a,b] [--list] ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import logging
+import os
+import platform
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchkit import contenders as ck  # noqa: E402
+from benchkit import httpcheck, procstat, report  # noqa: E402
+from benchkit import wrk as wrkmod  # noqa: E402
+
+log = logging.getLogger("bench")
+
+BENCH_DIR = ck.BENCH_DIR
+ROOT = ck.ROOT
+STATIC_FILES = 100
+STATIC_SIZE = 100 * 1024
+
+# Contenders measured first in every round, in this order; the rest follow by name.
+LEADING = ["cymongoose-raw", "mongoose-c", "cymongoose-handles", "nginx", "cymongoose-static", "mongoose-c-static",
+           "nginx-static"]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true",
+                   help="the 2-3 minute subset: quick contenders, shorter runs, results/quick/")
+    p.add_argument("--only", default="", help="comma-separated contender names to run")
+    p.add_argument("--skip", default="", help="comma-separated contender names to leave out")
+    p.add_argument("--list", action="store_true", help="list the contenders and exit")
+    p.add_argument("--duration", type=int, help="seconds per measured run (default 5; quick 3)")
+    p.add_argument("--warmup", type=int, help="seconds of warm-up per contender (2; quick 1)")
+    p.add_argument("--rounds", type=int, help="interleaved rounds at -c50 (default 3; quick 2)")
+    p.add_argument("--connections", type=int, default=50)
+    p.add_argument("--c200", type=int, default=200,
+                   help="connections of the extra hello round (0 skips it)")
+    p.add_argument("--static-rounds", type=int, default=1, help="rounds of the static phase")
+    p.add_argument("--rss-requests", type=int,
+                   help="requests of the RSS-growth run (default 1000000; quick 100000; 0 skips)")
+    p.add_argument("--rss-contender", default="cymongoose-raw")
+    p.add_argument("--phases", default="hello,static,rss",
+                   help="which phases to run (comma-separated from hello, static, rss)")
+    p.add_argument("--server-cpu", type=int, default=0)
+    p.add_argument("--client-cpu", type=int, default=1)
+    p.add_argument("--out", type=Path, help="output directory (results/ or results/quick/)")
+    p.add_argument("--readme", choices=["auto", "yes", "no"], default="auto",
+                   help="rewrite the README's Performance block (auto: full runs only)")
+    p.add_argument("--no-chart", action="store_true")
+    p.add_argument("-v", "--verbose", action="store_true")
+    args = p.parse_args(argv)
+    quick = args.quick
+    for name, full, short in (("duration", 5, 3), ("warmup", 2, 1), ("rounds", 3, 2),
+                              ("rss_requests", 1_000_000, 100_000)):
+        if getattr(args, name) is None:
+            setattr(args, name, short if quick else full)
+    if args.out is None:
+        args.out = BENCH_DIR / "results" / ("quick" if quick else "")
+    return args
+
+
+def _cmd_output(cmd: list[str]) -> str:
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unavailable"
+    return (r.stdout + r.stderr).strip()
+
+
+def machine() -> dict[str, Any]:
+    cpu = "unknown"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    mem_kib = 0
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                mem_kib = int(line.split()[1])
+    distro = ""
+    try:
+        distro = dict(re.findall(r'^(\w+)="?([^"\n]*)"?$', Path("/etc/os-release").read_text(),
+                                 re.MULTILINE)).get("PRETTY_NAME", "")
+    except OSError:
+        pass
+    virt = _cmd_output(["systemd-detect-virt"]) if shutil.which("systemd-detect-virt") else ""
+    return {
+        "cpu_model": cpu,
+        "logical_cpus": os.cpu_count(),
+        "memory_gib": round(mem_kib / 1024 / 1024, 1),
+        "kernel": platform.release(),
+        "os": distro,
+        "virtualization": virt,
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def project_info(project_python: str) -> dict[str, Any]:
+    pin = json.loads((ROOT / "vendor" / "mongoose" / "pin.json").read_text())
+    git = _cmd_output(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"])
+    dirty = _cmd_output(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"])
+    versions = ck.package_versions(project_python, ["cymongoose", "cython",
+                                                    "scikit-build-core"])
+    ext_flags = {}
+    for ninja in sorted(ROOT.glob("build/*/build.ninja")):
+        m = re.search(r"^build \S*_mongoose\.c\.o: .*\n((?:  .*\n)+)", ninja.read_text(),
+                      re.MULTILINE)
+        if m:
+            ext_flags = dict(re.findall(r"^  (FLAGS|DEFINES) = (.*)$", m.group(1), re.MULTILINE))
+    return {
+        "git_commit": git + ("-dirty" if dirty and dirty != "unavailable" else ""),
+        "versions": versions,
+        "mongoose_version": pin.get("version"),
+        "mongoose_build": ck.mongoose_flags(),
+        "extension_build": ext_flags,
+        "asan": os.environ.get("CYMONGOOSE_ASAN", "OFF"),
+        "python": _cmd_output([project_python, "-c", "import sys; print(sys.version)"]),
+    }
+
+
+def make_static_files(directory: Path) -> list[Path]:
+    """100 files of 100 KiB, deterministic content, made once."""
+    directory.mkdir(parents=True, exist_ok=True)
+    files = [directory / f"file_{i:03d}.bin" for i in range(STATIC_FILES)]
+    for i, path in enumerate(files):
+        if not path.exists() or path.stat().st_size != STATIC_SIZE:
+            path.write_bytes(random.Random(i).randbytes(STATIC_SIZE))
+    return files
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.out: Path = args.out
+        self.raw_dir = BENCH_DIR / "results" / "raw" / ("quick" if args.quick else "full")
+        self.run_dir = ck.CACHE_DIR / "run"
+        self.scripts_dir = ck.CACHE_DIR / "lua"
+        self.static_dir = ck.CACHE_DIR / "static"
+        pin = os.cpu_count() is not None and os.cpu_count() >= 2  # type: ignore[operator]
+        self.server_cpu = args.server_cpu if pin else None
+        self.client_cpu = args.client_cpu if pin else None
+        self.status: dict[str, dict[str, Any]] = {}
+        self.runs: list[dict[str, Any]] = []
+        self.rss: dict[str, Any] | None = None
+        self.live: list[ck.Running] = []
+
+    def exclude(self, name: str, state: str, reason: str) -> None:
+        entry = self.status.setdefault(name, {})
+        entry.update(state=state, reason=reason)
+        log.warning("%s: %s: %s", name, state, reason)
+
+    def invalidate(self, name: str, reason: str) -> None:
+        """A server that crashed or answered wrongly under load: none of its runs count."""
+        for run in self.runs:
+            if run["contender"] == name and run["valid"]:
+                run.update(valid=False, invalid_reason=reason)
+
+    def ok(self, name: str) -> bool:
+        return self.status.get(name, {}).get("state") in ("ready", "measured")
+
+    def prepare(self, selected: list[ck.Contender]) -> list[ck.Contender]:
+        project_python = str(ROOT / ".venv" / "bin" / "python")
+        if not Path(project_python).exists():
+            project_python = sys.executable
+        base_python = getattr(sys, "_base_executable", sys.executable)
+        ready = []
+        for c in selected:
+            entry = self.status.setdefault(c.name, {})
+            entry.update(label=c.label, kind=c.kind, env=c.env, notes=c.notes,
+                         file=str(c.file.relative_to(BENCH_DIR)), keepalive=c.keepalive)
+            log.info("preparing %s", c.name)
+            try:
+                ck.prepare(c, project_python, base_python)
+            except ck.Skip as exc:
+                self.exclude(c.name, "skipped", str(exc))
+                continue
+            python = Path(c.python) if c.python else None
+            entry.update(state="ready", versions=c.versions,
+                         python=str(python.relative_to(ROOT)) if python
+                         and python.is_relative_to(ROOT) else c.python)
+            ready.append(c)
+        return ready
+
+    def start_checked(self, c: ck.Contender, files: list[Path]) -> ck.Running | None:
+        try:
+            r = ck.start(c, cpu=self.server_cpu, static_dir=self.static_dir,
+                         run_dir=self.run_dir)
+        except ck.Skip as exc:
+            self.exclude(c.name, "failed to start", str(exc))
+            return None
+        self.live.append(r)
+        try:
+            if c.kind == "hello":
+                note, self.status[c.name]["answer"] = httpcheck.check_hello(r.port,
+                                                                            c.keepalive)
+            else:
+                note = httpcheck.check_static(r.port, files, c.keepalive)
+        except (httpcheck.CheckFailed, OSError) as exc:
+            self.exclude(c.name, "wrong answer", f"{exc} (not measured)")
+            self.stop(r)
+            return None
+        self.status[c.name]["check"] = note
+        log.info("%s: answer checked (%s), port %d, pid %d", c.name, note, r.port, r.pid)
+        return r
+
+    def stop(self, r: ck.Running) -> None:
+        code = r.stop()
+        if r in self.live:
+            self.live.remove(r)
+        self.status[r.contender.name]["exit_status"] = code
+
+    def script(self, kind: str, files: list[Path]) -> Path:
+        self.scripts_dir.mkdir(parents=True, exist_ok=True)
+        paths = [f"/{p.name}" for p in files] if kind == "static" else None
+        return wrkmod.write_script(self.scripts_dir / f"{kind}.lua", paths)
+
+    def wrk(self, r: ck.Running, script: Path, connections: int, duration: float,
+            label: str) -> wrkmod.WrkResult:
+        return wrkmod.run(f"http://127.0.0.1:{r.port}/", script, connections=connections,
+                          duration_s=duration, cpu=self.client_cpu,
+                          raw_out=self.raw_dir / f"{r.contender.name}.{label}.txt")
+
+    def measure(self, r: ck.Running, phase: str, rnd: int, connections: int,
+                script: Path) -> None:
+        name = r.contender.name
+        if not r.alive():
+            self.exclude(name, "died", f"exited with {r.proc.returncode}: {r.log_tail()}")
+            self.invalidate(name, "the server died during the benchmark")
+            return
+        before = procstat.sample(r.pid)
+        cpu_before, started = procstat.cpu_times(self.server_cpu), time.monotonic()
+        try:
+            res = self.wrk(r, script, connections, self.args.duration, f"{phase}.{rnd}")
+        except wrkmod.WrkError as exc:
+            self.exclude(name, "wrk failed", str(exc))
+            return
+        after = procstat.sample(r.pid)
+        cpu = procstat.cpu_between(before, after)
+        server_cpu_load = procstat.cpu_load_between(
+            cpu_before, procstat.cpu_times(self.server_cpu), time.monotonic() - started, cpu)
+        run = {
+            "contender": name, "phase": phase, "round": rnd, "connections": connections,
+            "requests": res.requests, "duration_s": round(res.duration_s, 3),
+            "rps": round(res.rps, 1), "bytes": res.bytes,
+            "bytes_per_s": round(res.bytes_per_s, 1),
+            "p50_us": res.p50_us, "p90_us": res.p90_us, "p99_us": res.p99_us,
+            "mean_us": res.mean_us, "max_us": res.max_us,
+            "socket_errors": {k: res.errors[k] for k in ("connect", "read", "write", "timeout")},
+            "non2xx": res.non2xx,
+            "server_cpu_s": round(cpu, 3),
+            "server_cpu_us_per_req": round(cpu / res.requests * 1e6, 3) if res.requests else None,
+            "server_cpu_util": round(cpu / res.duration_s, 3) if res.duration_s else None,
+            "client_cpu_util": round(res.client_cpu_s / res.duration_s, 3)
+            if res.duration_s else None,
+            "server_processes": len(after.pids),
+            "server_cpu_load": server_cpu_load,
+            "rss_before": before.rss, "rss_after": after.rss, "pss_after": after.pss,
+            "valid": True,
+        }
+        if res.requests == 0:
+            run.update(valid=False, invalid_reason="no request completed")
+        elif res.non2xx:
+            run.update(valid=False, invalid_reason=f"{res.non2xx} responses were not 2xx/3xx")
+        elif not r.alive():
+            run.update(valid=False, invalid_reason=f"server exited with {r.proc.returncode}")
+        self.runs.append(run)
+        self.status[name]["state"] = "measured"
+        log.info("%-24s %-7s r%d c%-3d %10.0f req/s %8.1f MiB/s p99 %6.2f ms  cpu %6.2f us/req"
+                 "%s", name, phase, rnd, connections, res.rps, res.bytes_per_s / 2**20,
+                 res.p99_us / 1000, run["server_cpu_us_per_req"] or 0,
+                 "" if run["valid"] else f"  INVALID: {run['invalid_reason']}")
+
+    def phase(self, kind: str, group: list[ck.Contender], files: list[Path]) -> None:
+        if not group:
+            return
+        log.info("== %s phase: %s", kind, ", ".join(c.name for c in group))
+        running = [r for r in (self.start_checked(c, files) for c in group) if r is not None]
+        script = self.script(kind, files)
+        for r in running:
+            procstat.settle(r.port)  # the check's connection
+            self.status[r.contender.name]["rss_start"] = procstat.sample(r.pid).rss
+            if self.args.warmup > 0:
+                try:
+                    self.wrk(r, script, self.args.connections, self.args.warmup, "warmup")
+                except wrkmod.WrkError as exc:
+                    self.exclude(r.contender.name, "wrk failed", f"warm-up: {exc}")
+        rounds = self.args.rounds if kind == "hello" else self.args.static_rounds
+        phase = "hello" if kind == "hello" else "static"
+        for rnd in range(1, rounds + 1):
+            for r in running:
+                if self.ok(r.contender.name):
+                    self.measure(r, phase, rnd, self.args.connections, script)
+        if kind == "hello" and self.args.c200:
+            for r in running:
+                if self.ok(r.contender.name):
+                    self.measure(r, "c200", 1, self.args.c200, script)
+        for r in running:
+            name = r.contender.name
+            if self.ok(name):
+                # The answer must still be right after the load, or none of it counts.
+                try:
+                    if kind == "hello":
+                        httpcheck.check_hello(r.port, r.contender.keepalive)
+                    else:
+                        httpcheck.check_static(r.port, files, r.contender.keepalive)
+                except (httpcheck.CheckFailed, OSError) as exc:
+                    self.exclude(name, "wrong answer", f"after the load: {exc}")
+                    self.invalidate(name, "wrong answer after the load")
+                procstat.settle(r.port)
+                self.status[name]["rss_end"] = procstat.sample(r.pid).rss
+            self.stop(r)
+
+    def rss_growth(self, c: ck.Contender, files: list[Path]) -> None:
+        n = self.args.rss_requests
+        log.info("== RSS phase: %s over %d requests", c.name, n)
+        r = self.start_checked(c, files)
+        if r is None:
+            return
+        script = self.script("hello", files)
+        try:
+            warm = self.wrk(r, script, self.args.connections, max(self.args.warmup, 2),
+                            "rss-warmup")
+            procstat.settle(r.port)
+            start = procstat.rss_of(r.pid)
+            steps, done, rate = [], 0, max(warm.rps, 1.0)
+            # wrk runs for a duration, not a count: four chunks sized from the measured rate,
+            # each on fresh connections. A leak grows step after step; a one-off allocation
+            # does not.
+            for i in range(4):
+                want = n * (i + 1) // 4 - done
+                if want <= 0:
+                    break
+                res = self.wrk(r, script, self.args.connections, want / rate * 1.02,
+                               f"rss.{i}")
+                rate = max(res.rps, 1.0)
+                done += res.requests
+                procstat.settle(r.port)
+                steps.append({"requests": done, "rss": procstat.rss_of(r.pid),
+                              "non2xx": res.non2xx, "socket_errors": res.socket_errors})
+        except wrkmod.WrkError as exc:
+            self.exclude(c.name, "wrk failed", f"RSS run: {exc}")
+            self.stop(r)
+            return
+        self.stop(r)
+        growth = steps[-1]["rss"] - start
+        self.rss = {"contender": c.name, "requests": done, "rss_after_warmup": start,
+                    "steps": steps, "growth": growth,
+                    "valid": all(s["non2xx"] == 0 for s in steps)}
+        log.info("RSS after warm-up %.1f MiB, after %d requests %.1f MiB (growth %+d KiB)",
+                 start / 2**20, done, steps[-1]["rss"] / 2**20, growth // 1024)
+
+    def stop_all(self) -> None:
+        for r in list(self.live):
+            try:
+                self.stop(r)
+            except Exception:  # noqa: BLE001 - best effort at exit
+                pass
+
+
+def order(contenders: list[ck.Contender]) -> list[ck.Contender]:
+    rank = {n: i for i, n in enumerate(LEADING)}
+    return sorted(contenders, key=lambda c: (rank.get(c.name, len(rank)), c.name))
+
+
+def preflight() -> None:
+    missing = [t for t in ("wrk", "taskset") if shutil.which(t) is None]
+    if missing:
+        pkgs = {"wrk": "wrk", "taskset": "util-linux"}
+        sys.exit(f"bench: {', '.join(missing)} not found. Install with `apt-get install "
+                 f"{' '.join(pkgs[m] for m in missing)}`, or run `make bench`, which installs "
+                 "the Debian packages listed in tools/debian-packages.txt.")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)-7s %(message)s", datefmt="%H:%M:%S")
+    all_contenders = order(ck.discover())
+    if args.list:
+        for c in all_contenders:
+            print(f"{c.name:26} {c.kind:7} {'quick' if c.quick else '':6} {c.label}")
+        return 0
+    preflight()
+    names = {c.name for c in all_contenders}
+    only = {n for n in args.only.split(",") if n}
+    skip = {n for n in args.skip.split(",") if n}
+    unknown = (only | skip) - names
+    if unknown:
+        sys.exit(f"bench: unknown contender(s) {', '.join(sorted(unknown))}; "
+                 f"known: {', '.join(sorted(names))}")
+    phases = {p for p in args.phases.split(",") if p}
+    bad = phases - {"hello", "static", "rss"}
+    if bad:
+        sys.exit(f"bench: unknown phase(s) {', '.join(sorted(bad))}; use hello, static, rss")
+    selected = [c for c in all_contenders
+                if (c.name in only if only else (c.quick or not args.quick))
+                and c.name not in skip
+                and (c.kind in phases or c.name == args.rss_contender)]
+    bench = Bench(args)
+    if bench.client_cpu is not None:
+        # The runner's own work (reading /proc, parsing) stays off the server's CPU.
+        os.sched_setaffinity(0, {bench.client_cpu})
+    else:
+        log.warning("fewer than 2 CPUs: server and client are not pinned apart")
+    started = time.time()
+    meta: dict[str, Any] = {
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "mode": "quick" if args.quick else "full",
+        "machine": machine(),
+        "tools": {"wrk": wrkmod.version(),
+                  "nginx": _cmd_output(["nginx", "-v"]) if shutil.which("nginx") else "absent",
+                  "uv": _cmd_output(ck.uv_command() + ["--version"])
+                  if shutil.which("uv") or os.environ.get("UV") else "absent",
+                  "runner_python": sys.version.split()[0]},
+        "settings": {"wrk": f"wrk -t1 -c{args.connections} -d{args.duration:g}s --latency",
+                     "duration_s": args.duration, "warmup_s": args.warmup,
+                     "rounds": args.rounds, "connections": args.connections,
+                     "c200": args.c200, "static_rounds": args.static_rounds,
+                     "static_files": f"{STATIC_FILES} x {STATIC_SIZE // 1024} KiB",
+                     "server_cpu": bench.server_cpu, "client_cpu": bench.client_cpu,
+                     "rss_requests": args.rss_requests},
+    }
+    ready: list[ck.Contender] = []
+    try:
+        files = make_static_files(bench.static_dir)
+        ready = bench.prepare(selected)
+        meta["project"] = project_info(str(ROOT / ".venv" / "bin" / "python")
+                                       if (ROOT / ".venv").exists() else sys.executable)
+        for kind in ("hello", "static"):
+            if kind in phases:
+                bench.phase(kind, [c for c in ready if c.kind == kind], files)
+        rss_c = next((c for c in ready if c.name == args.rss_contender), None)
+        if "rss" in phases and args.rss_requests and rss_c is not None:
+            bench.rss_growth(rss_c, files)
+    except KeyboardInterrupt:
+        log.warning("interrupted: writing what was measured")
+    finally:
+        bench.stop_all()
+    meta["elapsed_s"] = round(time.time() - started, 1)
+    for env_name in sorted({c.env for c in ready if c.env not in ("project", "system")}):
+        python = ck.ENVS_DIR / env_name / "bin" / "python"
+        meta.setdefault("environments", {})[env_name] = ck.freeze(str(python))
+    data = report.build(meta, bench.status, bench.runs, bench.rss)
+    paths = report.write_all(data, args.out, chart=not args.no_chart)
+    for p in paths:
+        log.info("wrote %s", p.relative_to(ROOT) if p.is_relative_to(ROOT) else p)
+    if args.readme == "yes" or (args.readme == "auto" and not args.quick and not args.only):
+        report.update_readme(ROOT / "README.md", data, args.out)
+    report.print_targets(data)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

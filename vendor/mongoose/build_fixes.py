@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Write the copy of mongoose.c that cymongoose compiles: the pinned file plus our fixes.
+
+The pristine, hash-verified mongoose.c stays untouched beside this script (and in our sdist);
+the build (CMakeLists.txt) compiles the output of this script instead. Each fix is our own
+code inserted after an anchor line, applied only to the pinned file (its sha256 is checked),
+and the script fails loudly if an anchor is missing, so a Mongoose update can never be
+half-fixed silently.
+
+    python3 build_fixes.py <pristine mongoose.c> <output mongoose.c>
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PIN = json.loads((HERE / "pin.json").read_text())
+
+# Mongoose 7.23 encodes the ECDSA signature of its TLS 1.3 CertificateVerify with fixed
+# 32-byte INTEGERs. When r or s starts with a zero byte (about 1 handshake in 256) that is
+# not minimal DER, and OpenSSL-based clients (Python's ssl, curl) reject the handshake with
+# "bad signature". tests/protocols/test_tls.py runs enough handshakes to catch it. Our block
+# runs right after Mongoose built the signature and re-encodes it minimally from the raw
+# 64-byte r||s still in `sig`.
+ECDSA_MINIMAL_DER = """\
+    {  /* cymongoose build fix: minimal DER INTEGERs in CertificateVerify */
+      const uint8_t *r_ = sig, *s_ = sig + 32;
+      size_t rl_ = 32, sl_ = 32, p_;
+      int rn_, sn_;
+      while (rl_ > 1 && r_[0] == 0 && !(r_[1] & 0x80)) r_++, rl_--;
+      while (sl_ > 1 && s_[0] == 0 && !(s_[1] & 0x80)) s_++, sl_--;
+      rn_ = !!(r_[0] & 0x80);
+      sn_ = !!(s_[0] & 0x80);
+      verify[9] = (uint8_t) (4 + rl_ + (size_t) rn_ + sl_ + (size_t) sn_);
+      verify[10] = 0x02;
+      verify[11] = (uint8_t) (rl_ + (size_t) rn_);
+      verify[12] = 0;
+      memmove(verify + 12 + rn_, r_, rl_);
+      p_ = 12 + (size_t) rn_ + rl_;
+      verify[p_] = 0x02;
+      verify[p_ + 1] = (uint8_t) (sl_ + (size_t) sn_);
+      verify[p_ + 2] = 0;
+      memmove(verify + p_ + 2 + sn_, s_, sl_);
+      sigsz = p_ + 2 + (size_t) sn_ + sl_ - 8;
+    }
+"""
+
+# (anchor line, code inserted after it)
+FIXES = [
+    ("    sigsz = (size_t) (70 + neg1 + neg2);\n", ECDSA_MINIMAL_DER),
+]
+
+
+def apply(source: bytes) -> bytes:
+    text = source.decode("utf-8")
+    for anchor, block in FIXES:
+        if text.count(anchor) != 1:
+            raise SystemExit(f"build_fixes.py: anchor not found exactly once: {anchor.strip()!r}")
+        text = text.replace(anchor, anchor + block)
+    return text.encode("utf-8")
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    source = Path(argv[1]).read_bytes()
+    digest = hashlib.sha256(source).hexdigest()
+    if digest != PIN["sha256"]["mongoose.c"]:
+        # A user's own copy (CYMONGOOSE_MONGOOSE_DIR): compile it as it is.
+        print(f"build_fixes.py: {argv[1]} is not the pinned file; compiling it unmodified")
+        patched = source
+    else:
+        patched = apply(source)
+    out = Path(argv[2])
+    if not out.exists() or out.read_bytes() != patched:
+        out.write_bytes(patched)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
