@@ -144,12 +144,29 @@ class Manager:
         `RuntimeError` while `poll()` runs."""
 
     def listen(
-        self, url: str, handler: _Handler | None = None, *, http: bool | None = None
+        self,
+        url: str,
+        handler: _Handler | None = None,
+        *,
+        http: bool | None = None,
+        **limits: int,
     ) -> Connection:
         """Listen on `tcp://`, `udp://`, `http://`, `https://`, `ws://` or `wss://` URL.
 
         `http=None` turns HTTP parsing on for http/https/ws/wss. Port 0 picks a free port:
-        read it from `local_addr[1]`. Accepted connections inherit `handler`."""
+        read it from `local_addr[1]`. Accepted connections inherit `handler`.
+
+        HTTP listeners take limits as keywords (defaults from `set_http_limits()`):
+        `max_header_count`, `max_header_size`, `max_uri_size`, `max_body_size`,
+        `header_timeout_ms`, `body_timeout_ms`, `keepalive_timeout_ms`,
+        `tls_handshake_timeout_ms` (0 turns a timeout off). See docs/server-behaviour.md."""
+
+    def set_http_limits(self, **limits: int) -> None:
+        """Change the limits that HTTP listeners opened from now on start with."""
+
+    @property
+    def http_limits(self) -> dict[str, int]:
+        """The limits new HTTP listeners get, by name."""
 
     def connect(
         self, url: str, handler: _Handler | None = None, *, http: bool | None = None
