@@ -49,9 +49,22 @@ ECDSA_MINIMAL_DER = """\
     }
 """
 
+# mg_bzero() wipes every buffer Mongoose frees or consumes (each byte sent, for one) with a
+# volatile byte-at-a-time loop: about 5 instructions per byte, 96% of the user-space
+# instructions when serving 100 KiB files (docs/performance.md). memset() plus a compiler
+# barrier keeps the guarantee that matters (the stores cannot be elided) at memset speed.
+FAST_BZERO = """\
+  if (buf != NULL && len > 0) {  /* cymongoose build fix: fast wipe, still not elidable */
+    memset((void *) buf, 0, len);
+    __asm__ __volatile__("" : : "r"(buf) : "memory");
+  }
+  if (len > 0) return;
+"""
+
 # (anchor line, code inserted after it)
 FIXES = [
     ("    sigsz = (size_t) (70 + neg1 + neg2);\n", ECDSA_MINIMAL_DER),
+    ("void mg_bzero(volatile unsigned char *buf, size_t len) {\n", FAST_BZERO),
 ]
 
 
