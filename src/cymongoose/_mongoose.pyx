@@ -13,6 +13,8 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.pystate cimport PyThreadState
 from cpython.ref cimport Py_DECREF, Py_INCREF, PyObject
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.errno cimport EAGAIN, EINTR, errno
+from libc.stdio cimport FILE, SEEK_SET, fseek, ftell
 from libc.string cimport memchr, memcmp, memcpy, memset, strlen
 
 cimport cython

@@ -43,7 +43,8 @@ STATIC_FILES = 100
 STATIC_SIZE = 100 * 1024
 
 # Contenders measured first in every round, in this order; the rest follow by name.
-LEADING = ["cymongoose-raw", "mongoose-c", "cymongoose-handles", "nginx", "cymongoose-static", "mongoose-c-static",
+LEADING = ["cymongoose-raw", "mongoose-c", "cymongoose-handles", "nginx", "cymongoose-static",
+           "mongoose-c-static",
            "nginx-static"]
 
 

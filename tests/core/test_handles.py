@@ -9,8 +9,15 @@ from typing import Any
 import pytest
 
 from cymongoose import (
-    MG_EV_ACCEPT, MG_EV_HTTP_MSG, MG_EV_POLL, MG_EV_WAKEUP, Connection, Manager, handles,
+    MG_EV_ACCEPT,
+    MG_EV_HTTP_MSG,
+    MG_EV_POLL,
+    MG_EV_WAKEUP,
+    Connection,
+    Manager,
+    handles,
 )
+
 from conftest import poll_until
 
 pytestmark = pytest.mark.timeout(30)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import shutil
 import socket
 import subprocess
+import threading
 import time
 from typing import Any
 
@@ -452,3 +454,48 @@ def test_uncommon_and_invalid_status_codes(server_thread: Any) -> None:
     raw = raw_exchange(port, b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     assert raw.startswith(b"HTTP/1.1 299 \r\n") and raw.endswith(b"custom")
     assert outcome == ["ValueError"]
+
+
+def test_large_files_are_exact_for_slow_and_concurrent_readers(
+        server_thread: Any, tmp_path: Any) -> None:
+    # Plain-HTTP file bodies go out with sendfile(2) once the head is flushed; a reader that
+    # stalls fills the socket and forces the fall-back to buffered chunks mid-file.
+    blobs = {f"/f{i}.bin": os.urandom(3 * 1024 * 1024 + i * 777) for i in range(3)}
+    for name, data in blobs.items():
+        (tmp_path / name.lstrip("/")).write_bytes(data)
+
+    def handler(conn: Connection, ev: int, msg: Any) -> None:
+        if ev == MG_EV_HTTP_MSG:
+            conn.serve_dir(msg, str(tmp_path))
+
+    st = server_thread(handler)
+    port = st.listen()
+    st.start()
+    results: dict[str, bytes] = {}
+
+    def fetch(path: str, slow: bool) -> None:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+            s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+            buf = bytearray()
+            while chunk := s.recv(65536):
+                buf.extend(chunk)
+                if slow and len(buf) < 1_000_000:
+                    time.sleep(0.01)
+            results[path + (" slow" if slow else "")] = bytes(buf.split(b"\r\n\r\n", 1)[1])
+
+    threads = [threading.Thread(target=fetch, args=(p, slow))
+               for p in blobs for slow in (False, True)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    for path, data in blobs.items():
+        assert results[path] == data
+        assert results[path + " slow"] == data
+    raw = raw_exchange(port, b"GET /f1.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=1000-1999\r\n"
+                             b"Connection: close\r\n\r\n")
+    assert raw.startswith(b"HTTP/1.1 206") and raw.endswith(blobs["/f1.bin"][1000:2000])
+    head = raw_exchange(port, b"HEAD /f2.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert head.endswith(b"\r\n\r\n")
+    assert b"Content-Length: %d" % len(blobs["/f2.bin"]) in head

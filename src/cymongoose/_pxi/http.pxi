@@ -272,6 +272,7 @@ cdef int _http_serve_dir(Connection conn, HttpMessage message, str root_dir,
     if len(p404):
         opts.page404 = p404
     mg.mg_http_serve_dir(conn._c, message._hm, &opts)
+    _note_file_sender(conn._c)
     return 0
 
 
@@ -289,7 +290,55 @@ cdef int _http_serve_file(Connection conn, HttpMessage message, str path,
     if len(mimes):
         opts.mime_types = mimes
     mg.mg_http_serve_file(conn._c, message._hm, bpath, &opts)
+    _note_file_sender(conn._c)
     return 0
+
+
+# Mongoose's static-file sender (static_cb, static in mongoose.c), learned from the first
+# serve_dir/serve_file that opened a file: that call leaves it in c->pfn with the file in
+# c->pfn_data.
+cdef mg.mg_event_handler_t _mg_file_sender = NULL
+DEF _SENDFILE_BURST = 4 * 1024 * 1024  # per event, so one download can't starve the rest
+
+
+cdef void _note_file_sender(mg.mg_connection *c) noexcept nogil:
+    global _mg_file_sender
+    if (_mg_file_sender == NULL and c.pfn != NULL and c.pfn != _mg_http_cb
+            and c.pfn != <mg.mg_event_handler_t>_http_guard and c.pfn_data != NULL):
+        _mg_file_sender = c.pfn
+
+
+cdef void _sendfile_body(mg.mg_connection *c, mg.mg_fd *fd) noexcept nogil:
+    """Send what is left of a served file with sendfile(2) instead of Mongoose's copy
+    through 16 KiB user-space chunks. Only on plain TCP, from the POSIX filesystem, and only
+    once everything queued before it (the response head) has been written, so bytes stay
+    in order. Mongoose's sender then sees nothing left and finishes the response as usual;
+    if the socket fills up first, it queues one ordinary chunk, which makes Mongoose wait
+    for writability and call us again."""
+    if c.is_tls or c.send.len != 0 or fd == NULL or fd.fs != &mg.mg_fs_posix:
+        return
+    # Mongoose keeps the bytes still to send in the last size_t of c->data (static_cb).
+    cdef size_t *left = <size_t *>&c.data[(sizeof(c.data) - sizeof(size_t))
+                                          // sizeof(size_t) * sizeof(size_t)]
+    cdef FILE *fp = <FILE *>fd.fd
+    cdef long offset
+    cdef ssize_t n
+    cdef size_t budget = _SENDFILE_BURST
+    if left[0] == 0 or fp == NULL:
+        return
+    offset = ftell(fp)  # the logical position, read-ahead of an earlier chunk included
+    if offset < 0:
+        return
+    while left[0] > 0 and budget > 0:
+        n = mg.sendfile(<int><size_t>c.fd, mg.fileno(fp), &offset,
+                        left[0] if left[0] < budget else budget)
+        if n <= 0:
+            if n < 0 and errno != EAGAIN and errno != EINTR:
+                c.is_closing = 1  # the peer is gone or the file failed: no way to finish
+            break
+        left[0] -= <size_t>n
+        budget -= <size_t>n
+    fseek(fp, offset, SEEK_SET)  # keep stdio's position (and buffer) in step
 
 
 cdef str _checked_header_block(str block):

@@ -649,6 +649,8 @@ cdef bint _adopt_protocol(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
 
 
 cdef void _run_inner(mg.mg_connection *c, HttpGuard *g, int ev, void *ev_data) noexcept nogil:
+    if g.inner == _mg_file_sender and (ev == mg.MG_EV_WRITE or ev == mg.MG_EV_POLL):
+        _sendfile_body(c, <mg.mg_fd *>g.inner_data)  # http.pxi: zero-copy file bodies
     c.pfn_data = g.inner_data
     g.inner(c, ev, ev_data)
     if c.pfn != <mg.mg_event_handler_t>_http_guard:

@@ -3,6 +3,7 @@
 # Bit-fields of struct mg_connection are declared as plain members: Cython only emits
 # `c->field` accesses, which C resolves against the real bit-field.
 
+from libc.stdio cimport FILE
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 
 
@@ -201,6 +202,13 @@ cdef extern from "mongoose.h" nogil:
         mg_str head
         mg_str message
 
+    struct mg_fs:
+        pass
+    struct mg_fd:
+        void *fd  # a FILE * for mg_fs_posix
+        mg_fs *fs
+    mg_fs mg_fs_posix
+
     struct mg_http_serve_opts:
         const char *root_dir
         const char *ssi_pattern
@@ -379,6 +387,15 @@ cdef extern from "sys/epoll.h" nogil:
     struct epoll_event:
         uint32_t events
     int epoll_wait(int epfd, epoll_event *events, int maxevents, int timeout)
+
+
+cdef extern from "sys/sendfile.h" nogil:
+    # The zero-copy body path for plain-HTTP static files (http.pxi _sendfile_body).
+    ssize_t sendfile(int out_fd, int in_fd, long *offset, size_t count)
+
+
+cdef extern from "stdio.h" nogil:
+    int fileno(FILE *stream)
 
 
 cdef extern from "cym_extra.h" nogil:
