@@ -39,6 +39,15 @@ def poll_until(mgr: Manager, done: Callable[[], bool], timeout: float = 5.0) -> 
     return done()
 
 
+def pump(mgr: Manager, cond: Callable[[], bool], timeout: float, what: str) -> None:
+    """Poll mgr until cond(); fail saying what was awaited if timeout passes first."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        mgr.poll(5)
+
+
 class ServerThread:
     """A Manager polled on a background thread until stop(); handlers run on that thread."""
 

@@ -7,7 +7,7 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,13 +16,7 @@ from dnslib.server import BaseResolver, DNSLogger, DNSServer
 
 import cymongoose as cm
 
-
-def pump(mgr: cm.Manager, cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        mgr.poll(5)
+from conftest import pump
 
 
 def run_for(mgr: cm.Manager, seconds: float) -> None:

@@ -18,6 +18,8 @@ from paho.mqtt.properties import Properties
 
 import cymongoose as cm
 
+from conftest import pump
+
 try:
     from .mosquitto import Broker, mosquitto_path, run_mosquitto
 except ImportError:  # tests/protocols is not a package: pytest put it on sys.path
@@ -38,14 +40,6 @@ def broker() -> Iterator[Broker]:
         pytest.skip("mosquitto is not installed")
     with run_mosquitto() as b:
         yield b
-
-
-def pump(mgr: cm.Manager, cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        mgr.poll(5)
 
 
 def paho_client(broker: Broker, client_id: str, v5: bool = False) -> paho.Client:

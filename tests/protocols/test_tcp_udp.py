@@ -16,13 +16,7 @@ import pytest
 
 import cymongoose as cm
 
-
-def pump(mgr: cm.Manager, cond: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        mgr.poll(5)
+from conftest import pump
 
 
 class Poller:
