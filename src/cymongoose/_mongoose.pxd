@@ -81,6 +81,7 @@ cdef class Manager:
     cdef object _wakeup_queue
     cdef HttpMessage _http_view
     cdef HttpLimits _limits
+    cdef size_t _max_recv_size
     cdef bytes _dns_url  # keeps mgr.dns4.url / dns6.url alive once dns_server is set
     cdef object __weakref__
 
@@ -98,6 +99,7 @@ cdef class Connection:
     cdef object _handler
     cdef public object userdata
     cdef object _mask_handler  # the handler _mask was computed for (see handles())
+    cdef bint _recv_capped  # raw TCP/UDP and MQTT: Manager.max_recv_size applies
     cdef uint64_t _mask
     cdef bint _head_request
     cdef bint _bound

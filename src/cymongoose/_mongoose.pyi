@@ -52,6 +52,7 @@ UNEXPOSED_EVENTS: dict[str, int]
 
 MONGOOSE_VERSION: str
 WAKEUP_MAX_PAYLOAD: int
+DEFAULT_MAX_RECV_SIZE: int
 
 MG_EV_ERROR: int
 MG_EV_OPEN: int
@@ -118,6 +119,11 @@ class Manager:
     @property
     def connections(self) -> tuple[Connection, ...]:
         """Snapshot of live connections (listeners, accepted, clients), in creation order."""
+
+    max_recv_size: int
+    """Most bytes a raw TCP/UDP or MQTT connection may hold unconsumed in its receive
+    buffer before it is closed with MG_EV_ERROR (default `DEFAULT_MAX_RECV_SIZE`, 16 MiB).
+    HTTP uses its own limits (`set_http_limits`), WebSocket its max message size."""
 
     dns_server: str
     """`udp://host:port` resolver used by this Manager (Mongoose's default is
@@ -521,6 +527,7 @@ __all__ = [
     "Event",
     "UNEXPOSED_EVENTS",
     "WAKEUP_MAX_PAYLOAD",
+    "DEFAULT_MAX_RECV_SIZE",
     "MONGOOSE_VERSION",
     "MG_EV_ERROR",
     "MG_EV_OPEN",

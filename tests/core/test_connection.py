@@ -201,3 +201,36 @@ def test_udp_listener_and_addresses(manager: Manager) -> None:
         s.sendto(b"dgram", ("127.0.0.1", lst.local_addr[1]))
         poll_until(manager, lambda: bool(got))
     assert got == [b"dgram"]
+
+
+def test_unconsumed_receive_buffer_is_capped() -> None:
+    events: list[tuple[int, Any]] = []
+
+    def hoarder(conn: Connection, ev: int, data: Any) -> None:
+        events.append((ev, data))  # never consumes what arrives
+
+    with Manager(hoarder) as mgr:
+        with pytest.raises(ValueError):
+            mgr.max_recv_size = 10
+        with pytest.raises(TypeError):
+            mgr.max_recv_size = "big"  # type: ignore[assignment]
+        mgr.max_recv_size = 64 * 1024
+        assert mgr.max_recv_size == 64 * 1024
+        port = mgr.listen("tcp://127.0.0.1:0").local_addr[1]
+        sent = [0]
+
+        def flood() -> None:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                    for _ in range(64):
+                        s.sendall(b"x" * 16384)
+                        sent[0] += 16384
+            except OSError:
+                pass  # the server closed on us: expected
+
+        t = threading.Thread(target=flood)
+        t.start()
+        poll_until(mgr, lambda: any(ev == MG_EV_CLOSE for ev, _ in events), timeout=10)
+        t.join(10)
+    errors = [d for ev, d in events if ev == MG_EV_ERROR]
+    assert errors and "max_recv_size" in errors[0]

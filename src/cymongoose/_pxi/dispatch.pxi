@@ -55,6 +55,7 @@ cdef Connection _bind(mg.mg_connection *c):
     child._manager = conn._manager
     child._handler = conn._handler
     child._limits = conn._limits
+    child._recv_capped = conn._recv_capped
     Py_INCREF(child)  # owned by c->fn_data until MG_EV_CLOSE
     c.fn_data = <void *>child
     return child
@@ -87,6 +88,11 @@ cdef void _dispatch(mg.mg_connection *c, int ev, void *ev_data) noexcept:
         elif ev == mg.MG_EV_WS_CTL:
             _ws_on_ctl(conn, c, <mg.mg_ws_message *>ev_data)  # close code, ws.pxi
         _deliver(manager, conn, c, ev, ev_data)
+        if (ev == mg.MG_EV_READ and conn._recv_capped and c.recv.len > manager._max_recv_size
+                and not c.is_closing):
+            # Checked after the handler had its chance to consume (recv_data(consume=True)).
+            mg.mg_error(c, "receive buffer over max_recv_size (%lu bytes): closing",
+                        <unsigned long>manager._max_recv_size)
         if ev == mg.MG_EV_CLOSE:
             _unbind(c, conn)
     except BaseException as exc:

@@ -11,6 +11,11 @@ import warnings as _warnings
 # producer from queueing unbounded single messages.
 WAKEUP_MAX_PAYLOAD = 64 * 1024 * 1024
 
+# Default cap on what a raw TCP/UDP or MQTT connection may hold unconsumed in its receive
+# buffer. Mongoose's own compile-time cap (3 MiB) is raised in CMakeLists.txt so that HTTP
+# bodies obey the runtime max_body_size instead; this keeps the other protocols bounded too.
+DEFAULT_MAX_RECV_SIZE = 16 * 1024 * 1024
+
 cdef tuple _HTTP_SCHEMES = ("http://", "https://", "ws://", "wss://")
 
 
@@ -32,6 +37,7 @@ cdef class Manager:
         self._timers = set()
         self._wakeup_queue = _collections.deque()
         self._limits = _DEFAULT_LIMITS
+        self._max_recv_size = DEFAULT_MAX_RECV_SIZE
 
     def __init__(self, handler=None, enable_wakeup=False, error_handler=None):
         self._handler = _check_handler(handler, "handler")
@@ -99,6 +105,18 @@ cdef class Manager:
             c = c.next
         out.reverse()  # creation order
         return tuple(out)
+
+    @property
+    def max_recv_size(self):
+        return self._max_recv_size
+
+    @max_recv_size.setter
+    def max_recv_size(self, value):
+        if type(value) is bool or not isinstance(value, int):
+            raise TypeError(f"max_recv_size must be an int, not {type(value).__name__}")
+        if value < 1024:
+            raise ValueError("max_recv_size must be at least 1024 bytes")
+        self._max_recv_size = value
 
     @property
     def wakeup_id(self):
@@ -352,6 +370,7 @@ cdef Connection _open(Manager manager, str url, object handler, object http, bin
     conn._handler = handler
     conn._manager = <void *>manager
     conn._limits = manager._limits
+    conn._recv_capped = not use_http
     cdef mg.mg_connection *c
     Py_INCREF(conn)  # the reference c->fn_data will own until MG_EV_CLOSE
     if listen:

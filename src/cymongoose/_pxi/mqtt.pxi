@@ -293,6 +293,7 @@ cdef Connection _mqtt_connect(Manager manager, str url, object handler, object c
     conn._handler = handler
     conn._manager = <void *>manager
     conn._limits = manager._limits
+    conn._recv_capped = True
     Py_INCREF(conn)  # the reference c->fn_data will own until MG_EV_CLOSE
     # mg_mqtt_login() copies every string into c->send before returning, so the bytes
     # objects above only need to outlive this call.
@@ -318,6 +319,7 @@ cdef Connection _mqtt_listen(Manager manager, str url, object handler):
     conn._handler = handler
     conn._manager = <void *>manager
     conn._limits = manager._limits
+    conn._recv_capped = True
     Py_INCREF(conn)  # the reference c->fn_data will own until MG_EV_CLOSE
     cdef mg.mg_connection *c = mg.mg_mqtt_listen(&manager._mgr, burl, _on_event,
                                                  <void *>conn)
