@@ -48,6 +48,28 @@ def pump(mgr: Manager, cond: Callable[[], bool], timeout: float, what: str) -> N
         mgr.poll(5)
 
 
+def recv_polling(mgr: Manager, sock: socket.socket, want: bytes, timeout: float = 5.0) -> bytes:
+    """Read from a non-blocking client socket while polling mgr in this thread, until the
+    bytes read equal `want` or the timeout passes; returns what was read."""
+    got = b""
+    deadline = time.monotonic() + timeout
+    while got != want and time.monotonic() < deadline:
+        mgr.poll(5)
+        try:
+            got += sock.recv(65536)
+        except BlockingIOError:
+            pass
+    return got
+
+
+def wait_until(pred: Callable[[], object], timeout: float = 5.0) -> bool:
+    """Sleep-poll pred() (for state a server thread updates); returns its last truth."""
+    deadline = time.monotonic() + timeout
+    while not pred() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return bool(pred())
+
+
 class ServerThread:
     """A Manager polled on a background thread until stop(); handlers run on that thread."""
 

@@ -18,7 +18,7 @@ from paho.mqtt.properties import Properties
 
 import cymongoose as cm
 
-from conftest import pump
+from conftest import pump, recv_polling
 
 try:
     from .mosquitto import Broker, mosquitto_path, run_mosquitto
@@ -878,15 +878,7 @@ def test_fuzzed_packets_to_our_listener(v5: bool) -> None:
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
             s.sendall(b"\xc0\x00")  # PINGREQ
             s.setblocking(False)
-            got = b""
-            deadline = time.monotonic() + 5
-            while got != b"\xd0\x00" and time.monotonic() < deadline:
-                mgr.poll(5)
-                try:
-                    got += s.recv(16)
-                except BlockingIOError:
-                    pass
-            assert got == b"\xd0\x00"
+            assert recv_polling(mgr, s, b"\xd0\x00") == b"\xd0\x00"
     assert any("malformed MQTT packet" in e for e in errors)
 
 

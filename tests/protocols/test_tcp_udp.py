@@ -16,7 +16,7 @@ import pytest
 
 import cymongoose as cm
 
-from conftest import pump
+from conftest import pump, recv_polling
 
 
 class Poller:
@@ -439,12 +439,5 @@ def test_ipv6_tcp_echo() -> None:
         with socket.create_connection(("::1", port), timeout=5) as s:
             s.setblocking(False)
             s.sendall(b"six")
-            got = b""
-            deadline = time.monotonic() + 5
-            while got != b"six" and time.monotonic() < deadline:
-                mgr.poll(5)
-                try:
-                    got += s.recv(16)
-                except BlockingIOError:
-                    pass
+            got = recv_polling(mgr, s, b"six")
     assert got == b"six"

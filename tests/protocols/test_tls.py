@@ -38,6 +38,8 @@ from cymongoose import (
     TlsOpts,
 )
 
+from conftest import wait_until
+
 
 @pytest.fixture(scope="module")
 def ca() -> certs.CA:
@@ -84,10 +86,7 @@ class TlsServer:
             self.closed += 1
 
     def wait(self, pred: Any, timeout: float = 5.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while not pred() and time.monotonic() < deadline:
-            time.sleep(0.005)
-        return bool(pred())
+        return wait_until(pred, timeout)
 
 
 @pytest.fixture

@@ -31,6 +31,8 @@ from cymongoose import (
     WsMessage,
 )
 
+from conftest import wait_until
+
 OP_CONT, OP_CLOSE, OP_PONG = 0, 8, 10
 
 
@@ -73,10 +75,7 @@ class WsServer:
         return sum(1 for e, _ in self.events if e == ev)
 
     def wait(self, pred: Any, timeout: float = 5.0) -> bool:
-        deadline = time.monotonic() + timeout
-        while not pred() and time.monotonic() < deadline:
-            time.sleep(0.005)
-        return bool(pred())
+        return wait_until(pred, timeout)
 
 
 @pytest.fixture
