@@ -7,7 +7,7 @@ export UV_PYTHON ?= python3
 PYTEST_ARGS ?=
 ASAN_VENV := .venv-asan
 
-.PHONY: all setup fetch build demo test test-suite stubtest typecheck lint asan-test docs clean \
+.PHONY: all setup fetch build demo test test-suite stubtest typecheck lint asan-test clean \
         debian-packages
 
 all: build
