@@ -21,6 +21,7 @@ cdef struct GilSlot:
     void *manager  # borrowed Manager that embeds this slot
     bint finalizing  # the Manager is being deallocated: bookkeeping only, no Python calls
     unsigned long io_events  # non-POLL events seen since the last poll(): "traffic is flowing"
+    unsigned quiet_polls  # consecutive poll() calls that saw no such event
 
 
 cdef struct HttpLimits:

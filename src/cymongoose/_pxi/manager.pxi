@@ -16,6 +16,15 @@ WAKEUP_MAX_PAYLOAD = 64 * 1024 * 1024
 # bodies obey the runtime max_body_size instead; this keeps the other protocols bounded too.
 DEFAULT_MAX_RECV_SIZE = 16 * 1024 * 1024
 
+# Right after traffic, poll() waits up to _LINGER_MS for the next request *holding* the GIL
+# (epoll_wait sleeps, it does not spin) for _LINGER_POLLS quiet polls before it gives the GIL
+# up to block. With a CPU-busy Python thread in the process, giving the GIL up costs a whole
+# switch interval (5 ms) to get it back, so a client that answers within a millisecond would
+# otherwise pay 5 ms per round trip. On a truly idle server this holds the GIL for at most
+# _LINGER_POLLS x _LINGER_MS after the last request.
+DEF _LINGER_MS = 1
+DEF _LINGER_POLLS = 2
+
 cdef tuple _HTTP_SCHEMES = ("http://", "https://", "ws://", "wss://")
 
 
@@ -154,10 +163,15 @@ cdef class Manager:
         self._polling = True
         self._stop_dispatch = False
         cdef bint flowing = self._gil.io_events > 0 or bool(self._wakeup_queue)
+        if flowing:
+            self._gil.quiet_polls = 0
+        elif self._gil.quiet_polls < 1000:
+            self._gil.quiet_polls += 1
         self._gil.io_events = 0
         cdef int wait_ms
         try:
-            if timeout_ms == 0 or flowing or _ready_soon(&self._mgr):
+            if (timeout_ms == 0 or flowing or
+                    _ready_soon(&self._mgr, self._gil.quiet_polls <= _LINGER_POLLS)):
                 # Work is at hand: run the iteration holding the GIL. Releasing it here
                 # would let a CPU-busy Python thread take it and cost this loop a whole
                 # switch interval (5 ms) per iteration: the GIL ping-pong that dropped
@@ -317,16 +331,12 @@ cdef class Manager:
             self._timers.discard(t)
 
 
-# How long poll() keeps checking, GIL held, for the next request of a connection it just
-# served before it gives the GIL up to block: about one loopback round trip.
-DEF _SPIN_PROBES = 64
 
 
-cdef bint _ready_soon(mg.mg_mgr *mgr) noexcept nogil:
-    # Non-consuming readiness probe: Mongoose's epoll set is level-triggered, so a zero
-    # timeout epoll_wait() here leaves every event for mg_mgr_poll() to see again.
+cdef bint _ready_soon(mg.mg_mgr *mgr, bint linger) noexcept nogil:
+    # Non-consuming readiness probe: Mongoose's epoll set is level-triggered, so an
+    # epoll_wait() here leaves every event for mg_mgr_poll() to see again.
     cdef mg.epoll_event ev
-    cdef int i
     cdef mg.mg_connection *c = mgr.conns
     while c != NULL:
         if c.is_closing or c.rtls.len > 0:
@@ -334,10 +344,7 @@ cdef bint _ready_soon(mg.mg_mgr *mgr) noexcept nogil:
         c = c.next
     if mgr.epoll_fd < 0:
         return False
-    for i in range(_SPIN_PROBES):
-        if mg.epoll_wait(mgr.epoll_fd, &ev, 1, 0) > 0:
-            return True
-    return False
+    return mg.epoll_wait(mgr.epoll_fd, &ev, 1, _LINGER_MS if linger else 0) > 0
 
 
 cdef int _wait_budget(mg.mg_mgr *mgr, int timeout_ms) noexcept nogil:
