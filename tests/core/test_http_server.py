@@ -48,6 +48,20 @@ def raw_exchange(port: int, payload: bytes, timeout: float = 3.0) -> bytes:
         return b"".join(chunks)
 
 
+@pytest.fixture
+def uri_echo_port(server_thread: Any) -> int:
+    """A running HTTP server that answers every request with its URI."""
+
+    def handler(conn: Connection, ev: int, msg: Any) -> None:
+        if ev == MG_EV_HTTP_MSG:
+            conn.reply(200, msg.uri.encode())
+
+    st = server_thread(handler)
+    port = st.listen()
+    st.start()
+    return port
+
+
 def test_reply_status_body_and_default_content_type(server_thread: Any) -> None:
     def handler(conn: Connection, ev: int, msg: Any) -> None:
         if ev == MG_EV_HTTP_MSG:
@@ -153,14 +167,8 @@ def test_head_gets_headers_but_no_body(server_thread: Any) -> None:
     assert rest.endswith(b"x" * 100)
 
 
-def test_keep_alive_and_pipelining_answer_in_order(server_thread: Any) -> None:
-    def handler(conn: Connection, ev: int, msg: Any) -> None:
-        if ev == MG_EV_HTTP_MSG:
-            conn.reply(200, msg.uri.encode())
-
-    st = server_thread(handler)
-    port = st.listen()
-    st.start()
+def test_keep_alive_and_pipelining_answer_in_order(uri_echo_port: int) -> None:
+    port = uri_echo_port
     reqs = b"".join(b"GET /%d HTTP/1.1\r\nHost: x\r\n\r\n" % i for i in range(5))
     raw = raw_exchange(port, reqs + b"GET /last HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     bodies = [part.split(b"\r\n\r\n", 1)[1] for part in raw.split(b"HTTP/1.1 200 OK")[1:]]
@@ -413,14 +421,8 @@ def test_ipv6_listen_and_connect(server_thread: Any) -> None:
     assert peers[0][2] is True
 
 
-def test_many_concurrent_clients(server_thread: Any) -> None:
-    def handler(conn: Connection, ev: int, msg: Any) -> None:
-        if ev == MG_EV_HTTP_MSG:
-            conn.reply(200, msg.uri.encode())
-
-    st = server_thread(handler)
-    port = st.listen()
-    st.start()
+def test_many_concurrent_clients(uri_echo_port: int) -> None:
+    port = uri_echo_port
     socks = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(50)]
     try:
         for i, s in enumerate(socks):
