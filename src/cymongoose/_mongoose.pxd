@@ -8,7 +8,7 @@
 #   their event handler runs; the pointer is cleared when it returns.
 
 from cpython.pystate cimport PyThreadState
-from libc.stdint cimport uint64_t
+from libc.stdint cimport int64_t, uint64_t
 
 from .includes cimport mongoose as mg
 
@@ -22,6 +22,7 @@ cdef struct GilSlot:
     bint finalizing  # the Manager is being deallocated: bookkeeping only, no Python calls
     unsigned long io_events  # non-POLL events seen since the last poll(): "traffic is flowing"
     unsigned quiet_polls  # consecutive poll() calls that saw no such event
+    int linger_ms  # Manager.linger_ms: GIL-held wait for the next request after traffic
 
 
 cdef struct HttpLimits:
@@ -34,6 +35,9 @@ cdef struct HttpLimits:
     uint64_t body_timeout_ms
     uint64_t keepalive_timeout_ms
     uint64_t tls_handshake_timeout_ms
+    # Not a limit but a listener setting carried the same way: deliver each request's head
+    # as MG_EV_HTTP_HDRS and hand its body out as it arrives (http_stream.pxi).
+    bint stream_body
 
 
 cdef struct HttpGuard:
@@ -58,6 +62,21 @@ cdef struct HttpGuard:
     int flags
     mg.mg_event_handler_t inner  # Mongoose's file sender, run by the guard while it serves
     void *inner_data  # its c->pfn_data (the open file)
+    # Streamed request body (http_stream.pxi): c->recv holds body_ready decoded bytes at its
+    # front, then wire bytes not decoded yet.
+    size_t body_ready
+    size_t body_base  # the head's length while MG_EV_HTTP_HDRS runs (it is still in front)
+    size_t body_left  # Content-Length bytes still due, or the current chunk's data left
+    size_t wire_total  # body bytes read from the socket so far (progress clock)
+    int chunk_state
+    # Response written piecewise (http_response.pxi): http_begin/http_write/http_end.
+    int resp_state
+    int resp_framing
+    size_t resp_left  # Content-Length bytes still due
+    # http_sendfile(): our dup of the file, where to read next and how much is left.
+    int file_fd
+    int64_t file_off
+    size_t file_left
 
 
 cdef struct TimerBox:

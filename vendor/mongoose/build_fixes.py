@@ -61,10 +61,28 @@ FAST_BZERO = """\
   if (len > 0) return;
 """
 
+# Mongoose's epoll interest always includes EPOLLIN, so a connection whose reads are paused
+# (c->is_full: a streamed request body the app is not consuming yet) would make the
+# level-triggered epoll_wait() return at once, forever: the loop would spin. Our definition
+# leaves EPOLLIN out while is_full is set; cymongoose re-arms it when it clears the flag.
+EPOLL_RESPECTS_IS_FULL = """\
+#if MG_ENABLE_EPOLL  /* cymongoose build fix: no EPOLLIN while reads are paused */
+#undef MG_EPOLL_MOD
+#define MG_EPOLL_MOD(c, wr)                                                \\
+  do {                                                                     \\
+    struct epoll_event ev = {EPOLLERR | EPOLLHUP, {c}};                    \\
+    if (!(c)->is_full) ev.events |= EPOLLIN;                               \\
+    if (wr) ev.events |= EPOLLOUT;                                         \\
+    epoll_ctl(c->mgr->epoll_fd, EPOLL_CTL_MOD, (int) (size_t) c->fd, &ev); \\
+  } while (0)
+#endif
+"""
+
 # (anchor line, code inserted after it)
 FIXES = [
     ("    sigsz = (size_t) (70 + neg1 + neg2);\n", ECDSA_MINIMAL_DER),
     ("void mg_bzero(volatile unsigned char *buf, size_t len) {\n", FAST_BZERO),
+    ('#include "mongoose.h"\n', EPOLL_RESPECTS_IS_FULL),
 ]
 
 

@@ -1,6 +1,8 @@
 # Connection: the Python face of one mg_connection (state, buffers, raw I/O); protocol
 # methods are one-line delegations to the fragment of their protocol.
 
+import os as _os
+
 
 cdef str _format_ip(const mg.mg_addr *a):
     cdef const uint8_t *ip = a.addr.ip
@@ -188,6 +190,43 @@ cdef class Connection:
     def serve_file(self, HttpMessage message, str path not None,
                    str extra_headers not None="", str mime_types not None=""):
         _http_serve_file(self, message, path, extra_headers, mime_types)
+
+    def http_begin(self, int status_code, headers=None, *, reason=None):
+        _http_begin(self, status_code, headers, reason)
+
+    def http_write(self, data):
+        _http_write(self, data)
+
+    def http_sendfile(self, int fd, long long offset=0, long long count=-1):
+        if count < 0:
+            count = _os.fstat(fd).st_size - offset
+        _http_sendfile(self, fd, offset, count)
+
+    def http_end(self):
+        return _http_end(self)
+
+    @property
+    def response_started(self):
+        return self._c != NULL and self._guard.resp_state != _RS_IDLE
+
+    def body_read(self, Py_ssize_t max_bytes=-1):
+        return _body_read(self, max_bytes)
+
+    @property
+    def body_pending(self):
+        if self._c == NULL or not (self._guard.flags & _GF_STREAM):
+            return 0
+        _stream_decode(self._c, &self._guard)
+        return self._guard.body_ready
+
+    @property
+    def body_complete(self):
+        if self._c == NULL:
+            return False
+        if not (self._guard.flags & _GF_STREAM):
+            return True
+        _stream_decode(self._c, &self._guard)
+        return bool(self._guard.flags & _GF_BODY_DONE)
 
     def http_chunk(self, data):
         _http_chunk(self, data)

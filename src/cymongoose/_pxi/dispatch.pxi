@@ -80,7 +80,8 @@ cdef void _dispatch(mg.mg_connection *c, int ev, void *ev_data) noexcept:
                 _unbind(c, conn)
             return
         manager = <Manager>slot.manager
-        if ev == mg.MG_EV_HTTP_MSG and c.is_accepted:
+        if c.is_accepted and (ev == mg.MG_EV_HTTP_MSG or (
+                ev == mg.MG_EV_HTTP_HDRS and conn._guard.flags & _GF_STREAM)):
             # Remembered so reply() sends no body to HEAD (RFC 9110 §9.3.2).
             conn._head_request = ((<mg.mg_http_message *>ev_data).method.len == 4 and
                                   memcmp((<mg.mg_http_message *>ev_data).method.buf,
@@ -149,7 +150,8 @@ cdef void _deliver(Manager manager, Connection conn, mg.mg_connection *c, int ev
     try:
         handler(conn, ev, data)
     except BaseException as exc:
-        if _route_exception(manager, exc) and ev == mg.MG_EV_HTTP_MSG:
+        if _route_exception(manager, exc) and (ev == mg.MG_EV_HTTP_MSG or (
+                ev == mg.MG_EV_HTTP_HDRS and conn._guard.flags & _GF_STREAM)):
             _answer_failed_request(c, send_mark)
     finally:
         # Views die with their event (picows' rule): a stored view raises, never reads

@@ -89,6 +89,9 @@ cdef int _send_response(Connection conn, int status_code, object headers, bint j
     """Frame and queue one complete response. Every header is validated before anything is
     written, so a refused header leaves the connection untouched."""
     conn._ensure_open()
+    if conn._guard.resp_state != 0:
+        raise RuntimeError("a response was started with http_begin(): finish it with "
+                           "http_write()/http_end()")
     cdef mg.mg_connection *c = conn._c
     cdef bytes status = _status_line(status_code)
     cdef Py_ssize_t body_len = PyBytes_GET_SIZE(body)

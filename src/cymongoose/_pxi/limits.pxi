@@ -45,6 +45,7 @@ cdef enum:
     _PH_BODY = 3  # head accepted, body still arriving
     _PH_RESP = 4  # request handed to the handler, response not complete yet
     _PH_LINGER = 5  # refused: input discarded until the client goes or the linger ends
+    _PH_STREAM = 6  # head handed to the handler, body streaming (http_stream.pxi)
 
 cdef enum:
     _BODY_NONE = 0
@@ -70,6 +71,9 @@ cdef enum:
     _SEEN_AUTH = 16
     _SEEN_COOKIE = 32
     _SEEN_EXPECT = 64
+    # Streamed listeners never run Mongoose's parser, so repeated Cookie fields (which an
+    # HTTP/2-to-1 proxy may send) are passed on for the app server to join with "; ".
+    _SEEN_COOKIES_OK = 128
 
 cdef enum:
     _C_TCHAR = 1  # token character (RFC 9110 §5.6.2)
@@ -226,7 +230,7 @@ cdef int _field(HeadInfo *h, const unsigned char *name, size_t nlen,
         if seen[0] & _SEEN_AUTH:
             return _bad(h, 400, b"duplicate Authorization")
         seen[0] |= _SEEN_AUTH
-    elif nlen == 6 and _ieq(name, nlen, b"cookie"):
+    elif nlen == 6 and _ieq(name, nlen, b"cookie") and not (seen[0] & _SEEN_COOKIES_OK):
         if seen[0] & _SEEN_COOKIE:
             return _bad(h, 400, b"duplicate Cookie")
         seen[0] |= _SEEN_COOKIE
@@ -242,7 +246,8 @@ cdef int _parse_head(const unsigned char *p, size_t n, const HttpLimits *lim,
     cdef size_t i = 0, t0, n0, v0, v1, k
     cdef size_t count = 0
     cdef unsigned char ch
-    cdef int seen = 0, r
+    cdef int seen = _SEEN_COOKIES_OK if lim.stream_body else 0
+    cdef int r
     cdef bint connect, ok
     cdef const unsigned char *te = NULL
     cdef size_t te_len = 0
@@ -503,7 +508,7 @@ cdef const char *_connection_field(Connection conn, bint user_set,
                                    bint user_close) noexcept:
     """The Connection field reply() adds to its response (NULL: none), after noting a
     user-set one."""
-    if conn._guard.phase != _PH_RESP:
+    if conn._guard.phase != _PH_RESP and conn._guard.phase != _PH_STREAM:
         return NULL
     if user_close:
         conn._guard.flags |= _GF_CLOSE
@@ -597,6 +602,10 @@ cdef void _response_done(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexce
     cdef int flags = g.flags
     cdef uint64_t ka = g.limits.keepalive_timeout_ms
     g.requests_seen += 1
+    if g.body_ready:
+        _cut(c, 0, g.body_ready)  # the unread rest of a streamed body
+        g.body_ready = 0
+    _reset_front(g)
     g.flags = 0
     g.seen_len = 0
     g.phase = _PH_WAIT
@@ -708,6 +717,11 @@ cdef void _advance(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nog
     cdef size_t need
     cdef const char *cont = b"HTTP/1.1 100 Continue\r\n\r\n"
     while not c.is_closing:
+        if g.phase == _PH_STREAM:
+            if _stream_advance(c, g, now) <= 0:
+                return
+            g.phase = _PH_RESP
+            continue
         if g.phase == _PH_LINGER:
             if c.recv.len:
                 c.recv.len = 0
@@ -747,6 +761,9 @@ cdef void _advance(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nog
             g.chunk_pos = 0
             g.decoded = 0
             g.frame_len = 0 if h.body_kind == _BODY_CHUNKED else h.head_len + h.content_length
+            if lim.stream_body:
+                _stream_begin(c, g, now)
+                continue
         if g.frame_len == 0:
             r = _scan_chunks(c.recv.buf + g.head_len, c.recv.len - g.head_len, g, lim, &h)
             if r < 0:
@@ -825,6 +842,10 @@ cdef void _check_clock(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept
     elif g.phase == _PH_BODY:
         _refuse(c, g, 408, b"request body progress under 1 KiB per body_timeout_ms",
                 (g.flags & _GF_HEAD) != 0, now)
+    elif g.phase == _PH_STREAM:
+        # The app already has the request: no refusal can be framed, so close.
+        _log_event(c, 0, b"streamed body progress under 1 KiB per body_timeout_ms")
+        c.is_closing = 1
 
 
 cdef HttpGuard *_attach(mg.mg_connection *c) noexcept nogil:
@@ -844,6 +865,7 @@ cdef HttpGuard *_attach_gil(mg.mg_connection *c) noexcept with gil:
     g = &conn._guard
     memset(g, 0, sizeof(HttpGuard))
     g.limits = &conn._limits
+    g.file_fd = -1
     g.started_ms = mg.mg_millis()
     g.phase = _PH_WAIT
     g.deadline_ms = (g.started_ms + conn._limits.header_timeout_ms
@@ -868,6 +890,11 @@ cdef void _http_guard(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil
         if ev == mg.MG_EV_HTTP_MSG:
             g.flags |= _GF_DELIVERED
         return
+    if g.file_fd >= 0:
+        if ev == mg.MG_EV_CLOSE:
+            _file_done(g)
+        elif ev == mg.MG_EV_WRITE or ev == mg.MG_EV_POLL:
+            _pump_file(c, g)
     if g.inner != NULL:
         if ev == mg.MG_EV_READ and c.recv.len > _pipeline_cap(g.limits):
             _log_event(c, 0, b"pipelined input beyond one maximal request")
@@ -877,6 +904,8 @@ cdef void _http_guard(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil
             return
     if ev == mg.MG_EV_CLOSE:
         return
+    if ev == mg.MG_EV_READ and g.phase == _PH_STREAM:
+        g.wire_total += <size_t>(<long *>ev_data)[0]
     if ev == mg.MG_EV_READ or ev == mg.MG_EV_POLL:
         # MG_EV_POLL carries the iteration's mg_millis(); saves a clock read per connection.
         now = (<uint64_t *>ev_data)[0] if ev == mg.MG_EV_POLL else mg.mg_millis()

@@ -16,14 +16,16 @@ WAKEUP_MAX_PAYLOAD = 64 * 1024 * 1024
 # bodies obey the runtime max_body_size instead; this keeps the other protocols bounded too.
 DEFAULT_MAX_RECV_SIZE = 16 * 1024 * 1024
 
-# Right after traffic, poll() waits up to _LINGER_MS for the next request *holding* the GIL
-# (epoll_wait sleeps, it does not spin) for _LINGER_POLLS quiet polls before it gives the GIL
-# up to block. With a CPU-busy Python thread in the process, giving the GIL up costs a whole
-# switch interval (5 ms) to get it back, so a client that answers within a millisecond would
-# otherwise pay 5 ms per round trip. On a truly idle server this holds the GIL for at most
-# _LINGER_POLLS x _LINGER_MS after the last request.
+# Right after traffic, poll() waits up to Manager.linger_ms (default _LINGER_MS) for the next
+# request *holding* the GIL (epoll_wait sleeps, it does not spin) for _LINGER_POLLS quiet
+# polls before it gives the GIL up to block. With a CPU-busy Python thread in the process,
+# giving the GIL up costs a whole switch interval (5 ms) to get it back, so a client that
+# answers within a millisecond would otherwise pay 5 ms per round trip. On a truly idle
+# server this holds the GIL for at most _LINGER_POLLS x linger_ms after the last request.
+# App servers whose threads need the GIL while the loop waits set linger_ms to 0.
 DEF _LINGER_MS = 1
 DEF _LINGER_POLLS = 2
+DEF _MAX_LINGER_MS = 100
 
 cdef tuple _HTTP_SCHEMES = ("http://", "https://", "ws://", "wss://")
 
@@ -40,6 +42,7 @@ cdef class Manager:
         self._gil.saved = NULL
         self._gil.manager = <void *>self
         self._gil.finalizing = False
+        self._gil.linger_ms = _LINGER_MS
         self._mgr.userdata = <void *>&self._gil
         self._closed = False
         self._polling = False
@@ -128,6 +131,20 @@ cdef class Manager:
         self._max_recv_size = value
 
     @property
+    def linger_ms(self):
+        return self._gil.linger_ms
+
+    @linger_ms.setter
+    def linger_ms(self, value):
+        if type(value) is bool or not isinstance(value, int):
+            raise TypeError(f"linger_ms must be an int, not {type(value).__name__}")
+        if not 0 <= value <= _MAX_LINGER_MS:
+            raise ValueError(
+                f"linger_ms must be between 0 (never wait holding the GIL) and "
+                f"{_MAX_LINGER_MS}, not {value}")
+        self._gil.linger_ms = value
+
+    @property
     def wakeup_id(self):
         return self._wakeup_id if self._wakeup_enabled and not self._closed else 0
 
@@ -171,7 +188,8 @@ cdef class Manager:
         cdef int wait_ms
         try:
             if (timeout_ms == 0 or flowing or
-                    _ready_soon(&self._mgr, self._gil.quiet_polls <= _LINGER_POLLS)):
+                    _ready_soon(&self._mgr, self._gil.linger_ms
+                                if self._gil.quiet_polls <= _LINGER_POLLS else 0)):
                 # Work is at hand: run the iteration holding the GIL. Releasing it here
                 # would let a CPU-busy Python thread take it and cost this loop a whole
                 # switch interval (5 ms) per iteration: the GIL ping-pong that dropped
@@ -233,13 +251,21 @@ cdef class Manager:
             exc, self._fatal = self._fatal, None
             raise exc
 
-    def listen(self, str url not None, handler=None, *, http=None, **limits):
+    def listen(self, str url not None, handler=None, *, http=None, stream_body=False,
+               **limits):
         cdef HttpLimits lim = self._limits
         cdef Connection conn
+        cdef bint is_http = url.startswith(_HTTP_SCHEMES) if http is None else bool(http)
+        if type(stream_body) is not bool:
+            raise TypeError(f"stream_body must be True or False, not {stream_body!r}")
+        if stream_body and not is_http:
+            raise ValueError("stream_body applies to HTTP listeners only (http://, https://, "
+                             "or http=True)")
+        lim.stream_body = stream_body
         if limits:
             # Checked before the socket opens, so a bad value leaves nothing behind.
             _update_limits(&lim, limits)
-            if not (url.startswith(_HTTP_SCHEMES) if http is None else bool(http)):
+            if not is_http:
                 raise ValueError(
                     "HTTP limits apply to HTTP listeners only (http://, https://, ws://, "
                     "wss://, or http=True)")
@@ -292,14 +318,37 @@ cdef class Manager:
             mg.mg_wakeup(&self._mgr, self._wakeup_id, b"w", 1)
         return True
 
+    def call_soon_threadsafe(self, callback, *args):
+        # The same queue and the same single wake datagram as wakeup(): a burst of calls
+        # from app threads costs the loop one wake, and runs in order after the iteration.
+        # Connection id 0 is never a connection's, so it marks a callable.
+        if not callable(callback):
+            raise TypeError(f"callback must be callable, not {type(callback).__name__}")
+        if self._closed:
+            raise RuntimeError(_MANAGER_CLOSED_MSG)
+        if not self._wakeup_enabled:
+            raise RuntimeError(
+                "call_soon_threadsafe() needs the wakeup channel: create the Manager with "
+                "enable_wakeup=True")
+        self._wakeup_queue.append((0, (callback, args)))
+        if not self._wake_pending:
+            self._wake_pending = True
+            mg.mg_wakeup(&self._mgr, self._wakeup_id, b"w", 1)
+
     cdef void _deliver_wakeups(self) noexcept:
         if not self._wake_pending and not self._wakeup_queue:
             return
         self._wake_pending = False
         queue = self._wakeup_queue
         cdef Connection conn
-        while queue:
+        while queue and not self._stop_dispatch:
             connection_id, data = queue.popleft()
+            if connection_id == 0:
+                try:
+                    data[0](*data[1])
+                except BaseException as exc:
+                    _route_exception(self, exc)
+                continue
             conn = self._find(connection_id)
             if conn is not None:
                 _deliver_synthetic(self, conn, mg.MG_EV_WAKEUP, data)
@@ -333,7 +382,7 @@ cdef class Manager:
 
 
 
-cdef bint _ready_soon(mg.mg_mgr *mgr, bint linger) noexcept nogil:
+cdef bint _ready_soon(mg.mg_mgr *mgr, int linger_ms) noexcept nogil:
     # Non-consuming readiness probe: Mongoose's epoll set is level-triggered, so an
     # epoll_wait() here leaves every event for mg_mgr_poll() to see again.
     cdef mg.epoll_event ev
@@ -344,7 +393,7 @@ cdef bint _ready_soon(mg.mg_mgr *mgr, bint linger) noexcept nogil:
         c = c.next
     if mgr.epoll_fd < 0:
         return False
-    return mg.epoll_wait(mgr.epoll_fd, &ev, 1, _LINGER_MS if linger else 0) > 0
+    return mg.epoll_wait(mgr.epoll_fd, &ev, 1, linger_ms) > 0
 
 
 cdef int _wait_budget(mg.mg_mgr *mgr, int timeout_ms) noexcept nogil:

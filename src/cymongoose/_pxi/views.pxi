@@ -82,6 +82,31 @@ cdef class HttpMessage:
                         _decode_mg(self._hm.headers[i].value)))
         return out
 
+    def headers_bytes(self):
+        # The raw octets, in arrival order, duplicates kept: what WSGI (latin-1 str) and ASGI
+        # (bytes) servers build from. One copy per name and value.
+        self._ensure_valid()
+        cdef list out = []
+        cdef size_t i
+        cdef mg.mg_http_header *h
+        for i in range(<size_t>mg.MG_MAX_HTTP_HEADERS):
+            h = &self._hm.headers[i]
+            if h.name.len == 0:
+                break
+            out.append((PyBytes_FromStringAndSize(h.name.buf, <Py_ssize_t>h.name.len),
+                        PyBytes_FromStringAndSize(h.value.buf, <Py_ssize_t>h.value.len)))
+        return out
+
+    @property
+    def uri_bytes(self):
+        self._ensure_valid()
+        return PyBytes_FromStringAndSize(self._hm.uri.buf, <Py_ssize_t>self._hm.uri.len)
+
+    @property
+    def query_bytes(self):
+        self._ensure_valid()
+        return PyBytes_FromStringAndSize(self._hm.query.buf, <Py_ssize_t>self._hm.query.len)
+
     def query_var(self, str name not None):
         self._ensure_valid()
         cdef bytes key = _utf8(name)

@@ -383,10 +383,21 @@ cdef extern from "mongoose.h" nogil:
 
 
 cdef extern from "sys/epoll.h" nogil:
-    # Only for poll()'s non-consuming readiness probe on Mongoose's (level-triggered) epoll set.
+    # poll()'s non-consuming readiness probe on Mongoose's (level-triggered) epoll set, and
+    # pausing a connection's reads (http_stream.pxi: EPOLLIN off while c->is_full).
+    union epoll_data_t "epoll_data":
+        void *ptr
     struct epoll_event:
         uint32_t events
+        epoll_data_t data
     int epoll_wait(int epfd, epoll_event *events, int maxevents, int timeout)
+    int epoll_ctl(int epfd, int op, int fd, epoll_event *event)
+    enum:
+        EPOLLIN
+        EPOLLOUT
+        EPOLLERR
+        EPOLLHUP
+        EPOLL_CTL_MOD
 
 
 cdef extern from "sys/sendfile.h" nogil:
@@ -396,6 +407,13 @@ cdef extern from "sys/sendfile.h" nogil:
 
 cdef extern from "stdio.h" nogil:
     int fileno(FILE *stream)
+
+
+cdef extern from "unistd.h" nogil:
+    # http_sendfile(): the connection keeps its own duplicate of the caller's file.
+    int dup(int fd)
+    int close(int fd)
+    ssize_t pread(int fd, void *buf, size_t count, long offset)
 
 
 cdef extern from "cym_extra.h" nogil:

@@ -1,0 +1,287 @@
+# Responses written piecewise, at any time while the request is open (from the handler, a
+# later event, a timer or a call_soon_threadsafe() callback): http_begin() writes the head,
+# http_write()/http_sendfile() the body, http_end() completes it. The framing is chosen here
+# from the request (HEAD, HTTP/1.0) and the headers (Content-Length), and enforced: a body
+# larger than its Content-Length is refused, a shorter one closes the connection, so a
+# response is never malformed. Keep-alive and pipelining follow the guard (limits.pxi).
+
+cdef enum:
+    _RS_IDLE = 0
+    _RS_BEGUN = 1
+    _RS_END_AFTER_FILE = 2  # http_end() called while a file is still being sent
+
+cdef enum:
+    _RF_NONE = 0  # no body may be sent (HEAD, 1xx, 204, 304)
+    _RF_LENGTH = 1
+    _RF_CHUNKED = 2
+    _RF_CLOSE = 3  # HTTP/1.0 without Content-Length: the close ends the body
+
+DEF _FILE_BURST = 4 * 1024 * 1024  # sendfile bytes per event, so one file can't starve others
+DEF _FILE_PIECE = 16384  # copied through the send buffer when sendfile can't be used
+
+cdef bytes _TE_CHUNKED = b"Transfer-Encoding: chunked\r\n"
+
+
+cdef inline const char *_field_bytes(object item, Py_ssize_t *n, str what) except NULL:
+    # str is sent as ISO-8859-1, the octets HTTP fields carry (PEP 3333's rule for WSGI);
+    # bytes as they are.
+    if type(item) is bytes:
+        n[0] = PyBytes_GET_SIZE(item)
+        return PyBytes_AS_STRING(item)
+    raise TypeError(f"header {what} must be str or bytes, not {type(item).__name__}")
+
+
+cdef int _http_begin(Connection conn, int status_code, object headers,
+                     object reason) except -1:
+    conn._ensure_open()
+    cdef mg.mg_connection *c = conn._c
+    cdef HttpGuard *g = &conn._guard
+    if g.phase != _PH_RESP and g.phase != _PH_STREAM:
+        raise RuntimeError(
+            "no request is waiting for a response on this connection (http_begin() answers "
+            "a request received on an HTTP listener)")
+    if g.resp_state != _RS_IDLE or not c.is_resp:
+        raise RuntimeError("this request's response was already started")
+    if not 200 <= status_code <= 999:
+        raise ValueError(
+            f"status_code must be between 200 and 999 (interim 1xx responses are sent by "
+            f"the server), not {status_code}")
+    cdef bytes status
+    if reason is None:
+        status = _status_line(status_code)
+    else:
+        if isinstance(reason, str):
+            reason = (<str>reason).encode("latin-1")
+        elif not isinstance(reason, bytes):
+            raise TypeError(f"reason must be str, bytes or None, not {type(reason).__name__}")
+        if not _valid_value(PyBytes_AS_STRING(reason), PyBytes_GET_SIZE(reason)):
+            raise ValueError(f"reason {reason!r} contains CR, LF or NUL")
+        status = b"HTTP/1.1 %d %s\r\n" % (status_code, reason)
+    cdef list lines = [status]
+    cdef Py_ssize_t nlen, vlen, k
+    cdef const char *nptr
+    cdef const char *vptr
+    cdef long long declared = -1
+    cdef int conn_tokens = 0
+    cdef bint has_connection = False
+    cdef bint nobody = (g.flags & _GF_HEAD) != 0 or status_code == 204 or status_code == 304
+    if headers is not None:
+        for pair in headers:
+            name, value = pair
+            if type(name) is str:
+                name = (<str>name).encode("latin-1")
+            if type(value) is str:
+                value = (<str>value).encode("latin-1")
+            nptr = _field_bytes(name, &nlen, "names")
+            vptr = _field_bytes(value, &vlen, "values")
+            if not _valid_name(nptr, nlen):
+                raise ValueError(f"header name {name!r} is not a valid HTTP field name")
+            if not _valid_value(vptr, vlen):
+                raise ValueError(
+                    f"header value {value!r} for {name!r} contains CR, LF or NUL")
+            if _is_named(nptr, nlen, b"content-length", 14):
+                if declared >= 0 or vlen == 0 or vlen > 18:
+                    raise ValueError(f"invalid or repeated Content-Length {value!r}")
+                declared = 0
+                for k in range(vlen):
+                    if not 48 <= <unsigned char>vptr[k] <= 57:
+                        raise ValueError(f"invalid Content-Length {value!r}")
+                    declared = declared * 10 + (vptr[k] - 48)
+                if status_code == 204:
+                    continue  # RFC 9110 §8.6: never on a 204
+            elif _is_named(nptr, nlen, b"transfer-encoding", 17):
+                raise ValueError(
+                    "Transfer-Encoding is chosen by the server: leave it out (a response "
+                    "without Content-Length is sent chunked)")
+            elif _is_named(nptr, nlen, b"connection", 10):
+                has_connection = True
+                _connection_tokens(<const unsigned char *>vptr, <size_t>vlen, &conn_tokens)
+            lines.append(b"%s: %s\r\n" % (name, value))
+    if nobody:
+        g.resp_framing = _RF_NONE
+    elif declared >= 0:
+        g.resp_framing = _RF_LENGTH
+        g.resp_left = <size_t>declared
+    elif not (g.flags & _GF_HTTP10):
+        g.resp_framing = _RF_CHUNKED
+        lines.append(_TE_CHUNKED)
+    else:
+        g.resp_framing = _RF_CLOSE
+        g.flags |= _GF_CLOSE
+    cdef const char *conn_field = _connection_field(conn, has_connection,
+                                                    (conn_tokens & _GF_CLOSE) != 0)
+    if conn_field != NULL:
+        lines.append(<bytes>conn_field)
+    lines.append(b"\r\n")
+    cdef bytes head = b"".join(lines)
+    if not mg.mg_send(c, PyBytes_AS_STRING(head), <size_t>PyBytes_GET_SIZE(head)):
+        raise RuntimeError("http_begin failed: out of memory for the send buffer")
+    g.resp_state = _RS_BEGUN
+    return 0
+
+
+cdef int _check_writing(Connection conn) except -1:
+    conn._ensure_open()
+    if conn._guard.resp_state != _RS_BEGUN:
+        raise RuntimeError(
+            "no response in progress: call http_begin() first (and nothing after http_end())")
+    if conn._guard.file_fd >= 0:
+        raise RuntimeError("a file is still being sent: wait for it, or call http_end()")
+    return 0
+
+
+cdef int _send_chunk_size(mg.mg_connection *c, size_t n) except -1:
+    cdef char line[24]
+    cdef int k = 20
+    line[21] = 13
+    line[22] = 10
+    while True:
+        line[k] = b"0123456789abcdef"[n & 15]
+        n >>= 4
+        if n == 0:
+            break
+        k -= 1
+    if not mg.mg_send(c, &line[k], <size_t>(23 - k)):
+        raise RuntimeError("out of memory for the send buffer")
+    return 0
+
+
+cdef int _http_write(Connection conn, object data) except -1:
+    _check_writing(conn)
+    cdef mg.mg_connection *c = conn._c
+    cdef HttpGuard *g = &conn._guard
+    cdef Py_buffer view
+    if isinstance(data, str):
+        raise TypeError("response bodies are bytes: encode str first")
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        if view.len == 0 or g.resp_framing == _RF_NONE:
+            return 0
+        if g.resp_framing == _RF_LENGTH:
+            if <size_t>view.len > g.resp_left:
+                raise ValueError(
+                    f"writing {view.len} bytes would exceed the response's Content-Length "
+                    f"({g.resp_left} bytes left)")
+            g.resp_left -= <size_t>view.len
+        elif g.resp_framing == _RF_CHUNKED:
+            _send_chunk_size(c, <size_t>view.len)
+        if not mg.mg_send(c, view.buf, <size_t>view.len):
+            raise RuntimeError("http_write failed: out of memory for the send buffer")
+        if g.resp_framing == _RF_CHUNKED:
+            mg.mg_send(c, b"\r\n", 2)
+    finally:
+        PyBuffer_Release(&view)
+    return 0
+
+
+cdef bint _finish_response(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
+    """Close the response's framing and hand the connection back to the guard. False when
+    the body fell short of its Content-Length: the connection is closed after the flush,
+    which tells the client the response is incomplete."""
+    cdef bint whole = True
+    if g.resp_framing == _RF_CHUNKED:
+        mg.mg_send(c, b"0\r\n\r\n", 5)
+    elif g.resp_framing == _RF_LENGTH and g.resp_left > 0:
+        whole = False
+        c.is_draining = 1
+    elif g.resp_framing == _RF_CLOSE:
+        c.is_draining = 1
+    if g.phase == _PH_STREAM and (g.flags & _GF_CLOSE):
+        c.is_draining = 1  # no keep-alive: no reason to read the rest of the body
+    g.resp_state = _RS_IDLE
+    g.resp_framing = _RF_NONE
+    g.resp_left = 0
+    c.is_resp = 0
+    return whole
+
+
+cdef object _http_end(Connection conn):
+    conn._ensure_open()
+    cdef HttpGuard *g = &conn._guard
+    if g.resp_state == _RS_END_AFTER_FILE:
+        return True
+    if g.resp_state != _RS_BEGUN:
+        raise RuntimeError("no response in progress: call http_begin() first")
+    if g.file_fd >= 0:
+        g.resp_state = _RS_END_AFTER_FILE  # _pump_file finishes it
+        return True
+    return _finish_response(conn._c, g)
+
+
+cdef int _http_sendfile(Connection conn, int fd, long long offset, long long count) except -1:
+    _check_writing(conn)
+    cdef mg.mg_connection *c = conn._c
+    cdef HttpGuard *g = &conn._guard
+    if offset < 0 or count < 0:
+        raise ValueError("offset and count must be >= 0")
+    if count == 0 or g.resp_framing == _RF_NONE:
+        return 0
+    if g.resp_framing == _RF_LENGTH:
+        if <size_t>count > g.resp_left:
+            raise ValueError(
+                f"sending {count} bytes would exceed the response's Content-Length "
+                f"({g.resp_left} bytes left)")
+    cdef int own = mg.dup(fd)
+    if own < 0:
+        raise OSError(errno, f"cannot duplicate file descriptor {fd}")
+    if g.resp_framing == _RF_LENGTH:
+        g.resp_left -= <size_t>count
+    elif g.resp_framing == _RF_CHUNKED:
+        _send_chunk_size(c, <size_t>count)
+    g.file_fd = own
+    g.file_off = offset
+    g.file_left = <size_t>count
+    _pump_file(c, g)
+    return 0
+
+
+cdef void _file_done(HttpGuard *g) noexcept nogil:
+    if g.file_fd >= 0:
+        mg.close(g.file_fd)
+    g.file_fd = -1
+    g.file_left = 0
+
+
+cdef void _pump_file(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
+    """Move the next part of an http_sendfile() file to the socket: sendfile(2) once every
+    byte queued before it has left (plain TCP), else 16 KiB pieces through the send buffer,
+    which also makes Mongoose wait for writability and call us again."""
+    cdef long off
+    cdef ssize_t n
+    cdef size_t budget = _FILE_BURST
+    cdef char piece[_FILE_PIECE]
+    if c.is_closing:
+        return
+    if not c.is_tls and c.send.len == 0:
+        off = <long>g.file_off
+        while g.file_left > 0 and budget > 0:
+            n = mg.sendfile(<int><size_t>c.fd, g.file_fd, &off,
+                            g.file_left if g.file_left < budget else budget)
+            if n <= 0:
+                if n == 0 or (errno != EAGAIN and errno != EINTR):
+                    _log_event(c, 0, b"file for http_sendfile() ended early or failed")
+                    c.is_closing = 1
+                    g.file_off = off
+                    return
+                break
+            g.file_left -= <size_t>n
+            budget -= <size_t>n
+        g.file_off = off
+    while g.file_left > 0 and c.send.len < 4 * _FILE_PIECE:
+        n = mg.pread(g.file_fd, piece, _FILE_PIECE if g.file_left > _FILE_PIECE
+                     else g.file_left, <long>g.file_off)
+        if n <= 0:
+            _log_event(c, 0, b"file for http_sendfile() ended early or failed")
+            c.is_closing = 1
+            return
+        mg.mg_send(c, piece, <size_t>n)
+        g.file_off += n
+        g.file_left -= <size_t>n
+        if not c.is_tls:
+            break  # one piece is enough to be woken when the socket drains
+    if g.file_left == 0:
+        _file_done(g)
+        if g.resp_framing == _RF_CHUNKED:
+            mg.mg_send(c, b"\r\n", 2)
+        if g.resp_state == _RS_END_AFTER_FILE:
+            _finish_response(c, g)

@@ -1,0 +1,324 @@
+# Streamed request bodies (listen(..., stream_body=True)): the guard hands each request's head
+# to the handler as MG_EV_HTTP_HDRS as soon as it is valid, then decodes the body in place as
+# it arrives; the handler takes it with Connection.body_read(). While more than
+# _STREAM_HIGH bytes wait unread, the connection stops reading its socket (back-pressure):
+# the client's TCP window closes instead of our memory growing.
+#
+# Layout of c->recv while a body streams: [body_ready decoded bytes][wire bytes not decoded]
+# (after the head, which stays in front while MG_EV_HTTP_HDRS runs: body_base bytes).
+# Chunk framing is cut out of the buffer as it is decoded, so the decoded bytes are always
+# contiguous at the front, and bytes after the body's end (a pipelined request) stay behind.
+
+cdef enum:
+    _STREAM_HIGH = 256 * 1024  # pause reads at this many buffered bytes
+    _STREAM_LOW = 64 * 1024  # resume once body_read() brought it below this
+    _CHUNK_LINE_MAX = 4096  # a chunk-size line with its extensions
+
+cdef enum:
+    _CK_SIZE = 0  # expecting a chunk-size line
+    _CK_DATA = 1  # inside chunk data (body_left bytes to go)
+    _CK_CRLF = 2  # the CRLF after chunk data
+    _CK_TRAILER = 3  # trailer fields after the last chunk, up to an empty line
+
+cdef enum:
+    _GF_STREAM = 512  # the front request's body is streamed (head already delivered)
+    _GF_BODY_DONE = 1024  # the streamed body has fully arrived
+    _GF_PAUSED = 2048  # reads paused (c->is_full) for back-pressure
+
+
+cdef void _set_reading(mg.mg_connection *c, HttpGuard *g, bint on) noexcept nogil:
+    # Mongoose's epoll interest is rewritten by the build fix to respect is_full; here we
+    # apply the change at once, as Mongoose would only on its next write-state change.
+    cdef mg.epoll_event ev
+    if on == (not c.is_full):
+        return
+    c.is_full = 0 if on else 1
+    if on:
+        g.flags &= ~_GF_PAUSED
+    else:
+        g.flags |= _GF_PAUSED
+    if c.mgr.epoll_fd < 0:
+        return
+    ev.events = mg.EPOLLERR | mg.EPOLLHUP
+    if on:
+        ev.events |= mg.EPOLLIN
+    if c.send.len > 0 or c.is_connecting:
+        ev.events |= mg.EPOLLOUT
+    ev.data.ptr = <void *>c
+    mg.epoll_ctl(c.mgr.epoll_fd, mg.EPOLL_CTL_MOD, <int><size_t>c.fd, &ev)
+
+
+cdef inline void _cut(mg.mg_connection *c, size_t ofs, size_t n) noexcept nogil:
+    mg.mg_iobuf_del(&c.recv, ofs, n)
+
+
+cdef int _dechunk(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
+    """Decode the chunked wire bytes after body_ready. 1: body complete, 0: need more,
+    -1: malformed or over the limit (the connection is closed)."""
+    cdef size_t w, j, e, size, digits
+    cdef unsigned char *b
+    cdef const HttpLimits *lim = g.limits
+    while True:
+        w = g.body_base + g.body_ready
+        b = c.recv.buf
+        if g.chunk_state == _CK_DATA:
+            size = c.recv.len - w
+            if size == 0:
+                return 0
+            if size > g.body_left:
+                size = g.body_left
+            g.body_ready += size
+            g.body_left -= size
+            if g.body_left == 0:
+                g.chunk_state = _CK_CRLF
+            continue
+        if g.chunk_state == _CK_CRLF:
+            if c.recv.len - w < 2:
+                return 0
+            if b[w] != 13 or b[w + 1] != 10:
+                return _stream_fail(c, b"chunk data not followed by CRLF")
+            _cut(c, w, 2)
+            g.chunk_state = _CK_SIZE
+            continue
+        # A line: chunk-size [extensions] CRLF, or a trailer field line.
+        e = w
+        while e < c.recv.len and b[e] != 10:
+            e += 1
+        if e == c.recv.len:
+            if c.recv.len - w > (_CHUNK_LINE_MAX if g.chunk_state == _CK_SIZE
+                                 else lim.max_header_size):
+                return _stream_fail(c, b"chunk-size line or trailer too long")
+            return 0
+        if e == w or b[e - 1] != 13:
+            return _stream_fail(c, b"bare LF in chunked body")
+        if g.chunk_state == _CK_TRAILER:
+            # RFC 9112 §7.1.2: trailer fields may be discarded; they are checked for shape
+            # (no control characters, a field name) and dropped.
+            if e - 1 == w:
+                _cut(c, w, 2)
+                g.flags |= _GF_BODY_DONE
+                return 1
+            j = w
+            while j < e - 1 and (_CC[b[j]] & _C_TCHAR):
+                j += 1
+            if j == w or b[j] != c':':
+                return _stream_fail(c, b"malformed trailer field")
+            j += 1
+            while j < e - 1:
+                if not (_CC[b[j]] & _C_FIELD):
+                    return _stream_fail(c, b"control character in trailer field")
+                j += 1
+            g.head_len += e + 1 - w  # trailer bytes count against max_header_size
+            if g.head_len > lim.max_header_size:
+                return _stream_fail(c, b"trailer fields larger than max_header_size")
+            _cut(c, w, e + 1 - w)
+            continue
+        j = w
+        size = 0
+        digits = 0
+        while j < e - 1 and (_CC[b[j]] & _C_HEX):
+            digits += 1
+            if digits > 15:
+                return _stream_fail(c, b"chunk size too long")
+            size = size * 16 + _hexval(b[j])
+            j += 1
+        if digits == 0:
+            return _stream_fail(c, b"invalid chunk size")
+        # RFC 9112 §7.1.1: unknown chunk extensions must be ignored. Their shape is still
+        # checked: BWS ";" then visible characters, spaces and tabs only.
+        while j < e - 1 and (b[j] == 32 or b[j] == 9):
+            j += 1
+        if j < e - 1:
+            if b[j] != c';':
+                return _stream_fail(c, b"invalid chunk size line")
+            while j < e - 1:
+                if not (_CC[b[j]] & _C_FIELD):
+                    return _stream_fail(c, b"control character in chunk extension")
+                j += 1
+        if g.decoded + size > lim.max_body_size:
+            return _stream_fail(c, b"chunked body larger than max_body_size")
+        g.decoded += size
+        _cut(c, w, e + 1 - w)
+        if size == 0:
+            g.chunk_state = _CK_TRAILER
+            g.head_len = 0
+        else:
+            g.chunk_state = _CK_DATA
+            g.body_left = size
+
+
+cdef int _stream_fail(mg.mg_connection *c, const char *why) noexcept nogil:
+    # The head was already handed to the app, so no refusal can be framed any more: close.
+    _log_event(c, 0, why)
+    c.is_closing = 1
+    return -1
+
+
+cdef void _split_head(char *p, size_t n, mg.mg_http_message *hm) noexcept nogil:
+    # The guard's _parse_head() has validated this head, so this only cuts it into fields.
+    # Mongoose's own mg_http_parse() is not used: it refuses header values that are not
+    # UTF-8 (HTTP allows any obs-text octet) and repeated Cookie fields.
+    cdef size_t i = 0, s, k = 0
+    memset(hm, 0, sizeof(mg.mg_http_message))
+    hm.message.buf = p
+    hm.message.len = n
+    hm.head.buf = p
+    hm.head.len = n
+    hm.body.buf = p + n
+    while p[i] != 32:
+        i += 1
+    hm.method.buf = p
+    hm.method.len = i
+    s = i + 1
+    i = s
+    while p[i] != 32:
+        i += 1
+    hm.uri.buf = p + s
+    hm.uri.len = i - s
+    for k in range(s, i):
+        if p[k] == c'?':
+            hm.query.buf = p + k + 1
+            hm.query.len = i - k - 1
+            hm.uri.len = k - s
+            break
+    hm.proto.buf = p + i + 1
+    hm.proto.len = 8
+    i += 11  # " HTTP/x.y\r\n"
+    k = 0
+    while i + 1 < n and p[i] != 13 and k < <size_t>mg.MG_MAX_HTTP_HEADERS:
+        s = i
+        while p[i] != c':':
+            i += 1
+        hm.headers[k].name.buf = p + s
+        hm.headers[k].name.len = i - s
+        i += 1
+        while p[i] == 32 or p[i] == 9:
+            i += 1
+        s = i
+        while p[i] != 13:
+            i += 1
+        hm.headers[k].value.buf = p + s
+        hm.headers[k].value.len = i - s
+        while hm.headers[k].value.len and (p[s + hm.headers[k].value.len - 1] == 32 or
+                                           p[s + hm.headers[k].value.len - 1] == 9):
+            hm.headers[k].value.len -= 1
+        i += 2
+        k += 1
+
+
+cdef void _stream_begin(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nogil:
+    """The front request's head is valid: hand it to the handler as MG_EV_HTTP_HDRS, drop
+    it from the buffer and start streaming its body."""
+    cdef mg.mg_http_message hm
+    cdef size_t head_len = g.head_len
+    cdef size_t mark
+    cdef const char *cont = b"HTTP/1.1 100 Continue\r\n\r\n"
+    _split_head(<char *>c.recv.buf, head_len, &hm)
+    g.flags |= _GF_STREAM
+    g.phase = _PH_STREAM
+    g.body_ready = 0
+    g.chunk_state = _CK_SIZE
+    g.decoded = 0
+    g.body_base = head_len
+    g.wire_total = 0
+    g.progress_mark = 0
+    if g.body_kind == _BODY_LENGTH:
+        g.body_left = g.content_length
+    elif g.body_kind == _BODY_NONE:
+        g.flags |= _GF_BODY_DONE
+    g.deadline_ms = (now + g.limits.body_timeout_ms
+                     if g.limits.body_timeout_ms and g.body_kind != _BODY_NONE else 0)
+    if g.flags & _GF_EXPECT:
+        # The app reads the body as it likes; telling the client to send it at once keeps
+        # the progress clock honest and matches what the buffered path does.
+        g.flags |= _GF_CONTINUED
+        mg.mg_send(c, cont, strlen(cont))
+    c.is_resp = 1
+    g.head_len = 0  # from here on: trailer bytes seen (chunked)
+    # Decode what already arrived, so body_pending/body_complete are right during the
+    # event: later data is announced by MG_EV_READ.
+    if _stream_decode(c, g) < 0:
+        return
+    mark = c.send.len
+    if c.fn != NULL:
+        c.fn(c, mg.MG_EV_HTTP_HDRS, <void *>&hm)
+    if c.is_closing:
+        return
+    _cut(c, 0, head_len)
+    g.body_base = 0
+    if c.send.len > mark and not c.is_resp:
+        _fix_response(c, g, mark)
+
+
+cdef int _stream_decode(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
+    """Decode the body bytes buffered so far; -1 when the framing is broken (closed)."""
+    cdef size_t n
+    if not (g.flags & _GF_BODY_DONE):
+        if g.body_kind == _BODY_LENGTH:
+            n = c.recv.len - g.body_base - g.body_ready
+            if n > g.body_left:
+                n = g.body_left
+            g.body_ready += n
+            g.body_left -= n
+            if g.body_left == 0:
+                g.flags |= _GF_BODY_DONE
+        elif _dechunk(c, g) < 0:
+            return -1
+    if not c.is_resp and g.body_ready:
+        # The response is complete: nobody will read the rest of this body. Discard it as
+        # it arrives so the connection can go on to the next request.
+        _cut(c, g.body_base, g.body_ready)
+        g.body_ready = 0
+    return 0
+
+
+cdef int _stream_advance(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nogil:
+    """Decode what arrived of a streamed body; 1 when the body is complete, 0 when more is
+    due, -1 when the connection is being closed."""
+    cdef size_t need
+    if _stream_decode(c, g) < 0:
+        return -1
+    if g.flags & _GF_BODY_DONE:
+        g.deadline_ms = 0
+        if g.flags & _GF_PAUSED:
+            _set_reading(c, g, True)
+        return 1
+    if c.recv.len >= _STREAM_HIGH:
+        # The app is behind: stop reading; its lag is not the client's fault, so the
+        # progress clock stops too until body_read() resumes.
+        _set_reading(c, g, False)
+        g.deadline_ms = 0
+        return 0
+    if g.limits.body_timeout_ms and g.deadline_ms:
+        need = _MIN_PROGRESS
+        if g.body_kind == _BODY_LENGTH and g.body_left < need:
+            need = g.body_left
+        if g.wire_total - g.progress_mark >= need:
+            g.progress_mark = g.wire_total
+            g.deadline_ms = now + g.limits.body_timeout_ms
+    return 0
+
+
+cdef object _body_read(Connection conn, Py_ssize_t max_bytes):
+    conn._ensure_open()
+    cdef mg.mg_connection *c = conn._c
+    cdef HttpGuard *g = &conn._guard
+    cdef size_t n = g.body_ready
+    cdef bytes out
+    if not (g.flags & _GF_STREAM):
+        return b""
+    if _stream_decode(c, g) < 0:
+        raise ConnectionResetError("the request body's chunked framing is broken")
+    n = g.body_ready
+    if 0 <= max_bytes < <Py_ssize_t>n:
+        n = <size_t>max_bytes
+    out = PyBytes_FromStringAndSize(<const char *>c.recv.buf + g.body_base, <Py_ssize_t>n)
+    if n:
+        _cut(c, g.body_base, n)
+        g.body_ready -= n
+    if (g.flags & _GF_PAUSED) and c.recv.len < _STREAM_LOW:
+        _set_reading(c, g, True)
+        if g.limits.body_timeout_ms:
+            g.progress_mark = g.wire_total
+            g.deadline_ms = mg.mg_millis() + g.limits.body_timeout_ms
+    return out

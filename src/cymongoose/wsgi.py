@@ -1,0 +1,833 @@
+"""PEP 3333 server on the Mongoose loop: Flask, Django or any WSGI app at C-loop speed.
+
+One thread owns the Manager and does all socket work; the app runs on a pool of app threads.
+The two sides meet in batches, so that under load the GIL changes hands about once per batch
+rather than once per request (docs/performance.md, "WSGI hand-over"):
+
+- the loop collects every request head one poll iteration delivers and hands the batch to
+  the pool at once, waking a single app thread (more join only when work is left over, so a
+  blocked app never holds up the requests behind it);
+- an app thread answers the requests of the batch one after another and queues the
+  responses; it wakes the loop once, when its queue of work runs dry (or when a streaming
+  response is waiting for the client), through `Manager.call_soon_threadsafe`;
+- the loop writes the queued responses with the core's `http_begin/http_write/http_end`,
+  which keep keep-alive, pipelining, HEAD and `Connection: close` right.
+
+Request bodies stream (`listen(..., stream_body=True)`): `wsgi.input` reads what has arrived
+and blocks the app's thread, never the loop, for the rest; the loop stops reading a socket
+while the app is behind. A streaming response waits in the app thread while the client is
+slow to read.
+"""
+
+from __future__ import annotations
+
+import collections
+import io
+import os
+import signal
+import stat
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import unquote_to_bytes
+
+from ._mongoose import (
+    MG_EV_CLOSE,
+    MG_EV_HTTP_HDRS,
+    MG_EV_READ,
+    MG_EV_WRITE,
+    Connection,
+    Manager,
+    handles,
+)
+from .serving import SERVER_NAME, DateHeader, error_log, load_app, report_exception
+from .typedefs import AppRef, WSGIApp
+
+__all__ = ["WSGIServer", "FileWrapper", "serve", "WSGIApp"]
+
+# wsgi.input: the loop stops taking body bytes from a connection while this much waits
+# unread in the app's buffer, and takes more once the app has read it below _INPUT_LOW.
+_INPUT_HIGH = 1 << 20
+_INPUT_LOW = 256 << 10
+# Streaming responses: an app thread waits while this much is queued towards its client,
+# until the client has read it below _SEND_LOW.
+_SEND_HIGH = 1 << 20
+_SEND_LOW = 256 << 10
+# An app thread wakes the loop before its work runs dry once a response has waited this long.
+_MAX_HOLD_S = 0.002
+
+_OP_WHOLE, _OP_BEGIN, _OP_WRITE, _OP_FILE, _OP_END, _OP_ABORT = range(6)
+
+_RESPONSE_500 = b"Internal Server Error\n"
+
+
+class ClientDisconnected(ConnectionResetError):
+    """The client went away while the app was reading its body or writing the response."""
+
+
+class FileWrapper:
+    """`wsgi.file_wrapper`: iterates a file in blocks; the server sends a real file with
+    sendfile(2) instead of iterating it."""
+
+    def __init__(self, filelike: Any, blksize: int = 8192) -> None:
+        if blksize <= 0:
+            raise ValueError("blksize must be a positive number of bytes")
+        self.filelike = filelike
+        self.blksize = blksize
+        if hasattr(filelike, "close"):
+            self.close = filelike.close
+
+    def __iter__(self) -> Iterator[bytes]:
+        read = self.filelike.read
+        while True:
+            block = read(self.blksize)
+            if not block:
+                return
+            yield block
+
+    def fileno_for_sendfile(self) -> int | None:
+        """The descriptor of a regular file positioned where the body starts, or None."""
+        try:
+            fd = self.filelike.fileno()
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+        except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+            return None
+        return int(fd)
+
+    def close(self) -> None:  # replaced by the file's own close() when it has one
+        pass
+
+
+class _StreamInput:
+    """`wsgi.input` for a body that is still arriving: reads block the app's thread."""
+
+    __slots__ = ("_buf", "_eof", "_error", "_cond", "_want", "_exchange", "_paused")
+
+    def __init__(self, exchange: _Exchange) -> None:
+        self._buf = bytearray()
+        self._eof = False
+        self._error: BaseException | None = None
+        self._cond = threading.Condition(threading.Lock())
+        self._want = 0  # bytes a waiting reader needs (0: nobody waits)
+        self._exchange = exchange
+        self._paused = False  # the loop stopped feeding: buffer full
+
+    # Loop side.
+    def room(self) -> int:
+        return max(_INPUT_HIGH, self._want) - len(self._buf)
+
+    def feed(self, data: bytes, eof: bool) -> None:
+        with self._cond:
+            self._buf += data
+            if eof:
+                self._eof = True
+            self._paused = not eof and len(self._buf) >= max(_INPUT_HIGH, self._want)
+            if self._want:
+                self._cond.notify()
+
+    def fail(self, exc: BaseException) -> None:
+        with self._cond:
+            if not self._eof:
+                self._error = exc
+            self._cond.notify_all()
+
+    # App side.
+    def _take(self, n: int) -> bytes:
+        data = bytes(self._buf[:n])
+        del self._buf[:n]
+        if self._paused and len(self._buf) < _INPUT_LOW:
+            self._paused = False
+            self._exchange.server._call_loop(self._exchange.feed_input)
+        return data
+
+    def _wait_for(self, n: int) -> None:
+        """Block until n bytes (n < 0: the whole body) are buffered, or the body ended."""
+        while not self._eof and (n < 0 or len(self._buf) < n):
+            if self._error is not None:
+                raise self._error
+            self._want = sys.maxsize if n < 0 else n
+            if self._paused:
+                self._paused = False
+                self._exchange.server._call_loop(self._exchange.feed_input)
+            self._cond.wait(1.0)
+            self._want = 0
+        if self._error is not None and not self._eof:
+            raise self._error
+
+    def read(self, size: int | None = -1) -> bytes:
+        n = -1 if size is None or size < 0 else size
+        with self._cond:
+            self._wait_for(n)
+            return self._take(len(self._buf) if n < 0 else min(n, len(self._buf)))
+
+    def read1(self, size: int = -1) -> bytes:
+        with self._cond:
+            if not self._buf:
+                self._wait_for(1)
+            return self._take(len(self._buf) if size < 0 else min(size, len(self._buf)))
+
+    def readline(self, size: int | None = -1) -> bytes:
+        limit = -1 if size is None or size < 0 else size
+        with self._cond:
+            start = 0
+            while True:
+                end = self._buf.find(b"\n", start)
+                if end >= 0:
+                    n = end + 1
+                    break
+                if self._eof or (0 <= limit <= len(self._buf)):
+                    n = len(self._buf)
+                    break
+                start = len(self._buf)
+                self._wait_for(len(self._buf) + 1)
+            if 0 <= limit < n:
+                n = limit
+            return self._take(n)
+
+    def readlines(self, hint: int = -1) -> list[bytes]:
+        lines = []
+        total = 0
+        while True:
+            line = self.readline()
+            if not line:
+                return lines
+            lines.append(line)
+            total += len(line)
+            if 0 < hint <= total:
+                return lines
+
+    def __iter__(self) -> Iterator[bytes]:
+        while True:
+            line = self.readline()
+            if not line:
+                return
+            yield line
+
+
+class _Exchange:
+    """One request and its response, shared by the loop and the app thread that runs it.
+    Connection methods are only ever called on the loop thread."""
+
+    __slots__ = (
+        "server", "conn", "environ", "input", "status", "headers", "declared", "sent",
+        "head_sent", "head_queued", "closed", "queued", "backlog", "cond", "waiting",
+        "is_head", "finished",
+    )
+
+    def __init__(self, server: WSGIServer, conn: Connection, environ: dict[str, Any],
+                 is_head: bool) -> None:
+        self.server = server
+        self.conn = conn
+        self.environ = environ
+        self.input: _StreamInput | None = None
+        self.status: tuple[int, str] | None = None
+        self.headers: list[tuple[str, str]] = []
+        self.declared = -1  # the app's Content-Length, or -1
+        self.sent = 0  # body bytes the app produced so far
+        self.head_sent = False  # the head was handed to the loop (no more 500 possible)
+        self.head_queued = False
+        self.closed = False  # the client is gone
+        self.queued = 0  # body bytes posted to the loop, not yet written to the connection
+        self.backlog = 0  # the connection's send buffer, as the loop saw it last
+        self.cond: threading.Condition | None = None  # made when a stream has to wait
+        self.waiting = False
+        self.is_head = is_head
+        self.finished = False
+
+    # Loop side.
+    def feed_input(self) -> None:
+        inp = self.input
+        conn = self.conn
+        if inp is None or self.closed or inp._paused:
+            return
+        try:
+            room = inp.room()
+            data = conn.body_read(room) if room > 0 else b""
+            done = conn.body_complete and conn.body_pending == 0
+        except RuntimeError:  # the connection closed under us
+            return
+        if data or done:
+            inp.feed(data, done)
+
+    def gone(self) -> None:
+        self.closed = True
+        if self.input is not None:
+            self.input.fail(ClientDisconnected("the client disconnected"))
+        self.notify_writer()
+
+    def notify_writer(self) -> None:
+        cond = self.cond
+        if cond is not None:
+            with cond:
+                if self.waiting:
+                    cond.notify()
+
+    # App side: PEP 3333's start_response and write.
+    def start_response(self, status: str, headers: list[tuple[str, str]],
+                       exc_info: Any = None) -> Callable[[bytes], None]:
+        if exc_info is not None:
+            try:
+                if self.head_sent:
+                    raise exc_info[1].with_traceback(exc_info[2])
+            finally:
+                exc_info = None
+        elif self.status is not None:
+            raise AssertionError(
+                "start_response() was already called; call it again only with exc_info")
+        if type(status) is not str:
+            raise TypeError(f"status must be a str such as '200 OK', not {status!r}")
+        if len(status) < 4 or status[3] != " " or not status[:3].isdigit():
+            raise ValueError(f"status must be 'NNN Reason', not {status!r}")
+        if type(headers) is not list:
+            raise TypeError(f"headers must be a list of (name, value) tuples, not "
+                            f"{type(headers).__name__}")
+        declared = -1
+        for item in headers:
+            name, value = item
+            if type(name) is not str or type(value) is not str:
+                raise TypeError(f"header names and values must be str, not {item!r}")
+            if len(name) == 14 and name.lower() == "content-length":
+                if not value.isdigit() or not value.isascii():
+                    raise ValueError(f"invalid Content-Length {value!r}")
+                declared = int(value)
+        self.status = (int(status[:3]), status[4:])
+        self.headers = headers
+        self.declared = declared
+        return self.write
+
+    def write(self, data: bytes) -> None:
+        if self.status is None:
+            raise AssertionError("write() called before start_response()")
+        self.stream(data)
+
+    def stream(self, data: bytes) -> None:
+        """Send one piece of a streamed body, waiting while the client is behind."""
+        if type(data) is not bytes:
+            if not isinstance(data, (bytes, bytearray, memoryview)):
+                raise TypeError(f"response body items must be bytes, not {type(data).__name__}")
+            data = bytes(data)
+        if self.closed:
+            raise ClientDisconnected("the client disconnected")
+        self.sent += len(data)
+        if 0 <= self.declared < self.sent:
+            raise ValueError(
+                f"the app sent more than its Content-Length of {self.declared} bytes")
+        server = self.server
+        if not self.head_queued:
+            self.head_queued = True
+            self.head_sent = True
+            server._post(self, _OP_BEGIN, None, True)
+        if data:
+            self.queued += len(data)
+            server._post(self, _OP_WRITE, data, True)
+            if self.queued + self.backlog > _SEND_HIGH:
+                self.wait_for_client()
+
+    def wait_for_client(self) -> None:
+        if self.cond is None:
+            self.cond = threading.Condition(threading.Lock())
+        timeout = self.server.stream_timeout
+        with self.cond:
+            self.waiting = True
+            try:
+                while not self.closed and self.queued + self.backlog > _SEND_LOW:
+                    before = self.queued + self.backlog
+                    if not self.cond.wait(timeout) and self.queued + self.backlog >= before:
+                        raise TimeoutError(
+                            f"the client read nothing for {timeout} s (stream_timeout)")
+            finally:
+                self.waiting = False
+        if self.closed:
+            raise ClientDisconnected("the client disconnected")
+
+
+class _AppThreads:
+    """The app thread pool. One thread is woken per batch; a thread that takes a request
+    while more are queued wakes one more, so a request stuck in a blocking app never holds
+    the others back, while under load the threads mostly run without waking each other."""
+
+    def __init__(self, count: int, run: Callable[[_Exchange], None]) -> None:
+        self._count = count
+        self._run = run
+        self._queue: collections.deque[_Exchange] = collections.deque()
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._idle = 0
+        self._woken = 0
+        self._stopping = False
+        self._threads: list[threading.Thread] = []
+        self.busy = 0
+
+    def start(self) -> None:
+        if self._threads:
+            return
+        for i in range(self._count):
+            t = threading.Thread(target=self._work, name=f"cymongoose-wsgi-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def submit(self, batch: list[_Exchange]) -> None:
+        with self._lock:
+            self._queue.extend(batch)
+            if self._idle > self._woken:
+                self._woken += 1
+                self._cond.notify()
+
+    def idle_soon(self) -> bool:
+        """True when no work is queued (an app thread should wake the loop now)."""
+        return not self._queue
+
+    def _work(self) -> None:
+        queue = self._queue
+        while True:
+            with self._lock:
+                while not queue:
+                    if self._stopping:
+                        return
+                    self._idle += 1
+                    self._cond.wait()
+                    self._idle -= 1
+                    if self._woken:
+                        self._woken -= 1
+                ex = queue.popleft()
+                self.busy += 1
+                if queue and self._idle > self._woken:
+                    self._woken += 1
+                    self._cond.notify()
+            try:
+                self._run(ex)
+            finally:
+                with self._lock:
+                    self.busy -= 1
+
+    def stop(self, timeout: float) -> None:
+        with self._lock:
+            self._stopping = True
+            self._cond.notify_all()
+        deadline = time.monotonic() + timeout
+        for t in self._threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+        self._threads = [t for t in self._threads if t.is_alive()]
+
+
+def _environ_key(name: bytes) -> str | None:
+    # Header names with "_" are dropped: "X_Forwarded_For" would otherwise arrive as the
+    # same HTTP_X_FORWARDED_FOR key as a proxy's "X-Forwarded-For" (nginx and gunicorn do too).
+    if b"_" in name:
+        return None
+    key = name.decode("latin-1").upper().replace("-", "_")
+    if key == "CONTENT_TYPE" or key == "CONTENT_LENGTH":
+        return key
+    return "HTTP_" + key
+
+
+class WSGIServer:
+    """Serve a WSGI app on a Manager of its own; see the module docstring."""
+
+    def __init__(self, app: AppRef, workers: int = 4,
+                 error_handler: Callable[[BaseException], object] | None = None,
+                 stream_timeout: float = 5.0, *, threads: int | None = None,
+                 factory: bool = False, root_path: str = "",
+                 url_scheme: str | None = None) -> None:
+        count = threads if threads is not None else workers
+        if type(count) is not int or count < 1:
+            raise ValueError(f"threads (workers) must be a positive int, not {count!r}")
+        if not isinstance(stream_timeout, (int, float)) or stream_timeout <= 0:
+            raise ValueError(f"stream_timeout must be a positive number of seconds, "
+                             f"not {stream_timeout!r}")
+        if root_path and (not root_path.startswith("/") or root_path.endswith("/")):
+            raise ValueError(f"root_path must start with '/' and not end with one, "
+                             f"not {root_path!r}")
+        self._app: WSGIApp = load_app(app, factory)
+        self.stream_timeout = float(stream_timeout)
+        self._error_handler = error_handler
+        self._root_path = root_path
+        self._url_scheme = url_scheme
+        self._manager = Manager(None, enable_wakeup=True, error_handler=error_handler)
+        # App threads need the GIL while the loop waits: never wait holding it.
+        self._manager.linger_ms = 0
+        self._threads = _AppThreads(count, self._run_app)
+        self._batch: list[_Exchange] = []
+        self._outbox: collections.deque[tuple[_Exchange, int, Any, bool]] = collections.deque()
+        self._outbox_scheduled = False
+        self._oldest_post = 0.0
+        self._stop = threading.Event()
+        self._closed = False
+        self._date = DateHeader()
+        self._key_cache: dict[bytes, str | None] = {}
+        self._bases: dict[int, dict[str, Any]] = {}
+        self._live: set[_Exchange] = set()
+
+        @handles(MG_EV_HTTP_HDRS, MG_EV_CLOSE)
+        def on_request(conn: Connection, ev: int, msg: Any) -> None:
+            if ev == MG_EV_HTTP_HDRS:
+                self._on_request(conn, msg)
+            else:
+                ex = conn.userdata
+                if ex is not None:
+                    self._live.discard(ex)
+                    ex.gone()
+
+        @handles(MG_EV_HTTP_HDRS, MG_EV_READ, MG_EV_WRITE, MG_EV_CLOSE)
+        def on_stream(conn: Connection, ev: int, msg: Any) -> None:
+            ex = conn.userdata
+            if ev == MG_EV_READ:
+                if ex is not None and ex.input is not None:
+                    ex.feed_input()
+            elif ev == MG_EV_WRITE:
+                if ex is not None:
+                    ex.backlog = conn.send_len
+                    if ex.waiting and ex.backlog < _SEND_LOW:
+                        ex.notify_writer()
+            else:
+                on_request(conn, ev, msg)
+
+        self._on_quiet = on_request
+        self._on_busy = on_stream
+
+    @property
+    def manager(self) -> Manager:
+        return self._manager
+
+    def listen(self, url: str = "http://127.0.0.1:8000", **limits: Any) -> Connection:
+        conn = self._manager.listen(url, self._on_quiet, stream_body=True, **limits)
+        host, port = conn.local_addr[0], conn.local_addr[1]
+        scheme = self._url_scheme or ("https" if url.startswith("https") else "http")
+        self._bases[conn.id] = {
+            "wsgi.version": (1, 0),
+            "wsgi.url_scheme": scheme,
+            "wsgi.errors": sys.stderr,
+            "wsgi.multithread": True,
+            "wsgi.multiprocess": False,
+            "wsgi.run_once": False,
+            "wsgi.input_terminated": True,
+            "wsgi.file_wrapper": FileWrapper,
+            "SERVER_NAME": host,
+            "SERVER_PORT": str(port),
+            "SCRIPT_NAME": self._root_path,
+        }
+        self._base_default = self._bases[conn.id]
+        self._threads.start()
+        return conn
+
+    # Loop side.
+    def _on_request(self, conn: Connection, msg: Any) -> None:
+        environ = self._base_default.copy()
+        environ["REQUEST_METHOD"] = method = msg.method
+        raw_path = msg.uri_bytes
+        path = (unquote_to_bytes(raw_path) if b"%" in raw_path else raw_path).decode("latin-1")
+        root = self._root_path
+        if root:
+            if path == root or path.startswith(root + "/"):
+                path = path[len(root):]
+            else:
+                environ["SCRIPT_NAME"] = ""
+        environ["PATH_INFO"] = path
+        environ["QUERY_STRING"] = msg.query_bytes.decode("latin-1")
+        environ["SERVER_PROTOCOL"] = msg.proto
+        addr = conn.remote_addr
+        environ["REMOTE_ADDR"] = addr[0]
+        environ["REMOTE_PORT"] = str(addr[1])
+        if len(self._bases) > 1:
+            local = conn.local_addr
+            environ["SERVER_NAME"] = local[0]
+            environ["SERVER_PORT"] = str(local[1])
+        keys = self._key_cache
+        for name, value in msg.headers_bytes():
+            key = keys.get(name, "")
+            if key == "":
+                key = _environ_key(name)
+                if len(keys) < 512:
+                    keys[name] = key
+            if key is None:
+                continue
+            text = value.decode("latin-1")
+            if key in environ:
+                text = environ[key] + ("; " if key == "HTTP_COOKIE" else ", ") + text
+            environ[key] = text
+        ex = _Exchange(self, conn, environ, method == "HEAD")
+        if conn.body_complete:
+            environ["wsgi.input"] = io.BytesIO(conn.body_read() if conn.body_pending else b"")
+        else:
+            ex.input = _StreamInput(ex)
+            environ["wsgi.input"] = ex.input
+            conn.set_handler(self._on_busy)
+            ex.feed_input()
+        conn.userdata = ex
+        self._live.add(ex)
+        self._batch.append(ex)
+
+    def _flush_batch(self) -> None:
+        batch = self._batch
+        if batch:
+            self._batch = []
+            self._threads.submit(batch)
+
+    def _call_loop(self, fn: Callable[[], None]) -> None:
+        try:
+            self._manager.call_soon_threadsafe(fn)
+        except RuntimeError:  # closed: nothing left to do
+            pass
+
+    def _post(self, ex: _Exchange, op: int, arg: Any, urgent: bool) -> None:
+        """App thread: queue a response step for the loop. The loop is woken at once for
+        streaming steps, else when the pool's queue runs dry or a response waited long."""
+        outbox = self._outbox
+        if not outbox:
+            self._oldest_post = time.monotonic()
+        outbox.append((ex, op, arg, urgent))
+        if self._outbox_scheduled:
+            return
+        if (urgent or self._threads.idle_soon()
+                or time.monotonic() - self._oldest_post > _MAX_HOLD_S):
+            self._outbox_scheduled = True
+            self._call_loop(self._drain_outbox)
+
+    def _drain_outbox(self) -> None:
+        # Cleared before draining: a post that misses this drain schedules a new one.
+        self._outbox_scheduled = False
+        outbox = self._outbox
+        while outbox:
+            ex, op, arg, _ = outbox.popleft()
+            if ex.closed:
+                if op == _OP_FILE:
+                    os.close(arg[0])
+                continue
+            try:
+                self._apply(ex, op, arg)
+            except Exception as exc:
+                self._protocol_error(ex, exc)
+
+    def _apply(self, ex: _Exchange, op: int, arg: Any) -> None:
+        conn = ex.conn
+        if op == _OP_WHOLE:
+            status, headers, body = arg
+            conn.http_begin(status[0], headers, reason=status[1])
+            if body:
+                conn.http_write(body)
+            conn.http_end()
+            self._finish(ex)
+        elif op == _OP_WRITE:
+            conn.http_write(arg)
+            ex.queued -= len(arg)
+            ex.backlog = conn.send_len
+            if ex.backlog >= _SEND_LOW and conn.handler is not self._on_busy:
+                conn.set_handler(self._on_busy)  # be told when the client reads
+            elif ex.waiting:
+                ex.notify_writer()
+        elif op == _OP_BEGIN:
+            code, reason = ex.status or (500, "")
+            conn.http_begin(code, self._response_headers(ex), reason=reason)
+        elif op == _OP_FILE:
+            fd, offset, count = arg
+            try:
+                conn.http_sendfile(fd, offset, count)
+            finally:
+                os.close(fd)
+        elif op == _OP_END:
+            if not conn.http_end():
+                error_log.error(
+                    "%s %s: the app sent %d bytes, fewer than its Content-Length of %d; "
+                    "the connection was closed", ex.environ["REQUEST_METHOD"],
+                    ex.environ["PATH_INFO"], ex.sent, ex.declared)
+            self._finish(ex)
+        elif op == _OP_ABORT:
+            conn.close()
+            self._finish(ex)
+
+    def _finish(self, ex: _Exchange) -> None:
+        ex.finished = True
+        self._live.discard(ex)
+        conn = ex.conn
+        if conn.userdata is ex:
+            conn.userdata = None
+            if conn.handler is not self._on_quiet and not conn.is_closing:
+                conn.set_handler(self._on_quiet)
+
+    def _protocol_error(self, ex: _Exchange, exc: BaseException) -> None:
+        """The app's response could not be sent as given (a bad header, too many bytes)."""
+        report_exception(f"{ex.environ['REQUEST_METHOD']} {ex.environ['PATH_INFO']}: "
+                         f"invalid response from the app", exc)
+        conn = ex.conn
+        try:
+            if conn.response_started:
+                conn.close()
+            else:
+                conn.http_begin(500, [(b"Content-Type", b"text/plain; charset=utf-8"),
+                                      (b"Content-Length", b"%d" % len(_RESPONSE_500)),
+                                      (b"Connection", b"close")] + self._stock_headers())
+                conn.http_write(_RESPONSE_500)
+                conn.http_end()
+        except RuntimeError:
+            pass
+        self._finish(ex)
+
+    def _stock_headers(self) -> list[tuple[bytes, bytes]]:
+        return [(b"Date", self._date.get()), (b"Server", SERVER_NAME)]
+
+    def _response_headers(self, ex: _Exchange) -> list[Any]:
+        headers: list[Any] = ex.headers
+        has_date = has_server = False
+        for name, _ in headers:
+            if len(name) == 4 and name.lower() == "date":
+                has_date = True
+            elif len(name) == 6 and name.lower() == "server":
+                has_server = True
+        if has_date and has_server:
+            return headers
+        extra = list(headers)
+        if not has_date:
+            extra.append((b"Date", self._date.get()))
+        if not has_server:
+            extra.append((b"Server", SERVER_NAME))
+        return extra
+
+    # App side.
+    def _run_app(self, ex: _Exchange) -> None:
+        result: Any = None
+        try:
+            result = self._app(ex.environ, ex.start_response)
+            if not ex.head_queued and type(result) in (list, tuple):
+                self._respond_whole(ex, result)
+            elif isinstance(result, FileWrapper) and not ex.head_queued:
+                self._respond_file(ex, result)
+            else:
+                for chunk in result:
+                    if chunk:
+                        ex.stream(chunk)
+                if ex.status is None:
+                    raise AssertionError("the app returned without calling start_response()")
+                if not ex.head_queued:
+                    ex.stream(b"")
+                if 0 <= ex.declared != ex.sent and not ex.is_head:
+                    if ex.sent > ex.declared:
+                        raise ValueError("the app sent more than its Content-Length")
+                self._post(ex, _OP_END, None, False)
+        except BaseException as exc:
+            self._app_failed(ex, exc)
+        finally:
+            if result is not None and hasattr(result, "close"):
+                try:
+                    result.close()
+                except BaseException as exc:
+                    self._report(ex, "close() of the app's iterable failed", exc)
+
+    def _respond_whole(self, ex: _Exchange, result: Any) -> None:
+        if ex.status is None:
+            raise AssertionError("the app returned without calling start_response()")
+        for item in result:
+            if type(item) is not bytes:
+                raise TypeError(f"response body items must be bytes, not {type(item).__name__}")
+        body = result[0] if len(result) == 1 else b"".join(result)
+        headers: list[Any] = self._response_headers(ex)
+        if ex.declared < 0:
+            if headers is ex.headers:
+                headers = list(headers)
+            headers.append((b"Content-Length", b"%d" % len(body)))
+        elif ex.declared != len(body) and not ex.is_head:
+            raise ValueError(f"the app's Content-Length is {ex.declared} but its body has "
+                             f"{len(body)} bytes")
+        ex.sent = len(body)
+        ex.head_sent = ex.head_queued = True
+        self._post(ex, _OP_WHOLE, (ex.status, headers, body), False)
+
+    def _respond_file(self, ex: _Exchange, wrapper: FileWrapper) -> None:
+        fd = wrapper.fileno_for_sendfile()
+        if fd is None or ex.status is None:
+            for chunk in wrapper:
+                ex.stream(chunk)
+            if not ex.head_queued:
+                ex.stream(b"")
+            self._post(ex, _OP_END, None, False)
+            return
+        offset = os.lseek(fd, 0, os.SEEK_CUR)
+        count = max(0, os.fstat(fd).st_size - offset)
+        if ex.declared >= 0:
+            count = min(count, ex.declared)
+        ex.sent = count
+        ex.head_sent = ex.head_queued = True
+        self._post(ex, _OP_BEGIN, None, False)
+        self._post(ex, _OP_FILE, (os.dup(fd), offset, count), False)
+        self._post(ex, _OP_END, None, False)
+
+    def _app_failed(self, ex: _Exchange, exc: BaseException) -> None:
+        if isinstance(exc, ClientDisconnected) or (ex.closed and isinstance(exc, OSError)):
+            return  # the client left: nothing to answer, nothing to log
+        what = f"{ex.environ['REQUEST_METHOD']} {ex.environ['PATH_INFO']}"
+        if ex.head_sent:
+            self._report(ex, f"{what}: the app failed after its response started; "
+                             "the connection is closed", exc)
+            self._post(ex, _OP_ABORT, None, True)
+            return
+        self._report(ex, f"{what}: the app failed; answered 500", exc)
+        ex.head_sent = ex.head_queued = True
+        ex.status = (500, "Internal Server Error")
+        ex.headers = [("Content-Type", "text/plain; charset=utf-8"), ("Connection", "close")]
+        ex.declared = -1
+        self._respond_whole(ex, [_RESPONSE_500])
+
+    def _report(self, ex: _Exchange, what: str, exc: BaseException) -> None:
+        if self._error_handler is not None:
+            try:
+                self._error_handler(exc)
+                return
+            except BaseException:
+                pass
+        report_exception(what, exc)
+
+    # Lifecycle.
+    def run(self, poll_ms: int = 100) -> None:
+        if self._closed:
+            raise RuntimeError("this WSGIServer is closed")
+        self._threads.start()
+        previous: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                previous[signum] = signal.signal(signum, lambda *_: self._stop.set())
+        manager = self._manager
+        try:
+            while not self._stop.is_set():
+                manager.poll(poll_ms)
+                if self._batch:
+                    self._flush_batch()
+            self._drain(5.0)
+        finally:
+            for signum, old in previous.items():
+                signal.signal(signum, old)
+            self.close()
+
+    def _drain(self, timeout: float) -> None:
+        """Finish the requests in flight, for at most `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        manager = self._manager
+        while self._live and time.monotonic() < deadline:
+            manager.poll(10)
+            if self._batch:
+                self._flush_batch()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._call_loop(lambda: None)  # end the current poll wait now
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        for ex in list(self._live):
+            ex.gone()
+        self._threads.stop(5.0)
+        self._manager.close()
+
+
+def serve(app: AppRef, url: str = "http://127.0.0.1:8000", workers: int = 4,
+          stream_timeout: float = 5.0) -> None:
+    """Serve `app` on `url` until SIGINT/SIGTERM."""
+    server = WSGIServer(app, workers=workers, stream_timeout=stream_timeout)
+    server.listen(url)
+    print(f"cymongoose WSGI server on {url} ({workers} app threads); Ctrl-C stops it",
+          file=sys.stderr)
+    server.run()
