@@ -130,6 +130,7 @@ cdef class Connection:
     cdef int _ws_close_code
     cdef str _ws_close_reason
     cdef bint _ws_close_sent
+    cdef tuple _peer  # (REMOTE_ADDR, REMOTE_PORT) strings, made once per connection
 
     cdef int _ensure_open(self) except -1
 

@@ -4,7 +4,7 @@ User-facing documentation of every class and function lives here.
 """
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias, TypeVar, final
 
 from typing_extensions import Buffer, disjoint_base
@@ -155,12 +155,18 @@ class Manager:
         handler: _Handler | None = None,
         *,
         http: bool | None = None,
+        stream_body: bool = False,
         **limits: int,
     ) -> Connection:
         """Listen on `tcp://`, `udp://`, `http://`, `https://`, `ws://` or `wss://` URL.
 
         `http=None` turns HTTP parsing on for http/https/ws/wss. Port 0 picks a free port:
         read it from `local_addr[1]`. Accepted connections inherit `handler`.
+
+        `stream_body=True` (HTTP only): each request arrives as MG_EV_HTTP_HDRS once its
+        head is in, and its body is read with `Connection.body_read()` as it arrives
+        (chunked bodies de-chunked, reading paused while the handler is behind) instead of
+        MG_EV_HTTP_MSG with the whole body. Answer with `http_begin()`/`http_end()`.
 
         HTTP listeners take limits as keywords (defaults from `set_http_limits()`):
         `max_header_count`, `max_header_size`, `max_uri_size`, `max_body_size`,
@@ -215,6 +221,15 @@ class Manager:
     ) -> Timer:
         """Call `callback()` after `milliseconds` (every `milliseconds` with `repeat`;
         first on the next poll with `run_now`). Exceptions go to the error handler."""
+
+    linger_ms: int
+    """After traffic, how long (0-100 ms, default 1) `poll()` waits for the next request
+    still holding the GIL; 0 when other threads need the GIL while the loop waits."""
+
+    def call_soon_threadsafe(self, callback: Callable[..., object], *args: Any) -> None:
+        """Thread-safe: run `callback(*args)` on the polling thread after the current or
+        next poll iteration, in call order. Needs `enable_wakeup=True` (`RuntimeError`
+        otherwise, and after `close()`)."""
 
     def wakeup(self, connection_id: int, data: bytes = b"") -> bool:
         """Thread-safe: deliver `data` as MG_EV_WAKEUP to the connection with that id.
@@ -326,6 +341,47 @@ class Connection:
     ) -> None:
         """Serve one file whatever the URI; 404 if missing."""
 
+    def http_begin(
+        self,
+        status_code: int,
+        headers: Sequence[tuple[str | bytes, str | bytes]] | None = None,
+        *,
+        reason: str | bytes | None = None,
+    ) -> None:
+        """Start a response whose body follows with `http_write()`/`http_sendfile()` and
+        ends with `http_end()`. Framing is chosen here: the given Content-Length, else
+        chunked (HTTP/1.1) or close-delimited (HTTP/1.0); none for HEAD, 1xx, 204 and 304.
+        `str` headers are latin-1; CR, LF or NUL, a Transfer-Encoding header or a second
+        response raise `ValueError`."""
+
+    def http_write(self, data: _Data) -> None:
+        """Queue body bytes of the response begun with `http_begin()` (`TypeError` for str,
+        `ValueError` past its Content-Length)."""
+
+    def http_sendfile(self, fd: int, offset: int = 0, count: int = -1) -> None:
+        """Send `count` bytes (-1: to the end) of the regular file `fd` from `offset` with
+        sendfile(2); the descriptor is duplicated, so the caller may close its own."""
+
+    def http_end(self) -> bool:
+        """Finish the response: keep-alive and pipelined requests go on. False when fewer
+        bytes than its Content-Length were written: the connection is then closed."""
+
+    @property
+    def response_started(self) -> bool:
+        """True from `http_begin()` until the response is finished."""
+
+    def body_read(self, max_bytes: int = -1) -> bytes:
+        """Stream listeners: take up to `max_bytes` (-1: all) of the request body received
+        so far; reading resumes once the consumer has caught up."""
+
+    @property
+    def body_pending(self) -> int:
+        """Body bytes received and not yet taken with `body_read()`."""
+
+    @property
+    def body_complete(self) -> bool:
+        """True once the whole request body has arrived."""
+
     def http_chunk(self, data: _Data) -> None:
         """Write one chunk of a chunked body; empty data ends the body."""
 
@@ -378,8 +434,26 @@ class HttpMessage:
     def body_bytes(self) -> bytes: ...
     @property
     def body_text(self) -> str: ...
+    @property
+    def uri_bytes(self) -> bytes:
+        """The request target's path as sent (not decoded)."""
+
+    @property
+    def query_bytes(self) -> bytes:
+        """The query string after `?`, as sent."""
+
     def header(self, name: str, default: str | None = None) -> str | None:
         """First header called `name` (case-insensitive), else `default`."""
+
+    def headers_bytes(self) -> list[tuple[bytes, bytes]]:
+        """All headers as raw bytes, in wire order, duplicates kept."""
+
+    def wsgi_environ(
+        self, base: dict[str, Any], conn: Connection, root_path: str = ""
+    ) -> dict[str, Any]:
+        """A PEP 3333 environ: a copy of `base` plus this request's CGI variables (latin-1
+        str values, duplicate headers joined, PATH_INFO decoded and split off `root_path`,
+        REMOTE_ADDR/REMOTE_PORT of `conn`)."""
 
     def headers(self) -> list[tuple[str, str]]:
         """All headers in wire order."""

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from types import TracebackType
-from typing import Any, Optional, Union
+from typing import Any
 
 #: A raw event handler: ``handler(conn, ev, data)``.
 Handler = Callable[[Any, int, Any], None]
 
-ExcInfo = tuple[type[BaseException], BaseException, Optional[TracebackType]]
+ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
 #: PEP 3333 ``start_response(status, headers, exc_info=None) -> write``.
 StartResponse = Callable[..., Callable[[bytes], object]]
 #: A PEP 3333 application.
@@ -23,4 +23,4 @@ ASGISend = Callable[[ASGIMessage], Awaitable[None]]
 ASGIApp = Callable[[ASGIScope, ASGIReceive, ASGISend], Awaitable[None]]
 
 #: What the servers accept as an app: the object, or an import string "module:attr".
-AppRef = Union[str, Callable[..., Any]]
+AppRef = str | Callable[..., Any]

@@ -30,8 +30,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from http import HTTPStatus
 from typing import Any
-from urllib.parse import unquote_to_bytes
 
 from ._mongoose import (
     MG_EV_CLOSE,
@@ -56,11 +56,36 @@ _INPUT_LOW = 256 << 10
 _SEND_HIGH = 1 << 20
 _SEND_LOW = 256 << 10
 # An app thread wakes the loop before its work runs dry once a response has waited this long.
-_MAX_HOLD_S = 0.002
+# The loop's owner runs apps inline; one that runs longer than this hands the loop over.
+_STALL_S = 0.005
 
 _OP_WHOLE, _OP_BEGIN, _OP_WRITE, _OP_FILE, _OP_END, _OP_ABORT = range(6)
 
 _RESPONSE_500 = b"Internal Server Error\n"
+
+
+_STATUS_CACHE: dict[str, tuple[int, str | None]] = {}
+_STANDARD_REASONS = {code.value: code.phrase for code in HTTPStatus}
+
+
+def _parse_status(status: Any) -> tuple[int, str | None]:
+    """(code, reason), reason None when it is the standard one (the core then uses its
+    prebuilt status line); cached for standard statuses."""
+    if type(status) is not str:
+        raise TypeError(f"status must be a str such as '200 OK', not {status!r}")
+    if len(status) < 4 or status[3] != " " or not status[:3].isdigit() or status[0] == "0":
+        raise ValueError(f"status must be 'NNN Reason', not {status!r}")
+    code = int(status[:3])
+    reason = status[4:]
+    if _STANDARD_REASONS.get(code) == reason:
+        if len(_STATUS_CACHE) < 256:
+            _STATUS_CACHE[status] = (code, None)
+        return code, None
+    return code, reason
+
+
+def _nothing() -> None:
+    pass
 
 
 class ClientDisconnected(ConnectionResetError):
@@ -76,8 +101,6 @@ class FileWrapper:
             raise ValueError("blksize must be a positive number of bytes")
         self.filelike = filelike
         self.blksize = blksize
-        if hasattr(filelike, "close"):
-            self.close = filelike.close
 
     def __iter__(self) -> Iterator[bytes]:
         read = self.filelike.read
@@ -97,8 +120,11 @@ class FileWrapper:
             return None
         return int(fd)
 
-    def close(self) -> None:  # replaced by the file's own close() when it has one
-        pass
+    def close(self) -> None:
+        """PEP 3333: closing the wrapper closes the file, when it has a close()."""
+        close = getattr(self.filelike, "close", None)
+        if close is not None:
+            close()
 
 
 class _StreamInput:
@@ -149,6 +175,14 @@ class _StreamInput:
             if self._error is not None:
                 raise self._error
             self._want = sys.maxsize if n < 0 else n
+            if self._exchange.ops is not None:
+                # Running inline on the loop's owner: the loop must go on without us.
+                self._cond.release()
+                try:
+                    self._exchange.server._turns.hand_off(self._exchange)
+                finally:
+                    self._cond.acquire()
+                continue
             if self._paused:
                 self._paused = False
                 self._exchange.server._call_loop(self._exchange.feed_input)
@@ -188,7 +222,7 @@ class _StreamInput:
             return self._take(n)
 
     def readlines(self, hint: int = -1) -> list[bytes]:
-        lines = []
+        lines: list[bytes] = []
         total = 0
         while True:
             line = self.readline()
@@ -214,7 +248,7 @@ class _Exchange:
     __slots__ = (
         "server", "conn", "environ", "input", "status", "headers", "declared", "sent",
         "head_sent", "head_queued", "closed", "queued", "backlog", "cond", "waiting",
-        "is_head", "finished",
+        "is_head", "finished", "stock", "ops",
     )
 
     def __init__(self, server: WSGIServer, conn: Connection, environ: dict[str, Any],
@@ -223,7 +257,7 @@ class _Exchange:
         self.conn = conn
         self.environ = environ
         self.input: _StreamInput | None = None
-        self.status: tuple[int, str] | None = None
+        self.status: tuple[int, str | None] | None = None
         self.headers: list[tuple[str, str]] = []
         self.declared = -1  # the app's Content-Length, or -1
         self.sent = 0  # body bytes the app produced so far
@@ -236,6 +270,10 @@ class _Exchange:
         self.waiting = False
         self.is_head = is_head
         self.finished = False
+        self.stock = 3  # Date (1) and Server (2) still to add
+        # Response steps of an app running inline on the loop's owner, applied when it
+        # returns (None: the app runs on its own, steps go through the outbox).
+        self.ops: list[tuple[int, Any]] | None = None
 
     # Loop side.
     def feed_input(self) -> None:
@@ -277,25 +315,33 @@ class _Exchange:
         elif self.status is not None:
             raise AssertionError(
                 "start_response() was already called; call it again only with exc_info")
-        if type(status) is not str:
-            raise TypeError(f"status must be a str such as '200 OK', not {status!r}")
-        if len(status) < 4 or status[3] != " " or not status[:3].isdigit():
-            raise ValueError(f"status must be 'NNN Reason', not {status!r}")
+        parsed = _STATUS_CACHE.get(status) if type(status) is str else None
+        if parsed is None:
+            parsed = _parse_status(status)
         if type(headers) is not list:
             raise TypeError(f"headers must be a list of (name, value) tuples, not "
                             f"{type(headers).__name__}")
         declared = -1
+        has_date = has_server = False
         for item in headers:
             name, value = item
             if type(name) is not str or type(value) is not str:
                 raise TypeError(f"header names and values must be str, not {item!r}")
-            if len(name) == 14 and name.lower() == "content-length":
-                if not value.isdigit() or not value.isascii():
-                    raise ValueError(f"invalid Content-Length {value!r}")
-                declared = int(value)
-        self.status = (int(status[:3]), status[4:])
+            n = len(name)
+            if n == 14 or n == 4 or n == 6:
+                lower = name.lower()
+                if lower == "content-length":
+                    if not value.isdigit() or not value.isascii():
+                        raise ValueError(f"invalid Content-Length {value!r}")
+                    declared = int(value)
+                elif lower == "date":
+                    has_date = True
+                elif lower == "server":
+                    has_server = True
+        self.status = parsed
         self.headers = headers
         self.declared = declared
+        self.stock = (0 if has_date else 1) | (0 if has_server else 2)
         return self.write
 
     def write(self, data: bytes) -> None:
@@ -324,9 +370,13 @@ class _Exchange:
             self.queued += len(data)
             server._post(self, _OP_WRITE, data, True)
             if self.queued + self.backlog > _SEND_HIGH:
+                if self.ops is not None:
+                    server._turns.hand_off(self)  # stream on our own from here
                 self.wait_for_client()
 
     def wait_for_client(self) -> None:
+        if self.ops is not None:
+            self.server._turns.hand_off(self)
         if self.cond is None:
             self.cond = threading.Condition(threading.Lock())
         timeout = self.server.stream_timeout
@@ -344,84 +394,175 @@ class _Exchange:
             raise ClientDisconnected("the client disconnected")
 
 
-class _AppThreads:
-    """The app thread pool. One thread is woken per batch; a thread that takes a request
-    while more are queued wakes one more, so a request stuck in a blocking app never holds
-    the others back, while under load the threads mostly run without waking each other."""
+class _LoopTurns:
+    """Threads that take turns owning the Manager (leader/followers).
 
-    def __init__(self, count: int, run: Callable[[_Exchange], None]) -> None:
+    The owner polls, and runs the apps of the requests that polling delivered inline, one
+    after another: under load no request crosses a thread, so the GIL never changes hands
+    per request. Around each app call the owner lets go of `loop_lock`, the right to touch
+    Mongoose. A standby thread checks every `stall_s`: when the same app has been running
+    for longer (it blocks on I/O, or computes), the standby takes `loop_lock` and the loop
+    over; the stalled thread finishes its request on its own, handing its response to the
+    loop through the outbox, then waits to take a turn again. An app that must wait for the
+    loop itself (reading a body still arriving, a client slow to read) hands the loop over
+    before it waits.
+    """
+
+    def __init__(self, server: WSGIServer, count: int, stall_s: float) -> None:
+        self._server = server
         self._count = count
-        self._run = run
-        self._queue: collections.deque[_Exchange] = collections.deque()
-        self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
-        self._idle = 0
-        self._woken = 0
-        self._stopping = False
+        self._stall_s = stall_s
+        self.lock = threading.Lock()  # guards the fields below
+        self._cond = threading.Condition(self.lock)
+        self.loop_lock = threading.Lock()  # held by whoever touches Mongoose
+        self.owner: threading.Thread | None = None
+        self.current: _Exchange | None = None  # the app the owner is running inline
+        self._current_since = 0.0
+        self._standby: threading.Thread | None = None
+        self.pending: collections.deque[_Exchange] = collections.deque()
+        self.running = 0  # apps running now, at most `count` (the loop owner is one more)
+        self.stopping = False
         self._threads: list[threading.Thread] = []
-        self.busy = 0
 
     def start(self) -> None:
         if self._threads:
             return
         for i in range(self._count):
-            t = threading.Thread(target=self._work, name=f"cymongoose-wsgi-{i}", daemon=True)
+            t = threading.Thread(target=self._follow_forever, name=f"cymongoose-wsgi-{i}",
+                                 daemon=True)
             t.start()
             self._threads.append(t)
 
-    def submit(self, batch: list[_Exchange]) -> None:
-        with self._lock:
-            self._queue.extend(batch)
-            if self._idle > self._woken:
-                self._woken += 1
-                self._cond.notify()
-
-    def idle_soon(self) -> bool:
-        """True when no work is queued (an app thread should wake the loop now)."""
-        return not self._queue
-
-    def _work(self) -> None:
-        queue = self._queue
-        while True:
-            with self._lock:
-                while not queue:
-                    if self._stopping:
-                        return
-                    self._idle += 1
-                    self._cond.wait()
-                    self._idle -= 1
-                    if self._woken:
-                        self._woken -= 1
-                ex = queue.popleft()
-                self.busy += 1
-                if queue and self._idle > self._woken:
-                    self._woken += 1
-                    self._cond.notify()
+    # The owner.
+    def run_pending(self) -> bool:
+        """Owner: run the queued apps inline. False once this thread lost the loop."""
+        me = threading.current_thread()
+        pending = self.pending
+        server = self._server
+        while pending:
+            with self.lock:
+                if self.running >= self._count:
+                    # Every app thread is busy with a stalled app: the rest wait for one
+                    # to finish (its response wakes the loop) while the loop serves on.
+                    return True
+                self.running += 1
+                ex = pending.popleft()
+                ex.ops = []
+                self.current = ex
+                self._current_since = time.monotonic()
+            self.loop_lock.release()
             try:
-                self._run(ex)
+                server._run_app(ex)
             finally:
-                with self._lock:
-                    self.busy -= 1
+                with self.lock:
+                    self.running -= 1
+                    self.current = None
+                    ops, ex.ops = ex.ops, None
+                    owner = self.owner is me
+                    if owner:
+                        self.loop_lock.acquire()  # free: only a takeover holds it otherwise
+            if not owner:
+                if ops:
+                    server._post_many(ex, ops)
+                elif pending:
+                    server._call_loop(_nothing)  # our slot is free: wake the loop for them
+                return False
+            if ops:
+                server._apply_many(ex, ops)
+        return True
+
+    def hand_off(self, ex: _Exchange) -> None:
+        """Called from an app running inline that is about to wait for the loop: give the
+        loop to another thread and turn the buffered response steps into outbox posts."""
+        me = threading.current_thread()
+        with self.lock:
+            ops, ex.ops = ex.ops, None
+            if self.owner is me and self.current is ex:
+                self.owner = None
+                self.current = None
+                self._cond.notify()
+        if ops:
+            self._server._post_many(ex, ops)
+
+    # The followers.
+    def _follow_forever(self) -> None:
+        while True:
+            if not self.follow():
+                return
+            self.lead()
+
+    def follow(self) -> bool:
+        """Wait for a turn. True: this thread now owns the loop (holding loop_lock)."""
+        me = threading.current_thread()
+        taken: list[Any] | None = None
+        stalled: _Exchange | None = None
+        with self._cond:
+            seen: _Exchange | None = None
+            while True:
+                if self.stopping:
+                    if self._standby is me:
+                        self._standby = None
+                    return False
+                if self.owner is None and self.loop_lock.acquire(False):
+                    self.owner = me
+                    break
+                if self._standby is None:
+                    self._standby = me
+                if self._standby is not me:
+                    self._cond.wait()
+                    continue
+                self._cond.wait(self._stall_s)
+                cur = self.current
+                if (cur is not None and cur is seen
+                        and time.monotonic() - self._current_since >= self._stall_s
+                        and self.loop_lock.acquire(False)):
+                    # The owner is stuck in an app (it let go of loop_lock around it).
+                    self.owner = me
+                    self.current = None
+                    taken, cur.ops = cur.ops, None
+                    stalled = cur
+                    break
+                seen = cur
+            if self._standby is me:
+                self._standby = None
+                self._cond.notify()  # someone else stands by now
+        if taken:
+            assert stalled is not None
+            self._server._apply_many(stalled, taken)
+        return True
+
+    def lead(self) -> None:
+        """Own the loop until another thread takes it over or the server stops."""
+        server = self._server
+        manager = server.manager
+        poll_ms = server._poll_ms
+        me = threading.current_thread()
+        try:
+            while not self.stopping:
+                manager.poll(poll_ms)
+                if self.pending and not self.run_pending():
+                    return
+                if self.owner is not me:
+                    return
+            server._drain_in_flight()
+        except BaseException:
+            self.stopping = True
+            raise
+        finally:
+            if self.owner is me:
+                with self._cond:
+                    self.owner = None
+                    self.loop_lock.release()
+                    self._cond.notify_all()
 
     def stop(self, timeout: float) -> None:
-        with self._lock:
-            self._stopping = True
+        with self._cond:
+            self.stopping = True
             self._cond.notify_all()
         deadline = time.monotonic() + timeout
         for t in self._threads:
             t.join(max(0.0, deadline - time.monotonic()))
         self._threads = [t for t in self._threads if t.is_alive()]
-
-
-def _environ_key(name: bytes) -> str | None:
-    # Header names with "_" are dropped: "X_Forwarded_For" would otherwise arrive as the
-    # same HTTP_X_FORWARDED_FOR key as a proxy's "X-Forwarded-For" (nginx and gunicorn do too).
-    if b"_" in name:
-        return None
-    key = name.decode("latin-1").upper().replace("-", "_")
-    if key == "CONTENT_TYPE" or key == "CONTENT_LENGTH":
-        return key
-    return "HTTP_" + key
 
 
 class WSGIServer:
@@ -449,16 +590,14 @@ class WSGIServer:
         self._manager = Manager(None, enable_wakeup=True, error_handler=error_handler)
         # App threads need the GIL while the loop waits: never wait holding it.
         self._manager.linger_ms = 0
-        self._threads = _AppThreads(count, self._run_app)
-        self._batch: list[_Exchange] = []
-        self._outbox: collections.deque[tuple[_Exchange, int, Any, bool]] = collections.deque()
+        self._turns = _LoopTurns(self, count, _STALL_S)
+        self._outbox: collections.deque[tuple[_Exchange, int, Any]] = collections.deque()
         self._outbox_scheduled = False
-        self._oldest_post = 0.0
-        self._stop = threading.Event()
+        self._poll_ms = 100
         self._closed = False
         self._date = DateHeader()
-        self._key_cache: dict[bytes, str | None] = {}
         self._bases: dict[int, dict[str, Any]] = {}
+        self._base_default: dict[str, Any] = {}
         self._live: set[_Exchange] = set()
 
         @handles(MG_EV_HTTP_HDRS, MG_EV_CLOSE)
@@ -494,9 +633,11 @@ class WSGIServer:
 
     def listen(self, url: str = "http://127.0.0.1:8000", **limits: Any) -> Connection:
         conn = self._manager.listen(url, self._on_quiet, stream_body=True, **limits)
-        host, port = conn.local_addr[0], conn.local_addr[1]
+        local = conn.local_addr
+        assert local is not None  # a listener just opened
+        host, port = local[0], local[1]
         scheme = self._url_scheme or ("https" if url.startswith("https") else "http")
-        self._bases[conn.id] = {
+        self._bases[port] = {
             "wsgi.version": (1, 0),
             "wsgi.url_scheme": scheme,
             "wsgi.errors": sys.stderr,
@@ -509,45 +650,18 @@ class WSGIServer:
             "SERVER_PORT": str(port),
             "SCRIPT_NAME": self._root_path,
         }
-        self._base_default = self._bases[conn.id]
-        self._threads.start()
+        self._base_default = self._bases[port]
         return conn
 
     # Loop side.
     def _on_request(self, conn: Connection, msg: Any) -> None:
-        environ = self._base_default.copy()
-        environ["REQUEST_METHOD"] = method = msg.method
-        raw_path = msg.uri_bytes
-        path = (unquote_to_bytes(raw_path) if b"%" in raw_path else raw_path).decode("latin-1")
-        root = self._root_path
-        if root:
-            if path == root or path.startswith(root + "/"):
-                path = path[len(root):]
-            else:
-                environ["SCRIPT_NAME"] = ""
-        environ["PATH_INFO"] = path
-        environ["QUERY_STRING"] = msg.query_bytes.decode("latin-1")
-        environ["SERVER_PROTOCOL"] = msg.proto
-        addr = conn.remote_addr
-        environ["REMOTE_ADDR"] = addr[0]
-        environ["REMOTE_PORT"] = str(addr[1])
-        if len(self._bases) > 1:
+        base = self._base_default
+        if len(self._bases) > 1:  # several listeners: the one this client came in on
             local = conn.local_addr
-            environ["SERVER_NAME"] = local[0]
-            environ["SERVER_PORT"] = str(local[1])
-        keys = self._key_cache
-        for name, value in msg.headers_bytes():
-            key = keys.get(name, "")
-            if key == "":
-                key = _environ_key(name)
-                if len(keys) < 512:
-                    keys[name] = key
-            if key is None:
-                continue
-            text = value.decode("latin-1")
-            if key in environ:
-                text = environ[key] + ("; " if key == "HTTP_COOKIE" else ", ") + text
-            environ[key] = text
+            if local is not None:
+                base = self._bases.get(local[1], base)
+        environ = msg.wsgi_environ(base, conn, self._root_path)
+        method = environ["REQUEST_METHOD"]
         ex = _Exchange(self, conn, environ, method == "HEAD")
         if conn.body_complete:
             environ["wsgi.input"] = io.BytesIO(conn.body_read() if conn.body_pending else b"")
@@ -558,13 +672,7 @@ class WSGIServer:
             ex.feed_input()
         conn.userdata = ex
         self._live.add(ex)
-        self._batch.append(ex)
-
-    def _flush_batch(self) -> None:
-        batch = self._batch
-        if batch:
-            self._batch = []
-            self._threads.submit(batch)
+        self._turns.pending.append(ex)
 
     def _call_loop(self, fn: Callable[[], None]) -> None:
         try:
@@ -573,16 +681,22 @@ class WSGIServer:
             pass
 
     def _post(self, ex: _Exchange, op: int, arg: Any, urgent: bool) -> None:
-        """App thread: queue a response step for the loop. The loop is woken at once for
-        streaming steps, else when the pool's queue runs dry or a response waited long."""
-        outbox = self._outbox
-        if not outbox:
-            self._oldest_post = time.monotonic()
-        outbox.append((ex, op, arg, urgent))
-        if self._outbox_scheduled:
-            return
-        if (urgent or self._threads.idle_soon()
-                or time.monotonic() - self._oldest_post > _MAX_HOLD_S):
+        """Queue one response step: kept with the exchange while its app runs inline on
+        the loop's owner (applied when it returns), else posted to the loop."""
+        if ex.ops is not None:
+            with self._turns.lock:
+                ops = ex.ops
+                if ops is not None:
+                    ops.append((op, arg))
+                    return
+        self._outbox.append((ex, op, arg))
+        if not self._outbox_scheduled:
+            self._outbox_scheduled = True
+            self._call_loop(self._drain_outbox)
+
+    def _post_many(self, ex: _Exchange, ops: list[tuple[int, Any]]) -> None:
+        self._outbox.extend([(ex, op, arg) for op, arg in ops])
+        if not self._outbox_scheduled:
             self._outbox_scheduled = True
             self._call_loop(self._drain_outbox)
 
@@ -591,8 +705,12 @@ class WSGIServer:
         self._outbox_scheduled = False
         outbox = self._outbox
         while outbox:
-            ex, op, arg, _ = outbox.popleft()
-            if ex.closed:
+            ex, op, arg = outbox.popleft()
+            self._apply_many(ex, [(op, arg)])
+
+    def _apply_many(self, ex: _Exchange, ops: list[tuple[int, Any]]) -> None:
+        for op, arg in ops:
+            if ex.closed or ex.finished:
                 if op == _OP_FILE:
                     os.close(arg[0])
                 continue
@@ -669,21 +787,15 @@ class WSGIServer:
         return [(b"Date", self._date.get()), (b"Server", SERVER_NAME)]
 
     def _response_headers(self, ex: _Exchange) -> list[Any]:
-        headers: list[Any] = ex.headers
-        has_date = has_server = False
-        for name, _ in headers:
-            if len(name) == 4 and name.lower() == "date":
-                has_date = True
-            elif len(name) == 6 and name.lower() == "server":
-                has_server = True
-        if has_date and has_server:
-            return headers
-        extra = list(headers)
-        if not has_date:
-            extra.append((b"Date", self._date.get()))
-        if not has_server:
-            extra.append((b"Server", SERVER_NAME))
-        return extra
+        stock = ex.stock
+        if not stock:
+            return ex.headers
+        headers: list[Any] = list(ex.headers)
+        if stock & 1:
+            headers.append((b"Date", self._date.get()))
+        if stock & 2:
+            headers.append((b"Server", SERVER_NAME))
+        return headers
 
     # App side.
     def _run_app(self, ex: _Exchange) -> None:
@@ -764,9 +876,10 @@ class WSGIServer:
             return
         self._report(ex, f"{what}: the app failed; answered 500", exc)
         ex.head_sent = ex.head_queued = True
-        ex.status = (500, "Internal Server Error")
+        ex.status = (500, None)
         ex.headers = [("Content-Type", "text/plain; charset=utf-8"), ("Connection", "close")]
         ex.declared = -1
+        ex.stock = 3
         self._respond_whole(ex, [_RESPONSE_500])
 
     def _report(self, ex: _Exchange, what: str, exc: BaseException) -> None:
@@ -782,45 +895,62 @@ class WSGIServer:
     def run(self, poll_ms: int = 100) -> None:
         if self._closed:
             raise RuntimeError("this WSGIServer is closed")
-        self._threads.start()
-        previous: dict[int, Any] = {}
+        self._poll_ms = poll_ms
+        turns = self._turns
+        # This thread starts as the loop's owner (before any app thread could take the
+        # vacant loop), then takes turns like the app threads.
+        turns.loop_lock.acquire()
+        with turns.lock:
+            turns.owner = threading.current_thread()
+        turns.start()
+        previous: dict[signal.Signals, Any] = {}
         if threading.current_thread() is threading.main_thread():
             for signum in (signal.SIGINT, signal.SIGTERM):
-                previous[signum] = signal.signal(signum, lambda *_: self._stop.set())
-        manager = self._manager
+                previous[signum] = signal.signal(signum, lambda *_: self.stop())
         try:
-            while not self._stop.is_set():
-                manager.poll(poll_ms)
-                if self._batch:
-                    self._flush_batch()
-            self._drain(5.0)
+            while True:
+                turns.lead()
+                if turns.stopping or not turns.follow():
+                    break
         finally:
             for signum, old in previous.items():
                 signal.signal(signum, old)
             self.close()
 
-    def _drain(self, timeout: float) -> None:
-        """Finish the requests in flight, for at most `timeout` seconds."""
+    def _drain_in_flight(self, timeout: float = 5.0) -> None:
+        """Owner, stopping: finish the requests in flight, for at most `timeout` seconds."""
         deadline = time.monotonic() + timeout
         manager = self._manager
-        while self._live and time.monotonic() < deadline:
+        turns = self._turns
+        while time.monotonic() < deadline:
+            if not self._live and not any(c.send_len for c in manager.connections):
+                return  # every answer is written out to its client
             manager.poll(10)
-            if self._batch:
-                self._flush_batch()
+            if turns.pending and not turns.run_pending():
+                return
 
     def stop(self) -> None:
-        self._stop.set()
-        self._call_loop(lambda: None)  # end the current poll wait now
+        """Make run() return: requests in flight are finished first. Thread-safe."""
+        turns = self._turns
+        with turns.lock:
+            turns.stopping = True
+        self._call_loop(_nothing)  # end the current poll wait now
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        self._stop.set()
-        for ex in list(self._live):
-            ex.gone()
-        self._threads.stop(5.0)
-        self._manager.close()
+        turns = self._turns
+        self.stop()
+        turns.stop(5.0)
+        with turns.lock:
+            for ex in list(self._live):
+                ex.gone()
+        if turns.loop_lock.acquire(timeout=5.0):
+            self._manager.close()
+        else:
+            error_log.error("WSGIServer.close(): an app thread still holds the loop; "
+                            "its Manager is left open")
 
 
 def serve(app: AppRef, url: str = "http://127.0.0.1:8000", workers: int = 4,

@@ -6,7 +6,10 @@ contender of that kind (server pinned to one CPU, wrk to the other), checks each
 each up, then runs `wrk -t1 -cN -dDs --latency` in interleaved rounds (A B C ... A B C ...).
 Per run it records req/s, bytes/s, p50/p99, socket errors, non-2xx, the server's CPU time per
 request (/proc, whole process tree) and its RSS. A separate run counts our server's RSS growth
-over a fixed number of requests. Everything, with every version and build flag, goes to
+over a fixed number of requests. Each WSGI/ASGI app is also called in-process (app_cost.py,
+in each of its servers' environments; before the servers start and at each hello round) for
+its own CPU cost per call, which the report subtracts from each server's CPU per request: the
+server's overhead. Everything, with every version and build flag, goes to
 results/results.json, results.md, results.png/.svg, and the README's Performance block.
 
     python tests/benchmarks/run.py [--quick] [--only a,b] [--skip a,b] [--list] ...
@@ -34,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchkit import contenders as ck  # noqa: E402
 from benchkit import httpcheck, procstat, report  # noqa: E402
 from benchkit import wrk as wrkmod  # noqa: E402
+from benchkit.appcost import AppCosts  # noqa: E402
 
 log = logging.getLogger("bench")
 
@@ -43,9 +47,9 @@ STATIC_FILES = 100
 STATIC_SIZE = 100 * 1024
 
 # Contenders measured first in every round, in this order; the rest follow by name.
-LEADING = ["cymongoose-raw", "mongoose-c", "cymongoose-handles", "nginx", "cymongoose-static",
-           "mongoose-c-static",
-           "nginx-static"]
+LEADING = ["cymongoose-raw", "mongoose-c", "cymongoose-handles", "nginx", "cymongoose-wsgi",
+           "granian-wsgi", "cymongoose-flask", "granian-flask", "flask-gunicorn-gthread",
+           "cymongoose-static", "mongoose-c-static", "nginx-static"]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -65,8 +69,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rss-requests", type=int,
                    help="requests of the RSS-growth run (default 1000000; quick 100000; 0 skips)")
     p.add_argument("--rss-contender", default="cymongoose-raw")
-    p.add_argument("--phases", default="hello,static,rss",
-                   help="which phases to run (comma-separated from hello, static, rss)")
+    p.add_argument("--phases", default="app,hello,static,rss",
+                   help="which phases to run (comma-separated from app, hello, static, rss; "
+                   "app: the in-process cost of each selected server's WSGI/ASGI app)")
+    p.add_argument("--app-seconds", type=float,
+                   help="CPU seconds per repeat of the in-process app calls (0.6; quick 0.3)")
+    p.add_argument("--app-repeats", type=int,
+                   help="repeats of the app calls before the hello phase (3; quick 2), "
+                   "besides one at the start of each hello round")
     p.add_argument("--server-cpu", type=int, default=0)
     p.add_argument("--client-cpu", type=int, default=1)
     p.add_argument("--out", type=Path, help="output directory (results/ or results/quick/)")
@@ -77,7 +87,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     quick = args.quick
     for name, full, short in (("duration", 5, 3), ("warmup", 2, 1), ("rounds", 3, 2),
-                              ("rss_requests", 1_000_000, 100_000)):
+                              ("rss_requests", 1_000_000, 100_000), ("app_seconds", 0.6, 0.3),
+                              ("app_repeats", 3, 2)):
         if getattr(args, name) is None:
             setattr(args, name, short if quick else full)
     if args.out is None:
@@ -170,6 +181,8 @@ class Bench:
         self.status: dict[str, dict[str, Any]] = {}
         self.runs: list[dict[str, Any]] = []
         self.rss: dict[str, Any] | None = None
+        self.apps: list[dict[str, Any]] = []
+        self.app_costs: AppCosts | None = None
         self.live: list[ck.Running] = []
 
     def exclude(self, name: str, state: str, reason: str) -> None:
@@ -196,6 +209,8 @@ class Bench:
             entry = self.status.setdefault(c.name, {})
             entry.update(label=c.label, kind=c.kind, env=c.env, notes=c.notes,
                          file=str(c.file.relative_to(BENCH_DIR)), keepalive=c.keepalive)
+            if c.app:
+                entry["app"] = dict(c.app)
             log.info("preparing %s", c.name)
             try:
                 ck.prepare(c, project_python, base_python)
@@ -315,6 +330,8 @@ class Bench:
         rounds = self.args.rounds if kind == "hello" else self.args.static_rounds
         phase = "hello" if kind == "hello" else "static"
         for rnd in range(1, rounds + 1):
+            if kind == "hello" and self.app_costs is not None:
+                self.app_costs.repeat()  # the apps' in-process cost, sampled alongside
             for r in running:
                 if self.ok(r.contender.name):
                     self.measure(r, phase, rnd, self.args.connections, script)
@@ -417,13 +434,15 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit(f"bench: unknown contender(s) {', '.join(sorted(unknown))}; "
                  f"known: {', '.join(sorted(names))}")
     phases = {p for p in args.phases.split(",") if p}
-    bad = phases - {"hello", "static", "rss"}
+    bad = phases - {"app", "hello", "static", "rss"}
     if bad:
-        sys.exit(f"bench: unknown phase(s) {', '.join(sorted(bad))}; use hello, static, rss")
+        sys.exit(f"bench: unknown phase(s) {', '.join(sorted(bad))}; "
+                 "use app, hello, static, rss")
     selected = [c for c in all_contenders
                 if (c.name in only if only else (c.quick or not args.quick))
                 and c.name not in skip
-                and (c.kind in phases or c.name == args.rss_contender)]
+                and (c.kind in phases or c.name == args.rss_contender
+                     or ("app" in phases and c.app is not None))]
     bench = Bench(args)
     if bench.client_cpu is not None:
         # The runner's own work (reading /proc, parsing) stays off the server's CPU.
@@ -446,7 +465,8 @@ def main(argv: list[str] | None = None) -> int:
                      "c200": args.c200, "static_rounds": args.static_rounds,
                      "static_files": f"{STATIC_FILES} x {STATIC_SIZE // 1024} KiB",
                      "server_cpu": bench.server_cpu, "client_cpu": bench.client_cpu,
-                     "rss_requests": args.rss_requests},
+                     "rss_requests": args.rss_requests,
+                     "app_seconds": args.app_seconds, "app_repeats": args.app_repeats},
     }
     ready: list[ck.Contender] = []
     try:
@@ -454,6 +474,10 @@ def main(argv: list[str] | None = None) -> int:
         ready = bench.prepare(selected)
         meta["project"] = project_info(str(ROOT / ".venv" / "bin" / "python")
                                        if (ROOT / ".venv").exists() else sys.executable)
+        if "app" in phases:
+            bench.app_costs = AppCosts(cpu=bench.server_cpu, seconds=args.app_seconds,
+                                       run_dir=bench.run_dir)
+            bench.app_costs.start(ready, args.app_repeats)
         for kind in ("hello", "static"):
             if kind in phases:
                 bench.phase(kind, [c for c in ready if c.kind == kind], files)
@@ -463,12 +487,17 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         log.warning("interrupted: writing what was measured")
     finally:
+        if bench.app_costs is not None:
+            try:
+                bench.apps = bench.app_costs.finish(bench.status)
+            finally:
+                bench.app_costs.close()
         bench.stop_all()
     meta["elapsed_s"] = round(time.time() - started, 1)
     for env_name in sorted({c.env for c in ready if c.env not in ("project", "system")}):
         python = ck.ENVS_DIR / env_name / "bin" / "python"
         meta.setdefault("environments", {})[env_name] = ck.freeze(str(python))
-    data = report.build(meta, bench.status, bench.runs, bench.rss)
+    data = report.build(meta, bench.status, bench.runs, bench.rss, bench.apps)
     paths = report.write_all(data, args.out, chart=not args.no_chart)
     for p in paths:
         log.info("wrote %s", p.relative_to(ROOT) if p.is_relative_to(ROOT) else p)

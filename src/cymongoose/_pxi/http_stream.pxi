@@ -269,7 +269,20 @@ cdef int _stream_decode(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
         # it arrives so the connection can go on to the next request.
         _cut(c, g.body_base, g.body_ready)
         g.body_ready = 0
+        # Reads paused while the app was behind would otherwise stay paused for good:
+        # nobody calls body_read() any more, so the rest of the body would never arrive.
+        _resume_if_drained(c, g)
     return 0
+
+
+cdef void _resume_if_drained(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
+    # Back-pressure released: read again, and restart the body progress clock that pausing
+    # stopped (the lag was ours, the client gets a fresh window).
+    if (g.flags & _GF_PAUSED) and c.recv.len < _STREAM_LOW:
+        _set_reading(c, g, True)
+        if g.limits.body_timeout_ms:
+            g.progress_mark = g.wire_total
+            g.deadline_ms = mg.mg_millis() + g.limits.body_timeout_ms
 
 
 cdef int _stream_advance(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nogil:
@@ -316,9 +329,5 @@ cdef object _body_read(Connection conn, Py_ssize_t max_bytes):
     if n:
         _cut(c, g.body_base, n)
         g.body_ready -= n
-    if (g.flags & _GF_PAUSED) and c.recv.len < _STREAM_LOW:
-        _set_reading(c, g, True)
-        if g.limits.body_timeout_ms:
-            g.progress_mark = g.wire_total
-            g.deadline_ms = mg.mg_millis() + g.limits.body_timeout_ms
+    _resume_if_drained(c, g)
     return out

@@ -20,6 +20,9 @@ framework is not installed in the runner's environment); it reads the literal. K
   version_cmd argv printing the tool's version (nginx -v)
   keepalive   False for servers that do not keep connections open (checked, and shown)
   quick       True: part of the bench-quick subset
+  app         the app it serves, for the in-process cost (app_cost.py) and the overhead per
+              request: {"interface": "wsgi" or "asgi", "ref": "module:attr" (imported from
+              servers/), "label": "Flask hello"}; servers of the same ref serve the same object
   notes       one line shown under the table (workers, threads, options)
 """
 
@@ -46,7 +49,8 @@ ENVS_DIR = BENCH_DIR / ".envs"
 CACHE_DIR = BENCH_DIR / ".cache"
 
 _KEYS = {"name", "label", "kind", "env", "requires", "packages", "command", "template",
-         "build", "tools", "version_cmd", "keepalive", "quick", "notes", "startup_timeout"}
+         "build", "tools", "version_cmd", "keepalive", "quick", "notes", "startup_timeout",
+         "app"}
 
 
 class Skip(Exception):
@@ -71,6 +75,7 @@ class Contender:
     quick: bool = False
     notes: str = ""
     startup_timeout: float = 60.0
+    app: dict[str, str] | None = None
     # Filled in by prepare():
     python: str | None = None
     exe: Path | None = None
@@ -138,6 +143,11 @@ def discover(servers_dir: Path = SERVERS_DIR) -> list[Contender]:
                     raise ValueError(f"{path.name}: contender without {key!r}")
             if entry["kind"] not in ("hello", "static"):
                 raise ValueError(f"{path.name}: kind must be 'hello' or 'static'")
+            app = entry.get("app")
+            if app is not None and (not isinstance(app, dict) or set(app) != {
+                    "interface", "ref", "label"} or app["interface"] not in ("wsgi", "asgi")):
+                raise ValueError(f"{path.name}: app must be {{'interface': 'wsgi'|'asgi', "
+                                 "'ref': 'module:attr', 'label': ...}")
             if entry["name"] in found:
                 raise ValueError(f"contender name {entry['name']!r} declared twice")
             entry.setdefault("label", entry["name"])

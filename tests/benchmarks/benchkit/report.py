@@ -33,6 +33,25 @@ TARGETS = [
      "title": "Server CPU per request, @handles(MG_EV_HTTP_MSG) ÷ Mongoose in C",
      "ours": "cymongoose-handles", "ref": "mongoose-c", "phase": "hello",
      "metric": "server_cpu_us_per_req", "goal": 1.15, "cmp": "<="},
+    # WSGI (same app objects on every server: servers/hello_apps.py). Overhead per request =
+    # server CPU per request - the app's own in-process CPU per call (app_cost.py).
+    {"id": "wsgi_rps", "title": "Raw WSGI hello req/s, ours ÷ granian WSGI",
+     "ours": "cymongoose-wsgi", "ref": "granian-wsgi", "phase": "hello", "metric": "rps",
+     "goal": 1.4, "cmp": ">="},
+    {"id": "flask_rps_gthread", "title": "Flask hello req/s, ours ÷ Flask on gunicorn gthread",
+     "ours": "cymongoose-flask", "ref": "flask-gunicorn-gthread", "phase": "hello",
+     "metric": "rps", "goal": 1.6, "cmp": ">="},
+    {"id": "flask_rps_granian", "title": "Flask hello req/s, ours ÷ Flask on granian",
+     "ours": "cymongoose-flask", "ref": "granian-flask", "phase": "hello", "metric": "rps",
+     "goal": 1.15, "cmp": ">="},
+    {"id": "wsgi_overhead",
+     "title": "Server overhead per request (CPU − app in-process), raw WSGI: ours ÷ granian",
+     "ours": "cymongoose-wsgi", "ref": "granian-wsgi", "phase": "hello",
+     "metric": "overhead_us_per_req", "goal": 0.5, "cmp": "<="},
+    {"id": "flask_overhead",
+     "title": "Server overhead per request (CPU − app in-process), Flask: ours ÷ granian",
+     "ours": "cymongoose-flask", "ref": "granian-flask", "phase": "hello",
+     "metric": "overhead_us_per_req", "goal": 0.5, "cmp": "<="},
     {"id": "hello_rps_c200", "title": "Hello req/s at 200 connections, ours ÷ Mongoose in C",
      "ours": "cymongoose-raw", "ref": "mongoose-c", "phase": "c200", "metric": "rps",
      "goal": None, "cmp": ">="},
@@ -42,7 +61,13 @@ TARGETS = [
     {"id": "static_vs_c", "title": "Static bytes/s, serve_dir ÷ Mongoose in C serve_dir",
      "ours": "cymongoose-static", "ref": "mongoose-c-static", "phase": "static",
      "metric": "bytes_per_s", "goal": None, "cmp": ">="},
+    {"id": "flask_overhead_gthread",
+     "title": "Server overhead per request, Flask: ours ÷ gunicorn gthread",
+     "ours": "cymongoose-flask", "ref": "flask-gunicorn-gthread", "phase": "hello",
+     "metric": "overhead_us_per_req", "goal": None, "cmp": "<="},
 ]
+# The apps' tables list these first, in this order; others follow by name.
+APP_ORDER = ["hello_apps:wsgi_hello", "hello_apps:flask_app", "hello_apps:asgi_hello"]
 RSS_GOAL = 1 * MIB
 PHASE_TITLES = {"hello": "Hello", "c200": "Hello", "static": "Static files"}
 
@@ -69,8 +94,8 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             }
             if valid:
                 for key in ("rps", "bytes_per_s", "p50_us", "p99_us", "server_cpu_us_per_req",
-                            "server_cpu_util", "client_cpu_util"):
-                    s[key] = _median([r[key] for r in valid])
+                            "server_cpu_util", "client_cpu_util", "overhead_us_per_req"):
+                    s[key] = _median([r.get(key) for r in valid])
                 s["rps_min"] = min(r["rps"] for r in valid)
                 s["rps_max"] = max(r["rps"] for r in valid)
                 s["bytes_per_s_min"] = min(r["bytes_per_s"] for r in valid)
@@ -86,14 +111,17 @@ def _paired_ratio(runs: list[dict[str, Any]], t: dict[str, Any]) -> tuple[float 
     def by_round(name: str) -> dict[int, float]:
         return {r["round"]: r[t["metric"]] for r in runs
                 if r["contender"] == name and r["phase"] == t["phase"] and r["valid"]
-                and r[t["metric"]]}
+                and r.get(t["metric"]) is not None}
     ours, ref = by_round(t["ours"]), by_round(t["ref"])
-    ratios = [ours[k] / ref[k] for k in sorted(ours.keys() & ref.keys())]
+    # An overhead can come out at or below zero within noise: ours may, the divisor not.
+    ratios = [ours[k] / ref[k] for k in sorted(ours.keys() & ref.keys()) if ref[k] > 0]
     return (_median(ratios), len(ratios))
 
 
 def evaluate(summary: dict[str, Any], runs: list[dict[str, Any]],
-             rss: dict[str, Any] | None) -> list[dict[str, Any]]:
+             rss: dict[str, Any] | None,
+             status: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    status = status or {}
     out = []
     for t in TARGETS:
         ours = summary.get(t["ours"], {}).get(t["phase"], {})
@@ -111,6 +139,16 @@ def evaluate(summary: dict[str, Any], runs: list[dict[str, Any]],
             if t["metric"] == "rps" and (ref.get("client_cpu_util") or 0) >= 0.9:
                 row["note"] = ("wrk was ~100% busy against the reference: client-bound, "
                                "so compare server CPU per request")
+        if t["metric"] == "overhead_us_per_req" and ratio is not None:
+            # The absolute figures, since a ratio of differences hides their size.
+            app_ours, app_ref = (status.get(n, {}).get("app_cpu_us_per_call")
+                                 for n in (t["ours"], t["ref"]))
+            row["note"] = (f"{_fmt(ours.get(t['metric']), 1)} vs {_fmt(ref.get(t['metric']), 1)} "
+                           f"µs/req: CPU {_fmt(ours.get('server_cpu_us_per_req'), 1)} vs "
+                           f"{_fmt(ref.get('server_cpu_us_per_req'), 1)} − app "
+                           f"{_fmt(app_ours)} vs {_fmt(app_ref)} µs/call")
+            if ratio <= 0:
+                row["note"] += "; ours is at the app's own cost, within noise"
         out.append(row)
     if rss is not None:
         out.append({"id": "rss_growth", "title": f"RSS growth over {rss['requests']:,} "
@@ -120,10 +158,23 @@ def evaluate(summary: dict[str, Any], runs: list[dict[str, Any]],
     return out
 
 
+def add_overheads(status: dict[str, Any], runs: list[dict[str, Any]]) -> None:
+    """Each run of a server whose app was measured in-process gets that cost and its overhead:
+    server CPU per request minus the app's own CPU per call (no server can go below it)."""
+    for run in runs:
+        app_us = status.get(run["contender"], {}).get("app_cpu_us_per_call")
+        cpu = run.get("server_cpu_us_per_req")
+        if app_us is not None and cpu is not None:
+            run["app_cpu_us_per_call"] = app_us
+            run["overhead_us_per_req"] = round(cpu - app_us, 3)
+
+
 def build(meta: dict[str, Any], status: dict[str, Any], runs: list[dict[str, Any]],
-          rss: dict[str, Any] | None) -> dict[str, Any]:
+          rss: dict[str, Any] | None,
+          apps: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    add_overheads(status, runs)
     summary = summarize(runs)
-    targets = evaluate(summary, runs, rss)
+    targets = evaluate(summary, runs, rss, status)
     # The ceiling only means something if it sends what ours sends.
     ours, ceiling = (status.get(n, {}).get("answer") for n in ("cymongoose-raw", "mongoose-c"))
     if ours and ceiling and ours != ceiling:
@@ -132,7 +183,7 @@ def build(meta: dict[str, Any], status: dict[str, Any], runs: list[dict[str, Any
                 t["note"] = (t.get("note", "") + " the C server's answer differs from ours "
                              "(see results.json)").strip()
     return {"meta": meta, "contenders": status, "summary": summary,
-            "targets": targets, "rss": rss, "runs": runs}
+            "targets": targets, "rss": rss, "apps": apps or [], "runs": runs}
 
 
 def _fmt_int(v: float | None) -> str:
@@ -220,6 +271,66 @@ def _contender_table(data: dict[str, Any], phase: str, ref: str | None) -> list[
     return lines
 
 
+def _app_groups(data: dict[str, Any]) -> list[tuple[str, list[tuple[str, dict[str, Any]]]]]:
+    """[(app label, [(contender, its hello summary), ...]), ...]: the servers of each app that
+    has at least one measured server, fastest first."""
+    summary, status = data["summary"], data["contenders"]
+    groups: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    labels: dict[str, str] = {}
+    for name, st in status.items():
+        app = st.get("app")
+        hello = summary.get(name, {}).get("hello", {})
+        if app and hello.get("rps"):
+            groups.setdefault(app["ref"], []).append((name, hello))
+            labels.setdefault(app["ref"], app.get("label", app["ref"]))
+    rank = {ref: i for i, ref in enumerate(APP_ORDER)}
+    out = []
+    for ref in sorted(groups, key=lambda r: (rank.get(r, len(rank)), r)):
+        rows = sorted(groups[ref], key=lambda item: -(item[1].get("rps") or 0))
+        out.append((labels[ref], rows))
+    return out
+
+
+def app_table(data: dict[str, Any]) -> list[str]:
+    """Per app, each server's req/s, CPU per request, the app's in-process cost, and the
+    server's overhead per request (also as a multiple of ours)."""
+    status = data["contenders"]
+    lines = ["| App | Server | req/s | server CPU µs/req | app in-process µs/call | "
+             "overhead µs/req | overhead × ours |", "|---|---|---|---|---|---|---|"]
+    for label, rows in _app_groups(data):
+        ours = next((s.get("overhead_us_per_req") for n, s in rows
+                     if n.startswith("cymongoose")), None)
+        for name, s in rows:
+            st = status.get(name, {})
+            over = s.get("overhead_us_per_req")
+            times = f"{over / ours:.2f}" if over is not None and ours and ours > 0 else "–"
+            server = st.get("label", name) + ("" if st.get("keepalive", True) else " †")
+            lines.append(f"| {label} | {server} | {_fmt_int(s.get('rps'))} | "
+                         f"{_fmt(s.get('server_cpu_us_per_req'))} | "
+                         f"{_fmt(st.get('app_cpu_us_per_call'))} | {_fmt(over)} | {times} |")
+    return lines if len(lines) > 2 else []
+
+
+def app_cost_table(data: dict[str, Any]) -> list[str]:
+    apps = data.get("apps") or []
+    lines = ["| App | Environment | Python | Versions | µs CPU/call here (median) | min–max | "
+             "calls × repeats | µs CPU/call used |", "|---|---|---|---|---|---|---|---|"]
+    rank = {ref: i for i, ref in enumerate(APP_ORDER)}
+    for a in sorted(apps, key=lambda a: (rank.get(a["app"], len(rank)), a["app"], a["env"])):
+        vers = ", ".join(f"{k} {v}" for k, v in a.get("versions", {}).items()) or "–"
+        used = f"{a['per_call_us']:.2f}"
+        if a.get("pooled_with", 1) > 1:
+            used += f" (pooled over {a['pooled_with']} environments)"
+        lines.append(f"| {a['label']} (`{a['app']}`) | {a['env']} | {a['python']} | {vers} | "
+                     f"{a['env_per_call_us']:.2f} | {a['min_us']:.2f}–{a['max_us']:.2f} | "
+                     f"{a['calls_per_repeat']:,} × {len(a['repeats_us'])} | {used} |")
+    failed = [(n, s["app_cost_error"]) for n, s in sorted(data["contenders"].items())
+              if s.get("app_cost_error")]
+    for name, why in failed:
+        lines.append(f"| {name}: failed | | | {why.replace('|', '/')} | – | | | – |")
+    return lines if len(lines) > 2 else []
+
+
 def interference(runs: list[dict[str, Any]]) -> str:
     others = [r["server_cpu_load"].get("other", 0.0) for r in runs if r.get("server_cpu_load")]
     steals = [r["server_cpu_load"].get("steal", 0.0) for r in runs if r.get("server_cpu_load")]
@@ -267,6 +378,21 @@ def markdown(data: dict[str, Any]) -> str:
             conns = (meta["settings"]["c200"] if phase == "c200"
                      else meta["settings"]["connections"])
             out += ["", f"## {PHASE_TITLES[phase]}, {conns} connections", ""] + table
+    apps, costs = app_table(data), app_cost_table(data)
+    if apps or costs:
+        out += ["", "## Apps: in-process cost and each server's overhead", "",
+                "Each app is also called in-process with a prebuilt environ (WSGI) or scope "
+                "(ASGI) for wrk's `GET /`, its answer consumed, pinned to the server's CPU, in "
+                "each of its servers' environments (`app_cost.py`), before the servers start and "
+                "once per hello round: the least any server can spend per request. The same "
+                "app with the same Python and framework versions is one figure (the median of "
+                "all its repeats). A server's overhead per request is its CPU per request "
+                "(hello, 50 connections) minus that; every server of an app serves the same "
+                "object (`servers/hello_apps.py`)."]
+        if apps:
+            out += [""] + apps
+        if costs:
+            out += ["", "In-process cost per app and environment:", ""] + costs
     if any(not s.get("keepalive", True) for s in data["contenders"].values()):
         out += ["", "† no keep-alive: the server closes every connection (announced with "
                 "`Connection: close`), so wrk reconnects for each request."]
@@ -408,6 +534,10 @@ def readme_block(data: dict[str, Any], out: Path, root: Path) -> str:
                      f"{ratio(name, 'hello', 'mongoose-c', 'server_cpu_us_per_req')} | "
                      f"{ratio(name, 'c200', 'mongoose-c')} | "
                      f"{ratio(name, 'static', 'nginx-static')} |")
+    apps = app_table(data)
+    if apps:
+        lines += ["", "WSGI/ASGI servers of the same app object: overhead per request = server "
+                  "CPU per request − the app's own CPU per call in-process:", ""] + apps
     lines += ["", f"![Benchmark chart]({rel}/results.svg)", "",
               f"Every contender, with latency, CPU per request and versions: "
               f"[{rel}/results.md]({rel}/results.md). Method and profiling: "
@@ -430,7 +560,7 @@ def update_readme(readme: Path, data: dict[str, Any], out: Path) -> bool:
 
 def print_targets(data: dict[str, Any]) -> None:
     for t in data["targets"]:
-        log.info("target %-62s %-10s goal %-8s met: %s", t["title"], _measured_text(t),
+        log.info("target %-76s %-7s goal %-8s met: %s", t["title"], _measured_text(t),
                  _goal_text(t), _met_text(t).strip("*"))
     excluded = [n for n, s in data["contenders"].items()
                 if s.get("state") not in ("measured", "ready")]

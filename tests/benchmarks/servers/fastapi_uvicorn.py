@@ -12,6 +12,7 @@ CONTENDER = {
     "env": "fastapi",
     "requires": ["fastapi", "uvicorn", "uvloop", "httptools"],
     "command": ["{python}", "{file}", "--port", "{port}"],
+    "app": {"interface": "asgi", "ref": "fastapi_uvicorn:app", "label": "FastAPI hello"},
     "notes": "async route returning a dict (FastAPI serializes it), uvloop + httptools",
 }
 

@@ -1,10 +1,8 @@
 """Flask on gunicorn: the sync worker (no keep-alive by design) and the gthread worker.
 
-The view returns prebuilt bytes: Flask's own JSON response ends the body with a newline, which
-the runner's check (rightly) refuses as a different answer.
+The app is hello_apps.flask_app, the one every Flask contender serves (a view returning
+prebuilt bytes); gunicorn imports it from this directory (its working directory).
 """
-
-from flask import Flask, Response
 
 CONTENDERS = [
     {
@@ -14,8 +12,9 @@ CONTENDERS = [
         "env": "flask-gunicorn",
         "requires": ["flask", "gunicorn"],
         "command": ["{python}", "-m", "gunicorn", "--workers", "1", "--worker-class", "sync",
-                    "--bind", "127.0.0.1:{port}", "--log-level", "warning", "{module}:app"],
+                    "--bind", "127.0.0.1:{port}", "--log-level", "warning", "hello_apps:flask_app"],
         "keepalive": False,
+        "app": {"interface": "wsgi", "ref": "hello_apps:flask_app", "label": "Flask hello"},
         "notes": "1 worker; the sync worker closes every connection (wrk reconnects)",
     },
     {
@@ -26,16 +25,8 @@ CONTENDERS = [
         "requires": ["flask", "gunicorn"],
         "command": ["{python}", "-m", "gunicorn", "--workers", "1", "--worker-class", "gthread",
                     "--threads", "8", "--worker-connections", "1000", "--keep-alive", "30",
-                    "--bind", "127.0.0.1:{port}", "--log-level", "warning", "{module}:app"],
+                    "--bind", "127.0.0.1:{port}", "--log-level", "warning", "hello_apps:flask_app"],
+        "app": {"interface": "wsgi", "ref": "hello_apps:flask_app", "label": "Flask hello"},
         "notes": "1 worker, 8 threads, keep-alive 30 s",
     },
 ]
-
-BODY = b'{"message":"Hello, World!"}'
-
-app = Flask(__name__)
-
-
-@app.get("/")
-def hello() -> Response:
-    return Response(BODY, content_type="application/json")

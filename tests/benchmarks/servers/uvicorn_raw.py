@@ -1,8 +1,12 @@
-"""A raw ASGI app (no framework) on uvicorn with httptools and uvloop."""
+"""A raw ASGI app (no framework) on uvicorn with httptools and uvloop.
+
+The app is hello_apps.asgi_hello, the one granian ASGI serves too.
+"""
 
 import argparse
 
 import uvicorn
+from hello_apps import asgi_hello
 
 CONTENDER = {
     "name": "uvicorn-raw",
@@ -12,31 +16,16 @@ CONTENDER = {
     "requires": ["uvicorn", "uvloop", "httptools"],
     "command": ["{python}", "{file}", "--port", "{port}"],
     "quick": True,
+    "app": {"interface": "asgi", "ref": "hello_apps:asgi_hello", "label": "raw ASGI hello"},
     "notes": "--loop uvloop --http httptools, access log off",
 }
-
-BODY = b'{"message":"Hello, World!"}'
-START = {
-    "type": "http.response.start",
-    "status": 200,
-    "headers": [(b"content-type", b"application/json"),
-                (b"content-length", str(len(BODY)).encode())],
-}
-SEND_BODY = {"type": "http.response.body", "body": BODY}
-
-
-async def app(scope, receive, send):
-    if scope["type"] != "http":
-        return
-    await send(START)
-    await send(SEND_BODY)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
-    uvicorn.run(app, host="127.0.0.1", port=args.port, loop="uvloop", http="httptools",
+    uvicorn.run(asgi_hello, host="127.0.0.1", port=args.port, loop="uvloop", http="httptools",
                 lifespan="off", access_log=False, log_level="warning")
 
 

@@ -1,0 +1,119 @@
+# PEP 3333 environ of one request, built in a single pass over Mongoose's parsed head: the
+# WSGI server's profile showed the Python version as the largest part of its per-request
+# cost. Header values and the path are latin-1 `str` (one code point per octet), as
+# PEP 3333 requires; repeated fields are joined with ", " (Cookie with "; ").
+
+from cpython.dict cimport PyDict_Copy, PyDict_GetItem, PyDict_SetItem
+from sys import intern as _sys_intern
+
+cdef extern from "Python.h":
+    object PyUnicode_DecodeLatin1(const char *s, Py_ssize_t size, const char *errors)
+
+# Header name as received -> its environ key, or None for names that are dropped.
+cdef dict _ENVIRON_KEYS = {}
+DEF _ENVIRON_KEYS_MAX = 1024  # a client sending random names can't grow the cache forever
+
+
+cdef object _environ_key(const char *p, size_t n):
+    cdef bytes name = PyBytes_FromStringAndSize(p, <Py_ssize_t>n)
+    cdef PyObject *hit = PyDict_GetItem(_ENVIRON_KEYS, name)
+    if hit != NULL:
+        return <object>hit
+    cdef object key
+    # "X_Forwarded_For" would become the same HTTP_X_FORWARDED_FOR as a proxy's
+    # "X-Forwarded-For": names with "_" are dropped (as nginx and gunicorn do).
+    if memchr(p, c'_', n) != NULL:
+        key = None
+    else:
+        text = name.decode("latin-1").upper().replace("-", "_")
+        if text == "CONTENT_TYPE" or text == "CONTENT_LENGTH":
+            key = text
+        else:
+            key = "HTTP_" + text
+        key = _sys_intern(key)
+    if len(_ENVIRON_KEYS) < _ENVIRON_KEYS_MAX:
+        _ENVIRON_KEYS[name] = key
+    return key
+
+
+cdef inline int _unhex(unsigned char ch) noexcept nogil:
+    if 48 <= ch <= 57:
+        return ch - 48
+    ch |= 0x20
+    if 97 <= ch <= 102:
+        return ch - 87
+    return -1
+
+
+cdef object _latin1_path(const char *p, size_t n):
+    """The percent-decoded path as latin-1 str (invalid escapes are kept as they are)."""
+    if memchr(p, c'%', n) == NULL:
+        return PyUnicode_DecodeLatin1(p, <Py_ssize_t>n, NULL)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>n)
+    cdef char *w = PyBytes_AS_STRING(out)
+    cdef size_t i = 0, k = 0
+    cdef int hi, lo
+    while i < n:
+        if p[i] == c'%' and i + 2 < n:
+            hi = _unhex(<unsigned char>p[i + 1])
+            lo = _unhex(<unsigned char>p[i + 2])
+            if hi >= 0 and lo >= 0:
+                w[k] = <char>(hi * 16 + lo)
+                k += 1
+                i += 3
+                continue
+        w[k] = p[i]
+        k += 1
+        i += 1
+    return PyUnicode_DecodeLatin1(w, <Py_ssize_t>k, NULL)
+
+
+cdef dict _wsgi_environ(HttpMessage msg, dict base, Connection conn, str root_path):
+    msg._ensure_valid()
+    conn._ensure_open()
+    cdef mg.mg_http_message *hm = msg._hm
+    cdef dict env = PyDict_Copy(base)
+    cdef size_t i
+    cdef mg.mg_http_header *h
+    cdef PyObject *prev
+    env["REQUEST_METHOD"] = _method_str(hm.method.buf, hm.method.len)
+    path = _latin1_path(hm.uri.buf, hm.uri.len)
+    if root_path:
+        if path == root_path or path.startswith(root_path + "/"):
+            path = path[len(root_path):]
+        else:
+            env["SCRIPT_NAME"] = ""
+    env["PATH_INFO"] = path
+    env["QUERY_STRING"] = PyUnicode_DecodeLatin1(hm.query.buf, <Py_ssize_t>hm.query.len, NULL)
+    env["SERVER_PROTOCOL"] = ("HTTP/1.1" if hm.proto.len == 8 and hm.proto.buf[7] == c'1'
+                              else "HTTP/1.0")
+    if conn._peer is None:
+        ip, port, _ = _addr_tuple(&conn._c.rem)
+        conn._peer = (ip, str(port))
+    env["REMOTE_ADDR"] = conn._peer[0]
+    env["REMOTE_PORT"] = conn._peer[1]
+    for i in range(<size_t>mg.MG_MAX_HTTP_HEADERS):
+        h = &hm.headers[i]
+        if h.name.len == 0:
+            break
+        key = _environ_key(h.name.buf, h.name.len)
+        if key is None:
+            continue
+        value = PyUnicode_DecodeLatin1(h.value.buf, <Py_ssize_t>h.value.len, NULL)
+        prev = PyDict_GetItem(env, key)
+        if prev != NULL and key not in base:
+            value = (<str>prev) + ("; " if key == "HTTP_COOKIE" else ", ") + value
+        PyDict_SetItem(env, key, value)
+    return env
+
+
+# The methods almost every request uses, as shared str objects.
+cdef tuple _COMMON_METHODS = ("GET", "POST", "HEAD", "PUT", "DELETE", "PATCH", "OPTIONS")
+
+
+cdef object _method_str(const char *p, size_t n):
+    cdef str m
+    for m in _COMMON_METHODS:
+        if <size_t>len(m) == n and memcmp(PyUnicode_AsUTF8AndSize(m, NULL), p, n) == 0:
+            return m
+    return PyUnicode_DecodeLatin1(p, <Py_ssize_t>n, NULL)

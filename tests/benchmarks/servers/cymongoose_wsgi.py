@@ -1,0 +1,41 @@
+"""Ours, WSGI: cymongoose.wsgi.WSGIServer serving the raw WSGI hello of hello_apps.py.
+
+Also the entry point of cymongoose_flask.py (``--app flask_app``): one process, the Mongoose
+loop plus a pool of app threads (``--threads``).
+"""
+
+import argparse
+import logging
+
+import hello_apps
+
+from cymongoose.wsgi import WSGIServer
+
+CONTENDER = {
+    "name": "cymongoose-wsgi",
+    "label": "cymongoose WSGI",
+    "kind": "hello",
+    "env": "project",
+    "packages": ["cymongoose", "cython"],
+    "command": ["{python}", "{file}", "--port", "{port}", "--app", "wsgi_hello",
+                "--threads", "8"],
+    "quick": True,
+    "app": {"interface": "wsgi", "ref": "hello_apps:wsgi_hello", "label": "raw WSGI hello"},
+    "notes": "WSGIServer, 8 app threads, raw WSGI callable",
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--app", default="wsgi_hello", help="an app of hello_apps.py")
+    parser.add_argument("--threads", type=int, default=8, help="app threads")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    server = WSGIServer(getattr(hello_apps, args.app), threads=args.threads)
+    server.listen(f"http://127.0.0.1:{args.port}")
+    server.run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""The hello apps several servers share, so that every server of an app runs the same object.
+
+Imported (never run) by the server files of this directory, and by ../app_cost.py, which
+calls each app in-process with a prebuilt environ/scope to measure what the app alone costs.
+Every app answers ``200 {"message":"Hello, World!"}`` with ``Content-Type: application/json``
+and a Content-Length (the runner's check: benchkit/httpcheck.py).
+
+- ``wsgi_hello``: raw WSGI callable (granian WSGI, cymongoose WSGI)
+- ``flask_app``: Flask app with one view returning prebuilt bytes (gunicorn sync/gthread,
+  granian WSGI, cymongoose WSGI); made on first access (``hello_apps.flask_app``, as the servers'
+  ``module:attr`` loaders do), so the raw apps never import Flask
+- ``asgi_hello``: raw ASGI app (uvicorn, granian ASGI)
+
+No CONTENDER here: the runner's discovery skips this file.
+"""
+
+BODY = b'{"message":"Hello, World!"}'
+
+WSGI_STATUS = "200 OK"
+WSGI_HEADERS = [("Content-Type", "application/json"), ("Content-Length", str(len(BODY)))]
+
+
+def wsgi_hello(environ, start_response):
+    start_response(WSGI_STATUS, WSGI_HEADERS)
+    return [BODY]
+
+
+ASGI_START = {
+    "type": "http.response.start",
+    "status": 200,
+    "headers": [(b"content-type", b"application/json"),
+                (b"content-length", str(len(BODY)).encode())],
+}
+ASGI_BODY = {"type": "http.response.body", "body": BODY}
+
+
+async def asgi_hello(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    await send(ASGI_START)
+    await send(ASGI_BODY)
+
+
+def _make_flask_app():
+    from flask import Flask, Response
+
+    app = Flask(__name__)
+
+    # Prebuilt bytes, not jsonify(): Flask's JSON response ends with a newline, which the
+    # runner's check (rightly) refuses as a different answer.
+    @app.get("/")
+    def hello() -> Response:
+        return Response(BODY, content_type="application/json")
+
+    return app
+
+
+def __getattr__(name):
+    # Module attribute made on first access (PEP 562), then an ordinary global.
+    if name == "flask_app":
+        app = globals()["flask_app"] = _make_flask_app()
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,99 @@
+"""gunicorn (gthread workers) in a subprocess: the reference WSGI server."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+from .http_client import HttpConnection
+from .ports import bound_listener
+from .subprocess_env import child_env
+
+TESTS_DIR = Path(__file__).resolve().parent.parent
+
+
+class GunicornServer:
+    """`gunicorn -k gthread -w 1 --threads N app` on a socket this process bound (handed over
+    as `fd://N`, so the port is never raced). Ready once a request to `ready_path` succeeds.
+    One worker process, so state an app keeps in module globals is shared by all requests."""
+
+    def __init__(self, app: str, *, threads: int = 8, root_path: str = "",
+                 ready_path: str = "/_ctl/ping", startup_timeout: float = 20.0) -> None:
+        self.app = app
+        self.threads = threads
+        self.root_path = root_path
+        self.ready_path = ready_path
+        self.startup_timeout = startup_timeout
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.port = 0
+        self._log = tempfile.TemporaryFile()
+
+    def start(self) -> GunicornServer:
+        listener = bound_listener()
+        self.port = int(listener.getsockname()[1])
+        env = child_env(pythonpath=str(TESTS_DIR))
+        if self.root_path:
+            env["SCRIPT_NAME"] = self.root_path
+        cmd = [
+            sys.executable, "-m", "gunicorn", "--worker-class", "gthread", "--workers", "1",
+            "--threads", str(self.threads), "--bind", f"fd://{listener.fileno()}",
+            "--keep-alive", "10", "--graceful-timeout", "2", "--timeout", "120",
+            "--log-level", "warning", self.app,
+        ]
+        try:
+            self.proc = subprocess.Popen(cmd, env=env, cwd=TESTS_DIR, stdin=subprocess.DEVNULL,
+                                         stdout=self._log, stderr=self._log,
+                                         pass_fds=(listener.fileno(),))
+        finally:
+            listener.close()
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        while True:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"gunicorn exited at startup:\n{self.log()}")
+            try:
+                with HttpConnection(self.port, timeout=2.0) as c:
+                    target = (self.root_path or "") + self.ready_path
+                    if c.request("GET", target).status == 200:
+                        return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"gunicorn not ready in {self.startup_timeout} s:\n"
+                                   f"{self.log()}")
+            time.sleep(0.05)
+
+    def worker_pids(self) -> list[int]:
+        assert self.proc is not None
+        path = f"/proc/{self.proc.pid}/task/{self.proc.pid}/children"
+        return [int(p) for p in Path(path).read_text().split()]
+
+    def log(self) -> str:
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self._log.close()
+
+    def __enter__(self) -> GunicornServer:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
