@@ -347,12 +347,28 @@ class Connection:
         headers: Sequence[tuple[str | bytes, str | bytes]] | None = None,
         *,
         reason: str | bytes | None = None,
+        more_headers: Sequence[tuple[str | bytes, str | bytes]] | None = None,
     ) -> None:
         """Start a response whose body follows with `http_write()`/`http_sendfile()` and
         ends with `http_end()`. Framing is chosen here: the given Content-Length, else
         chunked (HTTP/1.1) or close-delimited (HTTP/1.0); none for HEAD, 1xx, 204 and 304.
         `str` headers are latin-1; CR, LF or NUL, a Transfer-Encoding header or a second
-        response raise `ValueError`."""
+        response raise `ValueError`. `more_headers` follow `headers` (a server's own
+        fields, say, without copying the caller's list)."""
+
+    def http_respond(
+        self,
+        status_code: int,
+        headers: Sequence[tuple[str | bytes, str | bytes]] | None = None,
+        body: _Data = b"",
+        *,
+        reason: str | bytes | None = None,
+        more_headers: Sequence[tuple[str | bytes, str | bytes]] | None = None,
+    ) -> bool:
+        """A whole response in one call (`http_begin` + `http_write` + `http_end`),
+        Content-Length added when the headers have none. A body that differs from a given
+        Content-Length raises `ValueError` and nothing is sent. Returns `http_end()`'s
+        result."""
 
     def http_write(self, data: _Data) -> None:
         """Queue body bytes of the response begun with `http_begin()` (`TypeError` for str,
@@ -670,3 +686,36 @@ __all__ = [
     "json_get_long",
     "json_get_str",
 ]
+
+class WSGIExchange:
+    """State of one WSGI request and response, for `cymongoose.wsgi` (not a user API).
+    Calling it is PEP 3333's `start_response`; `write()` sends through `stream()`, which
+    the server's subclass implements."""
+
+    server: Any
+    conn: Connection
+    environ: dict[str, Any]
+    input: Any
+    status: tuple[int, str | None] | None
+    headers: list[tuple[str, str]]
+    declared: int
+    sent: int
+    head_sent: bool
+    head_queued: bool
+    closed: bool
+    queued: int
+    backlog: int
+    cond: Any
+    waiting: bool
+    is_head: bool
+    finished: bool
+    stock: int
+    ops: list[tuple[int, Any]] | None
+    def __init__(
+        self, server: Any, conn: Connection, environ: dict[str, Any], is_head: bool
+    ) -> None: ...
+    def __call__(
+        self, status: str, headers: list[tuple[str, str]], exc_info: Any = None
+    ) -> Callable[[bytes], None]: ...
+    def write(self, data: bytes) -> None: ...
+    def stream(self, data: bytes) -> None: ...

@@ -11,6 +11,8 @@ user-facing docstrings live in _mongoose.pyi.
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.pystate cimport PyThreadState
+from cpython.unicode cimport (PyUnicode_1BYTE_DATA, PyUnicode_1BYTE_KIND, PyUnicode_GET_LENGTH,
+                              PyUnicode_KIND)
 from cpython.ref cimport Py_DECREF, Py_INCREF, PyObject
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.errno cimport EAGAIN, EINTR, errno
@@ -34,6 +36,7 @@ include "_pxi/http.pxi"
 include "_pxi/http_stream.pxi"
 include "_pxi/http_response.pxi"
 include "_pxi/wsgi_environ.pxi"
+include "_pxi/wsgi_exchange.pxi"
 include "_pxi/ws.pxi"
 include "_pxi/mqtt.pxi"
 include "_pxi/tls.pxi"

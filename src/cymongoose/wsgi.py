@@ -30,7 +30,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from http import HTTPStatus
 from typing import Any
 
 from ._mongoose import (
@@ -40,6 +39,7 @@ from ._mongoose import (
     MG_EV_WRITE,
     Connection,
     Manager,
+    WSGIExchange,
     handles,
 )
 from .serving import SERVER_NAME, DateHeader, error_log, load_app, report_exception
@@ -62,26 +62,6 @@ _STALL_S = 0.005
 _OP_WHOLE, _OP_BEGIN, _OP_WRITE, _OP_FILE, _OP_END, _OP_ABORT = range(6)
 
 _RESPONSE_500 = b"Internal Server Error\n"
-
-
-_STATUS_CACHE: dict[str, tuple[int, str | None]] = {}
-_STANDARD_REASONS = {code.value: code.phrase for code in HTTPStatus}
-
-
-def _parse_status(status: Any) -> tuple[int, str | None]:
-    """(code, reason), reason None when it is the standard one (the core then uses its
-    prebuilt status line); cached for standard statuses."""
-    if type(status) is not str:
-        raise TypeError(f"status must be a str such as '200 OK', not {status!r}")
-    if len(status) < 4 or status[3] != " " or not status[:3].isdigit() or status[0] == "0":
-        raise ValueError(f"status must be 'NNN Reason', not {status!r}")
-    code = int(status[:3])
-    reason = status[4:]
-    if _STANDARD_REASONS.get(code) == reason:
-        if len(_STATUS_CACHE) < 256:
-            _STATUS_CACHE[status] = (code, None)
-        return code, None
-    return code, reason
 
 
 def _nothing() -> None:
@@ -241,39 +221,11 @@ class _StreamInput:
             yield line
 
 
-class _Exchange:
-    """One request and its response, shared by the loop and the app thread that runs it.
+class _Exchange(WSGIExchange):
+    """One request and its response (the fields and start_response() are the C base's).
     Connection methods are only ever called on the loop thread."""
 
-    __slots__ = (
-        "server", "conn", "environ", "input", "status", "headers", "declared", "sent",
-        "head_sent", "head_queued", "closed", "queued", "backlog", "cond", "waiting",
-        "is_head", "finished", "stock", "ops",
-    )
-
-    def __init__(self, server: WSGIServer, conn: Connection, environ: dict[str, Any],
-                 is_head: bool) -> None:
-        self.server = server
-        self.conn = conn
-        self.environ = environ
-        self.input: _StreamInput | None = None
-        self.status: tuple[int, str | None] | None = None
-        self.headers: list[tuple[str, str]] = []
-        self.declared = -1  # the app's Content-Length, or -1
-        self.sent = 0  # body bytes the app produced so far
-        self.head_sent = False  # the head was handed to the loop (no more 500 possible)
-        self.head_queued = False
-        self.closed = False  # the client is gone
-        self.queued = 0  # body bytes posted to the loop, not yet written to the connection
-        self.backlog = 0  # the connection's send buffer, as the loop saw it last
-        self.cond: threading.Condition | None = None  # made when a stream has to wait
-        self.waiting = False
-        self.is_head = is_head
-        self.finished = False
-        self.stock = 3  # Date (1) and Server (2) still to add
-        # Response steps of an app running inline on the loop's owner, applied when it
-        # returns (None: the app runs on its own, steps go through the outbox).
-        self.ops: list[tuple[int, Any]] | None = None
+    __slots__ = ()
 
     # Loop side.
     def feed_input(self) -> None:
@@ -303,52 +255,7 @@ class _Exchange:
                 if self.waiting:
                     cond.notify()
 
-    # App side: PEP 3333's start_response and write.
-    def start_response(self, status: str, headers: list[tuple[str, str]],
-                       exc_info: Any = None) -> Callable[[bytes], None]:
-        if exc_info is not None:
-            try:
-                if self.head_sent:
-                    raise exc_info[1].with_traceback(exc_info[2])
-            finally:
-                exc_info = None
-        elif self.status is not None:
-            raise AssertionError(
-                "start_response() was already called; call it again only with exc_info")
-        parsed = _STATUS_CACHE.get(status) if type(status) is str else None
-        if parsed is None:
-            parsed = _parse_status(status)
-        if type(headers) is not list:
-            raise TypeError(f"headers must be a list of (name, value) tuples, not "
-                            f"{type(headers).__name__}")
-        declared = -1
-        has_date = has_server = False
-        for item in headers:
-            name, value = item
-            if type(name) is not str or type(value) is not str:
-                raise TypeError(f"header names and values must be str, not {item!r}")
-            n = len(name)
-            if n == 14 or n == 4 or n == 6:
-                lower = name.lower()
-                if lower == "content-length":
-                    if not value.isdigit() or not value.isascii():
-                        raise ValueError(f"invalid Content-Length {value!r}")
-                    declared = int(value)
-                elif lower == "date":
-                    has_date = True
-                elif lower == "server":
-                    has_server = True
-        self.status = parsed
-        self.headers = headers
-        self.declared = declared
-        self.stock = (0 if has_date else 1) | (0 if has_server else 2)
-        return self.write
-
-    def write(self, data: bytes) -> None:
-        if self.status is None:
-            raise AssertionError("write() called before start_response()")
-        self.stream(data)
-
+    # App side: start_response() and write() are the base's.
     def stream(self, data: bytes) -> None:
         """Send one piece of a streamed body, waiting while the client is behind."""
         if type(data) is not bytes:
@@ -417,7 +324,7 @@ class _LoopTurns:
         self.loop_lock = threading.Lock()  # held by whoever touches Mongoose
         self.owner: threading.Thread | None = None
         self.current: _Exchange | None = None  # the app the owner is running inline
-        self._current_since = 0.0
+        self._standby_wake = threading.Event()  # set when the standby should look now
         self._standby: threading.Thread | None = None
         self.pending: collections.deque[_Exchange] = collections.deque()
         self.running = 0  # apps running now, at most `count` (the loop owner is one more)
@@ -439,6 +346,7 @@ class _LoopTurns:
         me = threading.current_thread()
         pending = self.pending
         server = self._server
+        app = server._app
         while pending:
             with self.lock:
                 if self.running >= self._count:
@@ -449,10 +357,20 @@ class _LoopTurns:
                 ex = pending.popleft()
                 ex.ops = []
                 self.current = ex
-                self._current_since = time.monotonic()
             self.loop_lock.release()
+            body: Any = None
             try:
-                server._run_app(ex)
+                # The common case inline: start_response() and a one-item list.
+                result = app(ex.environ, ex)
+                if (type(result) is list and len(result) == 1 and ex.status is not None
+                        and not ex.head_queued):
+                    ex.sent = len(result[0])
+                    body = result[0]
+                    ex.head_sent = ex.head_queued = True
+                else:
+                    server._finish_app(ex, result)
+            except BaseException as exc:
+                server._app_failed(ex, exc)
             finally:
                 with self.lock:
                     self.running -= 1
@@ -461,6 +379,10 @@ class _LoopTurns:
                     owner = self.owner is me
                     if owner:
                         self.loop_lock.acquire()  # free: only a takeover holds it otherwise
+            if body is not None:
+                if ops is None:
+                    ops = []
+                ops.append((_OP_WHOLE, body))
             if not owner:
                 if ops:
                     server._post_many(ex, ops)
@@ -481,6 +403,7 @@ class _LoopTurns:
                 self.owner = None
                 self.current = None
                 self._cond.notify()
+                self._standby_wake.set()
         if ops:
             self._server._post_many(ex, ops)
 
@@ -494,42 +417,51 @@ class _LoopTurns:
     def follow(self) -> bool:
         """Wait for a turn. True: this thread now owns the loop (holding loop_lock)."""
         me = threading.current_thread()
-        taken: list[Any] | None = None
-        stalled: _Exchange | None = None
-        with self._cond:
-            seen: _Exchange | None = None
-            while True:
-                if self.stopping:
-                    if self._standby is me:
-                        self._standby = None
-                    return False
-                if self.owner is None and self.loop_lock.acquire(False):
-                    self.owner = me
-                    break
-                if self._standby is None:
-                    self._standby = me
-                if self._standby is not me:
+        while True:
+            with self._cond:
+                while True:
+                    if self.stopping:
+                        return False
+                    if self.owner is None and self.loop_lock.acquire(False):
+                        self.owner = me
+                        return True
+                    if self._standby is None:
+                        self._standby = me
+                        break
                     self._cond.wait()
-                    continue
-                self._cond.wait(self._stall_s)
+            try:
+                if self._stand_by(me):
+                    return True
+            finally:
+                with self._cond:
+                    self._standby = None
+                    self._cond.notify()  # another thread stands by now
+
+    def _stand_by(self, me: threading.Thread) -> bool:
+        """Check the owner every stall_s, without holding `lock` in between (the owner
+        takes it twice per request). True: the owner was stuck in an app and this thread
+        took the loop over; False: the loop is free or the server stops."""
+        wake = self._standby_wake
+        seen: _Exchange | None = None
+        while True:
+            wake.wait(self._stall_s)
+            wake.clear()  # the state is read after this: a wake-up set from now on counts
+            taken: list[Any] | None = None
+            with self.lock:
+                if self.stopping or self.owner is None:
+                    return False
                 cur = self.current
-                if (cur is not None and cur is seen
-                        and time.monotonic() - self._current_since >= self._stall_s
-                        and self.loop_lock.acquire(False)):
-                    # The owner is stuck in an app (it let go of loop_lock around it).
-                    self.owner = me
-                    self.current = None
-                    taken, cur.ops = cur.ops, None
-                    stalled = cur
-                    break
-                seen = cur
-            if self._standby is me:
-                self._standby = None
-                self._cond.notify()  # someone else stands by now
-        if taken:
-            assert stalled is not None
-            self._server._apply_many(stalled, taken)
-        return True
+                if cur is None or cur is not seen or not self.loop_lock.acquire(False):
+                    seen = cur
+                    continue
+                # The same app ran for a whole stall_s: take the loop (its thread let go of
+                # loop_lock around the app) and the response steps it buffered so far.
+                self.owner = me
+                self.current = None
+                taken, cur.ops = cur.ops, None
+            if taken:
+                self._server._apply_many(cur, taken)
+            return True
 
     def lead(self) -> None:
         """Own the loop until another thread takes it over or the server stops."""
@@ -554,11 +486,13 @@ class _LoopTurns:
                     self.owner = None
                     self.loop_lock.release()
                     self._cond.notify_all()
+                    self._standby_wake.set()
 
     def stop(self, timeout: float) -> None:
         with self._cond:
             self.stopping = True
             self._cond.notify_all()
+            self._standby_wake.set()
         deadline = time.monotonic() + timeout
         for t in self._threads:
             t.join(max(0.0, deadline - time.monotonic()))
@@ -596,14 +530,19 @@ class WSGIServer:
         self._poll_ms = 100
         self._closed = False
         self._date = DateHeader()
+        self._stock_lists: list[list[tuple[bytes, bytes]] | None] = []
+        self._refresh_stock()
+        self._manager.timer_add(1000, self._refresh_stock, repeat=True)
         self._bases: dict[int, dict[str, Any]] = {}
         self._base_default: dict[str, Any] = {}
         self._live: set[_Exchange] = set()
 
+        on_head = self._on_request
+
         @handles(MG_EV_HTTP_HDRS, MG_EV_CLOSE)
         def on_request(conn: Connection, ev: int, msg: Any) -> None:
             if ev == MG_EV_HTTP_HDRS:
-                self._on_request(conn, msg)
+                on_head(conn, msg)
             else:
                 ex = conn.userdata
                 if ex is not None:
@@ -722,11 +661,10 @@ class WSGIServer:
     def _apply(self, ex: _Exchange, op: int, arg: Any) -> None:
         conn = ex.conn
         if op == _OP_WHOLE:
-            status, headers, body = arg
-            conn.http_begin(status[0], headers, reason=status[1])
-            if body:
-                conn.http_write(body)
-            conn.http_end()
+            status = ex.status
+            assert status is not None
+            conn.http_respond(status[0], ex.headers, arg, reason=status[1],
+                              more_headers=self._stock_for(ex.stock))
             self._finish(ex)
         elif op == _OP_WRITE:
             conn.http_write(arg)
@@ -738,7 +676,8 @@ class WSGIServer:
                 ex.notify_writer()
         elif op == _OP_BEGIN:
             code, reason = ex.status or (500, "")
-            conn.http_begin(code, self._response_headers(ex), reason=reason)
+            conn.http_begin(code, ex.headers, reason=reason,
+                            more_headers=self._stock_for(ex.stock))
         elif op == _OP_FILE:
             fd, offset, count = arg
             try:
@@ -786,22 +725,20 @@ class WSGIServer:
     def _stock_headers(self) -> list[tuple[bytes, bytes]]:
         return [(b"Date", self._date.get()), (b"Server", SERVER_NAME)]
 
-    def _response_headers(self, ex: _Exchange) -> list[Any]:
-        stock = ex.stock
-        if not stock:
-            return ex.headers
-        headers: list[Any] = list(ex.headers)
-        if stock & 1:
-            headers.append((b"Date", self._date.get()))
-        if stock & 2:
-            headers.append((b"Server", SERVER_NAME))
-        return headers
+    def _refresh_stock(self) -> None:
+        """Timer, every second: the Date (stock & 1) and Server (stock & 2) fields an app
+        left out, as lists indexed by `_Exchange.stock`, so no response formats a date."""
+        date = self._date.get()
+        self._stock_lists = [None, [(b"Date", date)], [(b"Server", SERVER_NAME)],
+                             [(b"Date", date), (b"Server", SERVER_NAME)]]
+
+    def _stock_for(self, stock: int) -> list[tuple[bytes, bytes]] | None:
+        return self._stock_lists[stock]
 
     # App side.
-    def _run_app(self, ex: _Exchange) -> None:
-        result: Any = None
+    def _finish_app(self, ex: _Exchange, result: Any) -> None:
+        """Send what the app returned (any iterable), then close() it."""
         try:
-            result = self._app(ex.environ, ex.start_response)
             if not ex.head_queued and type(result) in (list, tuple):
                 self._respond_whole(ex, result)
             elif isinstance(result, FileWrapper) and not ex.head_queued:
@@ -830,21 +767,17 @@ class WSGIServer:
     def _respond_whole(self, ex: _Exchange, result: Any) -> None:
         if ex.status is None:
             raise AssertionError("the app returned without calling start_response()")
-        for item in result:
-            if type(item) is not bytes:
-                raise TypeError(f"response body items must be bytes, not {type(item).__name__}")
-        body = result[0] if len(result) == 1 else b"".join(result)
-        headers: list[Any] = self._response_headers(ex)
-        if ex.declared < 0:
-            if headers is ex.headers:
-                headers = list(headers)
-            headers.append((b"Content-Length", b"%d" % len(body)))
-        elif ex.declared != len(body) and not ex.is_head:
-            raise ValueError(f"the app's Content-Length is {ex.declared} but its body has "
-                             f"{len(body)} bytes")
+        if len(result) == 1:
+            body = result[0]  # bytes-like; http_respond refuses anything else
+        else:
+            for item in result:
+                if type(item) is not bytes:
+                    raise TypeError(
+                        f"response body items must be bytes, not {type(item).__name__}")
+            body = b"".join(result)
         ex.sent = len(body)
         ex.head_sent = ex.head_queued = True
-        self._post(ex, _OP_WHOLE, (ex.status, headers, body), False)
+        self._post(ex, _OP_WHOLE, body, False)
 
     def _respond_file(self, ex: _Exchange, wrapper: FileWrapper) -> None:
         fd = wrapper.fileno_for_sendfile()

@@ -191,8 +191,8 @@ cdef class Connection:
                    str extra_headers not None="", str mime_types not None=""):
         _http_serve_file(self, message, path, extra_headers, mime_types)
 
-    def http_begin(self, int status_code, headers=None, *, reason=None):
-        _http_begin(self, status_code, headers, reason)
+    def http_begin(self, int status_code, headers=None, *, reason=None, more_headers=None):
+        _http_begin(self, status_code, headers, reason, more_headers)
 
     def http_write(self, data):
         _http_write(self, data)
@@ -204,6 +204,10 @@ cdef class Connection:
 
     def http_end(self):
         return _http_end(self)
+
+    def http_respond(self, int status_code, headers=None, body=b"", *, reason=None,
+                     more_headers=None):
+        return _http_respond(self, status_code, headers, body, reason, more_headers)
 
     @property
     def response_started(self):

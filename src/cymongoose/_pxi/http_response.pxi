@@ -23,16 +23,68 @@ cdef bytes _TE_CHUNKED = b"Transfer-Encoding: chunked\r\n"
 
 
 cdef inline const char *_field_bytes(object item, Py_ssize_t *n, str what) except NULL:
-    # str is sent as ISO-8859-1, the octets HTTP fields carry (PEP 3333's rule for WSGI);
-    # bytes as they are.
+    # str is sent as ISO-8859-1, the octets HTTP fields carry (PEP 3333's rule for WSGI):
+    # a str whose characters all fit one byte is stored as exactly those octets, so it is
+    # read in place; bytes as they are.
     if type(item) is bytes:
         n[0] = PyBytes_GET_SIZE(item)
         return PyBytes_AS_STRING(item)
+    if type(item) is str:
+        if PyUnicode_KIND(item) == PyUnicode_1BYTE_KIND:
+            n[0] = PyUnicode_GET_LENGTH(item)
+            return <const char *>PyUnicode_1BYTE_DATA(item)
+        (<str>item).encode("latin-1")  # raises UnicodeEncodeError naming the character
     raise TypeError(f"header {what} must be str or bytes, not {type(item).__name__}")
 
 
-cdef int _http_begin(Connection conn, int status_code, object headers,
-                     object reason) except -1:
+cdef inline int _put(mg.mg_connection *c, const void *p, size_t n) except -1:
+    if not mg.mg_send(c, p, n):
+        raise MemoryError("out of memory for the send buffer")
+    return 0
+
+
+cdef int _put_headers(mg.mg_connection *c, object headers, int status_code,
+                      long long *declared, int *conn_tokens, bint *has_connection) except -1:
+    """Validate and append `headers` (name, value) pairs as header lines."""
+    cdef Py_ssize_t nlen, vlen, k
+    cdef const char *nptr
+    cdef const char *vptr
+    for pair in headers:
+        name, value = pair
+        nptr = _field_bytes(name, &nlen, "names")
+        vptr = _field_bytes(value, &vlen, "values")
+        if not _valid_name(nptr, nlen):
+            raise ValueError(f"header name {name!r} is not a valid HTTP field name")
+        if not _valid_value(vptr, vlen):
+            raise ValueError(f"header value {value!r} for {name!r} contains CR, LF or NUL")
+        if nlen == 14 and _is_named(nptr, nlen, b"content-length", 14):
+            if declared[0] >= 0 or vlen == 0 or vlen > 18:
+                raise ValueError(f"invalid or repeated Content-Length {value!r}")
+            declared[0] = 0
+            for k in range(vlen):
+                if not 48 <= <unsigned char>vptr[k] <= 57:
+                    raise ValueError(f"invalid Content-Length {value!r}")
+                declared[0] = declared[0] * 10 + (vptr[k] - 48)
+            if status_code == 204:
+                continue  # RFC 9110 §8.6: never on a 204
+        elif nlen == 17 and _is_named(nptr, nlen, b"transfer-encoding", 17):
+            raise ValueError(
+                "Transfer-Encoding is chosen by the server: leave it out (a response "
+                "without Content-Length is sent chunked)")
+        elif nlen == 10 and _is_named(nptr, nlen, b"connection", 10):
+            has_connection[0] = True
+            _connection_tokens(<const unsigned char *>vptr, <size_t>vlen, conn_tokens)
+        _put(c, nptr, <size_t>nlen)
+        _put(c, b": ", 2)
+        _put(c, vptr, <size_t>vlen)
+        _put(c, b"\r\n", 2)
+    return 0
+
+
+cdef int _http_begin(Connection conn, int status_code, object headers, object reason,
+                     object more_headers=None, Py_ssize_t body_len=-1) except -1:
+    """Write the head. `body_len` >= 0: the whole body is that long and comes right after
+    (http_respond), so a missing Content-Length is added rather than chunking."""
     conn._ensure_open()
     cdef mg.mg_connection *c = conn._c
     cdef HttpGuard *g = &conn._guard
@@ -57,67 +109,90 @@ cdef int _http_begin(Connection conn, int status_code, object headers,
         if not _valid_value(PyBytes_AS_STRING(reason), PyBytes_GET_SIZE(reason)):
             raise ValueError(f"reason {reason!r} contains CR, LF or NUL")
         status = b"HTTP/1.1 %d %s\r\n" % (status_code, reason)
-    cdef list lines = [status]
-    cdef Py_ssize_t nlen, vlen, k
-    cdef const char *nptr
-    cdef const char *vptr
     cdef long long declared = -1
     cdef int conn_tokens = 0
     cdef bint has_connection = False
     cdef bint nobody = (g.flags & _GF_HEAD) != 0 or status_code == 204 or status_code == 304
-    if headers is not None:
-        for pair in headers:
-            name, value = pair
-            if type(name) is str:
-                name = (<str>name).encode("latin-1")
-            if type(value) is str:
-                value = (<str>value).encode("latin-1")
-            nptr = _field_bytes(name, &nlen, "names")
-            vptr = _field_bytes(value, &vlen, "values")
-            if not _valid_name(nptr, nlen):
-                raise ValueError(f"header name {name!r} is not a valid HTTP field name")
-            if not _valid_value(vptr, vlen):
-                raise ValueError(
-                    f"header value {value!r} for {name!r} contains CR, LF or NUL")
-            if _is_named(nptr, nlen, b"content-length", 14):
-                if declared >= 0 or vlen == 0 or vlen > 18:
-                    raise ValueError(f"invalid or repeated Content-Length {value!r}")
-                declared = 0
-                for k in range(vlen):
-                    if not 48 <= <unsigned char>vptr[k] <= 57:
-                        raise ValueError(f"invalid Content-Length {value!r}")
-                    declared = declared * 10 + (vptr[k] - 48)
-                if status_code == 204:
-                    continue  # RFC 9110 §8.6: never on a 204
-            elif _is_named(nptr, nlen, b"transfer-encoding", 17):
-                raise ValueError(
-                    "Transfer-Encoding is chosen by the server: leave it out (a response "
-                    "without Content-Length is sent chunked)")
-            elif _is_named(nptr, nlen, b"connection", 10):
-                has_connection = True
-                _connection_tokens(<const unsigned char *>vptr, <size_t>vlen, &conn_tokens)
-            lines.append(b"%s: %s\r\n" % (name, value))
-    if nobody:
+    cdef char number[24]
+    cdef int k
+    cdef size_t n
+    # Written straight into the send buffer; a header refused half-way takes it all back.
+    cdef size_t saved = c.send.len
+    try:
+        _put(c, PyBytes_AS_STRING(status), <size_t>PyBytes_GET_SIZE(status))
+        if headers is not None:
+            _put_headers(c, headers, status_code, &declared, &conn_tokens, &has_connection)
+        if more_headers is not None:
+            _put_headers(c, more_headers, status_code, &declared, &conn_tokens,
+                         &has_connection)
+        if nobody:
+            g.resp_framing = _RF_NONE
+        elif declared >= 0:
+            g.resp_framing = _RF_LENGTH
+            g.resp_left = <size_t>declared
+        elif body_len >= 0:
+            g.resp_framing = _RF_LENGTH
+            g.resp_left = <size_t>body_len
+            n = <size_t>body_len
+            k = 23
+            while True:
+                number[k] = <char>(48 + n % 10)
+                n //= 10
+                if n == 0:
+                    break
+                k -= 1
+            _put(c, b"Content-Length: ", 16)
+            _put(c, &number[k], <size_t>(24 - k))
+            _put(c, b"\r\n", 2)
+        elif not (g.flags & _GF_HTTP10):
+            g.resp_framing = _RF_CHUNKED
+            _put(c, PyBytes_AS_STRING(_TE_CHUNKED), <size_t>PyBytes_GET_SIZE(_TE_CHUNKED))
+        else:
+            g.resp_framing = _RF_CLOSE
+            g.flags |= _GF_CLOSE
+        conn_field = _connection_field(conn, has_connection, (conn_tokens & _GF_CLOSE) != 0)
+        if conn_field != NULL:
+            _put(c, conn_field, strlen(conn_field))
+        _put(c, b"\r\n", 2)
+    except BaseException:
+        c.send.len = saved
         g.resp_framing = _RF_NONE
-    elif declared >= 0:
-        g.resp_framing = _RF_LENGTH
-        g.resp_left = <size_t>declared
-    elif not (g.flags & _GF_HTTP10):
-        g.resp_framing = _RF_CHUNKED
-        lines.append(_TE_CHUNKED)
-    else:
-        g.resp_framing = _RF_CLOSE
-        g.flags |= _GF_CLOSE
-    cdef const char *conn_field = _connection_field(conn, has_connection,
-                                                    (conn_tokens & _GF_CLOSE) != 0)
-    if conn_field != NULL:
-        lines.append(<bytes>conn_field)
-    lines.append(b"\r\n")
-    cdef bytes head = b"".join(lines)
-    if not mg.mg_send(c, PyBytes_AS_STRING(head), <size_t>PyBytes_GET_SIZE(head)):
-        raise RuntimeError("http_begin failed: out of memory for the send buffer")
+        g.resp_left = 0
+        raise
     g.resp_state = _RS_BEGUN
     return 0
+
+
+cdef object _http_respond(Connection conn, int status_code, object headers, object body,
+                          object reason, object more_headers):
+    """A whole response in one call: head, body and end (see http_begin/http_end)."""
+    conn._ensure_open()
+    cdef Py_buffer view
+    if isinstance(body, str):
+        raise TypeError("response bodies are bytes: encode str first")
+    PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
+    cdef HttpGuard *g = &conn._guard
+    cdef size_t before = conn._c.send.len
+    try:
+        _http_begin(conn, status_code, headers, reason, more_headers, view.len)
+        # With a whole body the framing is its length (or none, for HEAD, 204, 304).
+        if g.resp_framing == _RF_LENGTH:
+            if <size_t>view.len != g.resp_left:
+                raise ValueError(
+                    f"the body has {view.len} bytes but the Content-Length says "
+                    f"{g.resp_left}")
+            g.resp_left = 0
+            _put(conn._c, view.buf, <size_t>view.len)
+    except BaseException:
+        if g.resp_state == _RS_BEGUN:  # nothing of this response may go out
+            conn._c.send.len = before
+            g.resp_state = _RS_IDLE
+            g.resp_framing = _RF_NONE
+            g.resp_left = 0
+        raise
+    finally:
+        PyBuffer_Release(&view)
+    return _finish_response(conn._c, g)
 
 
 cdef int _check_writing(Connection conn) except -1:
@@ -179,20 +254,41 @@ cdef bint _finish_response(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
     the body fell short of its Content-Length: the connection is closed after the flush,
     which tells the client the response is incomplete."""
     cdef bint whole = True
+    cdef bint close = False
     if g.resp_framing == _RF_CHUNKED:
         mg.mg_send(c, b"0\r\n\r\n", 5)
     elif g.resp_framing == _RF_LENGTH and g.resp_left > 0:
         whole = False
-        c.is_draining = 1
+        close = True
     elif g.resp_framing == _RF_CLOSE:
-        c.is_draining = 1
+        close = True
     if g.phase == _PH_STREAM and (g.flags & _GF_CLOSE):
-        c.is_draining = 1  # no keep-alive: no reason to read the rest of the body
+        close = True  # no keep-alive: no reason to read the rest of the body
     g.resp_state = _RS_IDLE
     g.resp_framing = _RF_NONE
     g.resp_left = 0
+    if close and g.phase == _PH_STREAM and _stream_decode(c, g) == 0 and \
+            not (g.flags & _GF_BODY_DONE):
+        _linger_unread_body(c, g)
+    elif close:
+        c.is_draining = 1
     c.is_resp = 0
     return whole
+
+
+cdef void _linger_unread_body(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
+    # The client may still be sending the body: closing with its bytes unread makes the
+    # kernel send a reset, which can destroy this response before a client that sends
+    # first and reads later sees it. Linger as after a refusal (limits.pxi): flush, then
+    # half-close (which also ends a close-delimited body) and discard input for a while.
+    cdef uint64_t now = mg.mg_millis()
+    if g.flags & _GF_PAUSED:
+        _set_reading(c, g, True)
+    g.body_ready = 0
+    g.flags = 0
+    g.phase = _PH_LINGER
+    g.linger_until_ms = now + _LINGER_MAX_MS
+    g.deadline_ms = now + _LINGER_IDLE_MS
 
 
 cdef object _http_end(Connection conn):

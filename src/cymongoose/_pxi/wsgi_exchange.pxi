@@ -1,0 +1,129 @@
+# The state of one WSGI request/response and PEP 3333's start_response, for cymongoose.wsgi.
+# Per request the Python version cost more than the app it served (a raw WSGI hello runs in
+# under 1 us): making the object and checking the app's headers are done here in C, and
+# the server's Python subclass adds the rarer paths (streaming, waiting, errors).
+
+cdef dict _WSGI_STATUS_CACHE = {}
+DEF _WSGI_STATUS_CACHE_MAX = 256
+cdef dict _WSGI_STANDARD_REASONS = {}
+
+
+cdef object _wsgi_parse_status(object status):
+    """(code, reason) of a status line such as "200 OK"; reason None when it is the standard
+    one, so that the core uses its prebuilt status line."""
+    if type(status) is not str:
+        raise TypeError(f"status must be a str such as '200 OK', not {status!r}")
+    cdef str text = <str>status
+    if (len(text) < 4 or text[3] != " " or not text[:3].isdigit() or not text[:3].isascii()
+            or text[0] == "0"):
+        raise ValueError(f"status must be 'NNN Reason', not {status!r}")
+    if not _WSGI_STANDARD_REASONS:
+        from http import HTTPStatus
+        for known in HTTPStatus:
+            _WSGI_STANDARD_REASONS[known.value] = known.phrase
+    cdef int code = int(text[:3])
+    cdef str reason = text[4:]
+    if _WSGI_STANDARD_REASONS.get(code) == reason:
+        parsed = (code, None)
+        if len(_WSGI_STATUS_CACHE) < _WSGI_STATUS_CACHE_MAX:
+            _WSGI_STATUS_CACHE[text] = parsed
+        return parsed
+    return (code, reason)
+
+
+cdef class WSGIExchange:
+    """One request and its response, shared by the loop and the thread running the app.
+    Calling it is the app's start_response(); see cymongoose.wsgi."""
+
+    cdef public object server
+    cdef public Connection conn
+    cdef public dict environ
+    cdef public object input  # the streaming wsgi.input, or None
+    cdef public object status  # (code, reason or None) once start_response() was called
+    cdef public object headers  # the app's header list, as given
+    cdef public long long declared  # the app's Content-Length, or -1
+    cdef public long long sent  # body bytes the app produced so far
+    cdef public bint head_sent  # the head left the app's hands: no 500 possible any more
+    cdef public bint head_queued
+    cdef public bint closed  # the client is gone
+    cdef public long long queued  # body bytes posted to the loop, not yet written out
+    cdef public long long backlog  # the connection's send buffer, as the loop saw it last
+    cdef public object cond  # made when a streamed response has to wait for the client
+    cdef public bint waiting
+    cdef public bint is_head
+    cdef public bint finished
+    cdef public int stock  # Date (1) and Server (2) still to add to the app's headers
+    # Response steps of an app running inline on the loop's owner, applied when it returns
+    # (None: the app runs on its own, its steps are posted to the loop).
+    cdef public object ops
+
+    def __cinit__(self, server, Connection conn, dict environ, bint is_head, *args,
+                  **kwargs):
+        self.server = server
+        self.conn = conn
+        self.environ = environ
+        self.is_head = is_head
+        self.declared = -1
+        self.stock = 3
+        self.headers = []
+
+    def __call__(self, status, headers, exc_info=None):
+        if exc_info is not None:
+            try:
+                if self.head_sent:
+                    raise exc_info[1].with_traceback(exc_info[2])
+            finally:
+                exc_info = None
+        elif self.status is not None:
+            raise AssertionError(
+                "start_response() was already called; call it again only with exc_info")
+        cdef PyObject *hit = NULL
+        if type(status) is str:
+            hit = PyDict_GetItem(_WSGI_STATUS_CACHE, status)
+        parsed = <object>hit if hit != NULL else _wsgi_parse_status(status)
+        if type(headers) is not list:
+            raise TypeError(f"headers must be a list of (name, value) tuples, not "
+                            f"{type(headers).__name__}")
+        cdef long long declared = -1
+        cdef int stock = 3
+        cdef Py_ssize_t n, k
+        cdef const char *p
+        for item in <list>headers:
+            if type(item) is not tuple or len(<tuple>item) != 2:
+                raise TypeError(f"headers must be (name, value) tuples, not {item!r}")
+            name = (<tuple>item)[0]
+            value = (<tuple>item)[1]
+            if type(name) is not str or type(value) is not str:
+                raise TypeError(f"header names and values must be str, not {item!r}")
+            n = PyUnicode_GET_LENGTH(name)
+            if (n != 14 and n != 4 and n != 6) or PyUnicode_KIND(name) != PyUnicode_1BYTE_KIND:
+                continue
+            p = <const char *>PyUnicode_1BYTE_DATA(name)
+            if _is_named(p, n, b"content-length", 14):
+                if (PyUnicode_KIND(value) != PyUnicode_1BYTE_KIND
+                        or not 0 < PyUnicode_GET_LENGTH(value) <= 18):
+                    raise ValueError(f"invalid Content-Length {value!r}")
+                p = <const char *>PyUnicode_1BYTE_DATA(value)
+                declared = 0
+                for k in range(PyUnicode_GET_LENGTH(value)):
+                    if not 48 <= <unsigned char>p[k] <= 57:
+                        raise ValueError(f"invalid Content-Length {value!r}")
+                    declared = declared * 10 + (p[k] - 48)
+            elif _is_named(p, n, b"date", 4):
+                stock &= ~1
+            elif _is_named(p, n, b"server", 6):
+                stock &= ~2
+        self.status = parsed
+        self.headers = headers
+        self.declared = declared
+        self.stock = stock
+        return self.write
+
+    def write(self, data):
+        """PEP 3333's write() callable: one piece of the body, sent before the app returns."""
+        if self.status is None:
+            raise AssertionError("write() called before start_response()")
+        self.stream(data)
+
+    def stream(self, data):
+        raise NotImplementedError("the server's subclass sends the body")
