@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from support.routes import Route, Routes
 
 from cymongoose import Manager
 
@@ -125,3 +126,18 @@ def server_thread() -> Iterator[Callable[..., ServerThread]]:
             st.stop()
         else:
             st.manager.close()
+
+
+@pytest.fixture
+def serve(server_thread: Any) -> Iterator[Callable[..., tuple[int, Routes]]]:
+    """serve(routes, stream=True): a started server answering by URI (support.routes)."""
+    def start(routes: dict[str, Route], stream: bool = True, **manager_kw: Any
+              ) -> tuple[int, Routes]:
+        handler = Routes(stream, routes)
+        st = server_thread(handler, **manager_kw)
+        handler.manager = st.manager
+        port = st.listen(stream_body=stream)
+        st.start()
+        return port, handler
+
+    yield start

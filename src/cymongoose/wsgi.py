@@ -1,22 +1,18 @@
 """PEP 3333 server on the Mongoose loop: Flask, Django or any WSGI app at C-loop speed.
 
-One thread owns the Manager and does all socket work; the app runs on a pool of app threads.
-The two sides meet in batches, so that under load the GIL changes hands about once per batch
-rather than once per request (docs/performance.md, "WSGI hand-over"):
+Threads take turns owning the Manager (leader/followers, `_LoopTurns`): the owner polls and
+runs the apps of the requests that poll delivered inline, one after another, so under load no
+request crosses a thread and the GIL does not change hands per request. A standby thread takes
+the loop over from an owner stuck in one app for `_STALL_S`; that app finishes on its own
+thread and hands its response to the loop through an outbox (`Manager.call_soon_threadsafe`).
+An app that must wait for the loop (a body still arriving, a client slow to read) hands the
+loop over before it waits. docs/wsgi.md says what is guaranteed, docs/performance.md what it
+costs.
 
-- the loop collects every request head one poll iteration delivers and hands the batch to
-  the pool at once, waking a single app thread (more join only when work is left over, so a
-  blocked app never holds up the requests behind it);
-- an app thread answers the requests of the batch one after another and queues the
-  responses; it wakes the loop once, when its queue of work runs dry (or when a streaming
-  response is waiting for the client), through `Manager.call_soon_threadsafe`;
-- the loop writes the queued responses with the core's `http_begin/http_write/http_end`,
-  which keep keep-alive, pipelining, HEAD and `Connection: close` right.
-
-Request bodies stream (`listen(..., stream_body=True)`): `wsgi.input` reads what has arrived
-and blocks the app's thread, never the loop, for the rest; the loop stops reading a socket
-while the app is behind. A streaming response waits in the app thread while the client is
-slow to read.
+Responses leave through the core's `http_respond` (a whole body) or `http_begin/http_write/
+http_sendfile/http_end` (streamed), which keep keep-alive, pipelining, HEAD and
+`Connection: close` right. Request bodies stream (`listen(..., stream_body=True)`): the loop
+stops reading a socket while its app is behind.
 """
 
 from __future__ import annotations
