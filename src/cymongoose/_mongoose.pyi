@@ -710,7 +710,7 @@ class WSGIExchange:
     is_head: bool
     finished: bool
     stock: int
-    ops: list[tuple[int, Any]] | None
+    busy: bool
     def __init__(
         self, server: Any, conn: Connection, environ: dict[str, Any], is_head: bool
     ) -> None: ...

@@ -151,11 +151,11 @@ class _StreamInput:
             if self._error is not None:
                 raise self._error
             self._want = sys.maxsize if n < 0 else n
-            if self._exchange.ops is not None:
+            if self._exchange.server._turns.owns_loop():
                 # Running inline on the loop's owner: the loop must go on without us.
                 self._cond.release()
                 try:
-                    self._exchange.server._turns.hand_off(self._exchange)
+                    self._exchange.server._turns.hand_off()
                 finally:
                     self._cond.acquire()
                 continue
@@ -268,18 +268,17 @@ class _Exchange(WSGIExchange):
         if not self.head_queued:
             self.head_queued = True
             self.head_sent = True
-            server._post(self, _OP_BEGIN, None, True)
+            server._post(self, _OP_BEGIN, None)
         if data:
             self.queued += len(data)
-            server._post(self, _OP_WRITE, data, True)
+            server._post(self, _OP_WRITE, data)
             if self.queued + self.backlog > _SEND_HIGH:
-                if self.ops is not None:
-                    server._turns.hand_off(self)  # stream on our own from here
                 self.wait_for_client()
 
     def wait_for_client(self) -> None:
-        if self.ops is not None:
-            self.server._turns.hand_off(self)
+        turns = self.server._turns
+        if turns.owns_loop():
+            turns.hand_off()  # the loop must write what we wait on: stream on our own
         if self.cond is None:
             self.cond = threading.Condition(threading.Lock())
         timeout = self.server.stream_timeout
@@ -300,22 +299,26 @@ class _Exchange(WSGIExchange):
 class _LoopTurns:
     """Threads that take turns owning the Manager (leader/followers).
 
-    The owner polls, and runs the apps of the requests that polling delivered inline, one
-    after another: under load no request crosses a thread, so the GIL never changes hands
-    per request. Around each app call the owner lets go of `loop_lock`, the right to touch
-    Mongoose. A standby thread checks every `stall_s`: when the same app has been running
-    for longer (it blocks on I/O, or computes), the standby takes `loop_lock` and the loop
-    over; the stalled thread finishes its request on its own, handing its response to the
+    The owner polls, then runs the apps of the requests that polling delivered inline, one
+    after another, and writes their responses once the batch is done: under load no request
+    crosses a thread, so the GIL never changes hands per request. For the batch the owner
+    lets go of `loop_lock`, the right to touch Mongoose. A standby thread checks every
+    `stall_s`: when the same app has been running for longer (it blocks on I/O, or
+    computes), the standby takes `loop_lock` and the loop over, and goes on with the rest of
+    the batch; the stalled thread finishes its request on its own, its response reaching the
     loop through the outbox, then waits to take a turn again. An app that must wait for the
     loop itself (reading a body still arriving, a client slow to read) hands the loop over
     before it waits.
+
+    Per request this costs deque operations only (atomic under the GIL); `lock` is taken
+    once per batch, and by the standby once per `stall_s`.
     """
 
     def __init__(self, server: WSGIServer, count: int, stall_s: float) -> None:
         self._server = server
         self._count = count
         self._stall_s = stall_s
-        self.lock = threading.Lock()  # guards the fields below
+        self.lock = threading.Lock()  # guards owner and _standby
         self._cond = threading.Condition(self.lock)
         self.loop_lock = threading.Lock()  # held by whoever touches Mongoose
         self.owner: threading.Thread | None = None
@@ -323,7 +326,9 @@ class _LoopTurns:
         self._standby_wake = threading.Event()  # set when the standby should look now
         self._standby: threading.Thread | None = None
         self.pending: collections.deque[_Exchange] = collections.deque()
-        self.running = 0  # apps running now, at most `count` (the loop owner is one more)
+        # One token per app allowed to run at once (the loop owner is a thread more, so a
+        # stalled app on every app thread still leaves one to serve the loop).
+        self._slots: collections.deque[None] = collections.deque([None] * count)
         self.stopping = False
         self._threads: list[threading.Thread] = []
 
@@ -336,72 +341,70 @@ class _LoopTurns:
             t.start()
             self._threads.append(t)
 
+    def owns_loop(self) -> bool:
+        return self.owner is threading.current_thread()
+
     # The owner.
     def run_pending(self) -> bool:
-        """Owner: run the queued apps inline. False once this thread lost the loop."""
+        """Owner: run the queued apps inline, then write their responses. False once this
+        thread lost the loop."""
         me = threading.current_thread()
         pending = self.pending
+        slots = self._slots
         server = self._server
         app = server._app
-        while pending:
-            with self.lock:
-                if self.running >= self._count:
-                    # Every app thread is busy with a stalled app: the rest wait for one
-                    # to finish (its response wakes the loop) while the loop serves on.
-                    return True
-                self.running += 1
-                ex = pending.popleft()
-                ex.ops = []
+        outbox = server._outbox
+        self.loop_lock.release()
+        try:
+            while pending and self.owner is me:
+                try:
+                    slots.pop()
+                except IndexError:
+                    break  # every app thread is busy: the rest wait for a free one
+                try:
+                    ex = pending.popleft()
+                except IndexError:  # a thread that took the loop over took it
+                    slots.append(None)
+                    break
                 self.current = ex
-            self.loop_lock.release()
-            body: Any = None
-            try:
-                # The common case inline: start_response() and a one-item list.
-                result = app(ex.environ, ex)
-                if (type(result) is list and len(result) == 1 and ex.status is not None
-                        and not ex.head_queued):
-                    ex.sent = len(result[0])
-                    body = result[0]
-                    ex.head_sent = ex.head_queued = True
-                else:
-                    server._finish_app(ex, result)
-            except BaseException as exc:
-                server._app_failed(ex, exc)
-            finally:
-                with self.lock:
-                    self.running -= 1
+                try:
+                    # The common case inline: start_response() and a one-item list.
+                    result = app(ex.environ, ex)
+                    if (type(result) is list and len(result) == 1 and ex.status is not None
+                            and not ex.head_queued):
+                        ex.sent = len(result[0])
+                        ex.head_sent = ex.head_queued = True
+                        outbox.append((ex, _OP_WHOLE, result[0]))
+                    else:
+                        server._finish_app(ex, result)
+                except BaseException as exc:
+                    server._app_failed(ex, exc)
+                finally:
                     self.current = None
-                    ops, ex.ops = ex.ops, None
-                    owner = self.owner is me
-                    if owner:
-                        self.loop_lock.acquire()  # free: only a takeover holds it otherwise
-            if body is not None:
-                if ops is None:
-                    ops = []
-                ops.append((_OP_WHOLE, body))
-            if not owner:
-                if ops:
-                    server._post_many(ex, ops)
-                elif pending:
-                    server._call_loop(_nothing)  # our slot is free: wake the loop for them
-                return False
-            if ops:
-                server._apply_many(ex, ops)
+                    slots.append(None)
+        finally:
+            with self.lock:
+                owner = self.owner is me
+                if owner:
+                    self.loop_lock.acquire()  # free: only a takeover holds it otherwise
+        if not owner:
+            server._wake_loop()  # for our responses, and for the requests waiting for a slot
+            return False
+        if outbox:
+            server._drain_outbox()
         return True
 
-    def hand_off(self, ex: _Exchange) -> None:
+    def hand_off(self) -> None:
         """Called from an app running inline that is about to wait for the loop: give the
-        loop to another thread and turn the buffered response steps into outbox posts."""
+        loop to another thread."""
         me = threading.current_thread()
         with self.lock:
-            ops, ex.ops = ex.ops, None
-            if self.owner is me and self.current is ex:
+            if self.owner is me:
                 self.owner = None
                 self.current = None
                 self._cond.notify()
                 self._standby_wake.set()
-        if ops:
-            self._server._post_many(ex, ops)
+        self._server._wake_loop()  # what this app posted so far is the new owner's to write
 
     # The followers.
     def _follow_forever(self) -> None:
@@ -434,30 +437,25 @@ class _LoopTurns:
                     self._cond.notify()  # another thread stands by now
 
     def _stand_by(self, me: threading.Thread) -> bool:
-        """Check the owner every stall_s, without holding `lock` in between (the owner
-        takes it twice per request). True: the owner was stuck in an app and this thread
-        took the loop over; False: the loop is free or the server stops."""
+        """Check the owner every stall_s, without holding `lock` in between. True: the
+        owner was stuck in an app and this thread took the loop over; False: the loop is
+        free or the server stops."""
         wake = self._standby_wake
         seen: _Exchange | None = None
         while True:
             wake.wait(self._stall_s)
             wake.clear()  # the state is read after this: a wake-up set from now on counts
-            taken: list[Any] | None = None
             with self.lock:
                 if self.stopping or self.owner is None:
                     return False
                 cur = self.current
-                if cur is None or cur is not seen or not self.loop_lock.acquire(False):
-                    seen = cur
-                    continue
-                # The same app ran for a whole stall_s: take the loop (its thread let go of
-                # loop_lock around the app) and the response steps it buffered so far.
-                self.owner = me
-                self.current = None
-                taken, cur.ops = cur.ops, None
-            if taken:
-                self._server._apply_many(cur, taken)
-            return True
+                if cur is not None and cur is seen and self.loop_lock.acquire(False):
+                    # The same app ran for a whole stall_s, and its thread let go of
+                    # loop_lock for its batch: take the loop (and the rest of the batch).
+                    self.owner = me
+                    self.current = None
+                    return True
+                seen = cur
 
     def lead(self) -> None:
         """Own the loop until another thread takes it over or the server stops."""
@@ -466,8 +464,11 @@ class _LoopTurns:
         poll_ms = server._poll_ms
         me = threading.current_thread()
         try:
+            outbox = server._outbox
             while not self.stopping:
                 manager.poll(poll_ms)
+                if outbox:
+                    server._drain_outbox()
                 if self.pending and not self.run_pending():
                     return
                 if self.owner is not me:
@@ -522,7 +523,7 @@ class WSGIServer:
         self._manager.linger_ms = 0
         self._turns = _LoopTurns(self, count, _STALL_S)
         self._outbox: collections.deque[tuple[_Exchange, int, Any]] = collections.deque()
-        self._outbox_scheduled = False
+        self._wake_pending = False  # a wake-up of the loop is on its way
         self._poll_ms = 100
         self._closed = False
         self._date = DateHeader()
@@ -603,6 +604,7 @@ class WSGIServer:
         else:
             ex.input = _StreamInput(ex)
             environ["wsgi.input"] = ex.input
+            ex.busy = True
             conn.set_handler(self._on_busy)
             ex.feed_input()
         conn.userdata = ex
@@ -615,42 +617,32 @@ class WSGIServer:
         except RuntimeError:  # closed: nothing left to do
             pass
 
-    def _post(self, ex: _Exchange, op: int, arg: Any, urgent: bool) -> None:
-        """Queue one response step: kept with the exchange while its app runs inline on
-        the loop's owner (applied when it returns), else posted to the loop."""
-        if ex.ops is not None:
-            with self._turns.lock:
-                ops = ex.ops
-                if ops is not None:
-                    ops.append((op, arg))
-                    return
+    def _post(self, ex: _Exchange, op: int, arg: Any) -> None:
+        """Queue one response step for the loop: its owner writes the outbox after each
+        poll and each batch; any other thread wakes it."""
         self._outbox.append((ex, op, arg))
-        if not self._outbox_scheduled:
-            self._outbox_scheduled = True
-            self._call_loop(self._drain_outbox)
+        if not self._wake_pending and self._turns.owner is not threading.current_thread():
+            self._wake_loop()
 
-    def _post_many(self, ex: _Exchange, ops: list[tuple[int, Any]]) -> None:
-        self._outbox.extend([(ex, op, arg) for op, arg in ops])
-        if not self._outbox_scheduled:
-            self._outbox_scheduled = True
-            self._call_loop(self._drain_outbox)
+    def _wake_loop(self) -> None:
+        if not self._wake_pending:
+            self._wake_pending = True
+            self._call_loop(_nothing)
 
     def _drain_outbox(self) -> None:
-        # Cleared before draining: a post that misses this drain schedules a new one.
-        self._outbox_scheduled = False
+        """Owner: write the queued response steps."""
+        # Cleared before draining: a post that misses this drain wakes the loop again.
+        self._wake_pending = False
         outbox = self._outbox
+        apply = self._apply
         while outbox:
             ex, op, arg = outbox.popleft()
-            self._apply_many(ex, [(op, arg)])
-
-    def _apply_many(self, ex: _Exchange, ops: list[tuple[int, Any]]) -> None:
-        for op, arg in ops:
             if ex.closed or ex.finished:
                 if op == _OP_FILE:
                     os.close(arg[0])
                 continue
             try:
-                self._apply(ex, op, arg)
+                apply(ex, op, arg)
             except Exception as exc:
                 self._protocol_error(ex, exc)
 
@@ -666,7 +658,8 @@ class WSGIServer:
             conn.http_write(arg)
             ex.queued -= len(arg)
             ex.backlog = conn.send_len
-            if ex.backlog >= _SEND_LOW and conn.handler is not self._on_busy:
+            if ex.backlog >= _SEND_LOW and not ex.busy:
+                ex.busy = True
                 conn.set_handler(self._on_busy)  # be told when the client reads
             elif ex.waiting:
                 ex.notify_writer()
@@ -697,7 +690,7 @@ class WSGIServer:
         conn = ex.conn
         if conn.userdata is ex:
             conn.userdata = None
-            if conn.handler is not self._on_quiet and not conn.is_closing:
+            if ex.busy and not conn.is_closing:
                 conn.set_handler(self._on_quiet)
 
     def _protocol_error(self, ex: _Exchange, exc: BaseException) -> None:
@@ -750,7 +743,7 @@ class WSGIServer:
                 if 0 <= ex.declared != ex.sent and not ex.is_head:
                     if ex.sent > ex.declared:
                         raise ValueError("the app sent more than its Content-Length")
-                self._post(ex, _OP_END, None, False)
+                self._post(ex, _OP_END, None)
         except BaseException as exc:
             self._app_failed(ex, exc)
         finally:
@@ -773,7 +766,7 @@ class WSGIServer:
             body = b"".join(result)
         ex.sent = len(body)
         ex.head_sent = ex.head_queued = True
-        self._post(ex, _OP_WHOLE, body, False)
+        self._post(ex, _OP_WHOLE, body)
 
     def _respond_file(self, ex: _Exchange, wrapper: FileWrapper) -> None:
         fd = wrapper.fileno_for_sendfile()
@@ -782,7 +775,7 @@ class WSGIServer:
                 ex.stream(chunk)
             if not ex.head_queued:
                 ex.stream(b"")
-            self._post(ex, _OP_END, None, False)
+            self._post(ex, _OP_END, None)
             return
         offset = os.lseek(fd, 0, os.SEEK_CUR)
         count = max(0, os.fstat(fd).st_size - offset)
@@ -790,9 +783,9 @@ class WSGIServer:
             count = min(count, ex.declared)
         ex.sent = count
         ex.head_sent = ex.head_queued = True
-        self._post(ex, _OP_BEGIN, None, False)
-        self._post(ex, _OP_FILE, (os.dup(fd), offset, count), False)
-        self._post(ex, _OP_END, None, False)
+        self._post(ex, _OP_BEGIN, None)
+        self._post(ex, _OP_FILE, (os.dup(fd), offset, count))
+        self._post(ex, _OP_END, None)
 
     def _app_failed(self, ex: _Exchange, exc: BaseException) -> None:
         if isinstance(exc, ClientDisconnected) or (ex.closed and isinstance(exc, OSError)):
@@ -801,7 +794,7 @@ class WSGIServer:
         if ex.head_sent:
             self._report(ex, f"{what}: the app failed after its response started; "
                              "the connection is closed", exc)
-            self._post(ex, _OP_ABORT, None, True)
+            self._post(ex, _OP_ABORT, None)
             return
         self._report(ex, f"{what}: the app failed; answered 500", exc)
         ex.head_sent = ex.head_queued = True
@@ -855,6 +848,8 @@ class WSGIServer:
             if not self._live and not any(c.send_len for c in manager.connections):
                 return  # every answer is written out to its client
             manager.poll(10)
+            if self._outbox:
+                self._drain_outbox()
             if turns.pending and not turns.run_pending():
                 return
 

@@ -53,9 +53,7 @@ cdef class WSGIExchange:
     cdef public bint is_head
     cdef public bint finished
     cdef public int stock  # Date (1) and Server (2) still to add to the app's headers
-    # Response steps of an app running inline on the loop's owner, applied when it returns
-    # (None: the app runs on its own, its steps are posted to the loop).
-    cdef public object ops
+    cdef public bint busy  # the connection has the server's handler for READ/WRITE events
 
     def __cinit__(self, server, Connection conn, dict environ, bint is_head, *args,
                   **kwargs):
