@@ -64,6 +64,28 @@ def _nothing() -> None:
     pass
 
 
+class _NoBody(io.RawIOBase):
+    """`wsgi.input` of a request without a body: shared, since it has no state."""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        return 0
+
+    def read(self, size: int | None = -1) -> bytes:
+        return b""
+
+    def readline(self, size: int | None = -1) -> bytes:
+        return b""
+
+    def close(self) -> None:  # an app closing it must not close it for the next one
+        pass
+
+
+_NO_BODY = _NoBody()
+
+
 class ClientDisconnected(ConnectionResetError):
     """The client went away while the app was reading its body or writing the response."""
 
@@ -600,7 +622,8 @@ class WSGIServer:
         method = environ["REQUEST_METHOD"]
         ex = _Exchange(self, conn, environ, method == "HEAD")
         if conn.body_complete:
-            environ["wsgi.input"] = io.BytesIO(conn.body_read() if conn.body_pending else b"")
+            environ["wsgi.input"] = (io.BytesIO(conn.body_read()) if conn.body_pending
+                                     else _NO_BODY)
         else:
             ex.input = _StreamInput(ex)
             environ["wsgi.input"] = ex.input
@@ -635,6 +658,8 @@ class WSGIServer:
         self._wake_pending = False
         outbox = self._outbox
         apply = self._apply
+        live = self._live
+        stock = self._stock_lists
         while outbox:
             ex, op, arg = outbox.popleft()
             if ex.closed or ex.finished:
@@ -642,9 +667,24 @@ class WSGIServer:
                     os.close(arg[0])
                 continue
             try:
-                apply(ex, op, arg)
+                if op != _OP_WHOLE:
+                    apply(ex, op, arg)
+                    continue
+                # A whole response, the common case: written here, without _apply/_finish.
+                status = ex.status
+                assert status is not None  # a whole response is queued after start_response
+                conn = ex.conn
+                conn.http_respond(status[0], ex.headers, arg, reason=status[1],
+                                  more_headers=stock[ex.stock])
             except Exception as exc:
                 self._protocol_error(ex, exc)
+                continue
+            ex.finished = True
+            live.discard(ex)
+            if conn.userdata is ex:
+                conn.userdata = None
+                if ex.busy and not conn.is_closing:
+                    conn.set_handler(self._on_quiet)
 
     def _apply(self, ex: _Exchange, op: int, arg: Any) -> None:
         conn = ex.conn
