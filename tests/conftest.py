@@ -14,6 +14,8 @@ from support.routes import Route, Routes
 
 from cymongoose import Manager
 
+pytest_plugins = ["support.wsgi_fixtures"]
+
 
 def tool_env() -> dict[str, str]:
     """Environment for external tools (curl, openssl, mosquitto, wrk...): without the

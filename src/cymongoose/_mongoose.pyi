@@ -687,6 +687,7 @@ __all__ = [
     "json_get_str",
 ]
 
+@disjoint_base
 class WSGIExchange:
     """State of one WSGI request and response, for `cymongoose.wsgi` (not a user API).
     Calling it is PEP 3333's `start_response`; `write()` sends through `stream()`, which

@@ -1,4 +1,5 @@
-"""Fixtures of the WSGI suite: every generic case runs against our WSGIServer and against the
+"""Fixtures of the WSGI suite (a plugin of tests/conftest.py: a second conftest.py would
+clash with the root one as module `conftest`): every generic case runs against our WSGIServer and against the
 reference server (gunicorn, gthread workers, in a subprocess); our runs also check that file
 descriptors and threads return to their baseline."""
 
