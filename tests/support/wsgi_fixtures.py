@@ -1,7 +1,7 @@
-"""Fixtures of the WSGI suite (a plugin of tests/conftest.py: a second conftest.py would
-clash with the root one as module `conftest`): every generic case runs against our WSGIServer and against the
-reference server (gunicorn, gthread workers, in a subprocess); our runs also check that file
-descriptors and threads return to their baseline."""
+"""Fixtures of the WSGI suite, loaded by tests/conftest.py as a plugin (a second conftest.py
+would shadow the root one as module `conftest`). Every generic case runs against our
+WSGIServer and against the reference server (gunicorn, gthread workers, in a subprocess);
+our runs also check that file descriptors and threads return to their baseline."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from contextlib import ExitStack
 from typing import Any
 
 import pytest
+
 from support.gunicorn_server import GunicornServer
 from support.resources import fd_count, thread_count, wait_back_to
 from support.served import OURS, REFERENCE, Served
