@@ -773,11 +773,29 @@ class WSGIServer:
             elif isinstance(result, FileWrapper) and not ex.head_queued:
                 self._respond_file(ex, result)
             else:
+                whole = False
                 for chunk in result:
-                    if chunk:
-                        ex.stream(chunk)
+                    if not chunk:
+                        continue
+                    if (not ex.head_queued and len(chunk) == ex.declared
+                            and type(chunk) is bytes):
+                        # The first piece is the whole declared body (Flask's and Django's
+                        # responses): one write, as for a list. Any more is an app error.
+                        whole = True
+                        ex.sent = len(chunk)
+                        ex.head_sent = ex.head_queued = True
+                        self._post(ex, _OP_WHOLE, chunk)
+                        continue
+                    ex.stream(chunk)
                 if ex.status is None:
                     raise AssertionError("the app returned without calling start_response()")
+                if whole:
+                    return
+                if not ex.head_queued and (ex.declared <= 0 or ex.is_head):
+                    # No body at all: one write too.
+                    ex.head_sent = ex.head_queued = True
+                    self._post(ex, _OP_WHOLE, b"")
+                    return
                 if not ex.head_queued:
                     ex.stream(b"")
                 if 0 <= ex.declared != ex.sent and not ex.is_head:
