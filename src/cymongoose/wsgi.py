@@ -744,15 +744,13 @@ class WSGIServer:
             else:
                 conn.http_begin(500, [(b"Content-Type", b"text/plain; charset=utf-8"),
                                       (b"Content-Length", b"%d" % len(_RESPONSE_500)),
-                                      (b"Connection", b"close")] + self._stock_headers())
+                                      (b"Connection", b"close")],
+                                  more_headers=self._stock_lists[3])
                 conn.http_write(_RESPONSE_500)
                 conn.http_end()
         except RuntimeError:
             pass
         self._finish(ex)
-
-    def _stock_headers(self) -> list[tuple[bytes, bytes]]:
-        return [(b"Date", self._date.get()), (b"Server", SERVER_NAME)]
 
     def _refresh_stock(self) -> None:
         """Timer, every second: the Date (stock & 1) and Server (stock & 2) fields an app

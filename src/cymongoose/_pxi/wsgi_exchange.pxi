@@ -5,25 +5,20 @@
 
 cdef dict _WSGI_STATUS_CACHE = {}
 DEF _WSGI_STATUS_CACHE_MAX = 256
-cdef dict _WSGI_STANDARD_REASONS = {}
 
 
 cdef object _wsgi_parse_status(object status):
-    """(code, reason) of a status line such as "200 OK"; reason None when it is the standard
-    one, so that the core uses its prebuilt status line."""
+    """(code, reason) of a status line such as "200 OK"; reason None when the core's prebuilt
+    status line (http.pxi's _REASONS) says exactly that, so that it is used as it is."""
     if type(status) is not str:
         raise TypeError(f"status must be a str such as '200 OK', not {status!r}")
     cdef str text = <str>status
     if (len(text) < 4 or text[3] != " " or not text[:3].isdigit() or not text[:3].isascii()
             or text[0] == "0"):
         raise ValueError(f"status must be 'NNN Reason', not {status!r}")
-    if not _WSGI_STANDARD_REASONS:
-        from http import HTTPStatus
-        for known in HTTPStatus:
-            _WSGI_STANDARD_REASONS[known.value] = known.phrase
     cdef int code = int(text[:3])
     cdef str reason = text[4:]
-    if _WSGI_STANDARD_REASONS.get(code) == reason:
+    if _REASONS.get(code) == reason:
         parsed = (code, None)
         if len(_WSGI_STATUS_CACHE) < _WSGI_STATUS_CACHE_MAX:
             _WSGI_STATUS_CACHE[text] = parsed
