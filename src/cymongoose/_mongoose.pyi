@@ -720,3 +720,22 @@ class WSGIExchange:
     ) -> Callable[[bytes], None]: ...
     def write(self, data: bytes) -> None: ...
     def stream(self, data: bytes) -> None: ...
+
+@disjoint_base
+class WSGIAdmission:
+    """The WSGI server's handler for a connection waiting for a request head, for
+    `cymongoose.wsgi` (not a user API)."""
+
+    cymongoose_events: frozenset[int]
+    server: Any
+    exchange_type: Any
+    stream_input_type: Any
+    no_body: Any
+    busy_handler: Any
+    pending: Any
+    live: set[Any]
+    bases: dict[int, dict[str, Any]]
+    base_default: dict[str, Any]
+    root_path: str
+    def __call__(self, conn: Connection, ev: int, msg: Any) -> None: ...
+

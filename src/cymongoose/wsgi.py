@@ -35,6 +35,7 @@ from ._mongoose import (
     MG_EV_WRITE,
     Connection,
     Manager,
+    WSGIAdmission,
     WSGIExchange,
     handles,
 )
@@ -558,21 +559,22 @@ class WSGIServer:
         self._refresh_stock()
         self._manager.timer_add(1000, self._refresh_stock, repeat=True)
         self._bases: dict[int, dict[str, Any]] = {}
-        self._base_default: dict[str, Any] = {}
         self._live: set[_Exchange] = set()
 
-        on_head = self._on_request
+        # A connection waiting for a request head: its events go to the C admission.
+        admission = WSGIAdmission()
+        admission.server = self
+        admission.exchange_type = _Exchange
+        admission.stream_input_type = _StreamInput
+        admission.no_body = _NO_BODY
+        admission.pending = self._turns.pending
+        admission.live = self._live
+        admission.bases = self._bases
+        admission.base_default = {}
+        admission.root_path = root_path
+        self._admission = admission
 
-        @handles(MG_EV_HTTP_HDRS, MG_EV_CLOSE)
-        def on_request(conn: Connection, ev: int, msg: Any) -> None:
-            if ev == MG_EV_HTTP_HDRS:
-                on_head(conn, msg)
-            else:
-                ex = conn.userdata
-                if ex is not None:
-                    self._live.discard(ex)
-                    ex.gone()
-
+        # A connection whose request body or streamed response is under way.
         @handles(MG_EV_HTTP_HDRS, MG_EV_READ, MG_EV_WRITE, MG_EV_CLOSE)
         def on_stream(conn: Connection, ev: int, msg: Any) -> None:
             ex = conn.userdata
@@ -585,9 +587,10 @@ class WSGIServer:
                     if ex.waiting and ex.backlog < _SEND_LOW:
                         ex.notify_writer()
             else:
-                on_request(conn, ev, msg)
+                admission(conn, ev, msg)
 
-        self._on_quiet = on_request
+        admission.busy_handler = on_stream
+        self._on_quiet = admission
         self._on_busy = on_stream
 
     @property
@@ -613,32 +616,10 @@ class WSGIServer:
             "SERVER_PORT": str(port),
             "SCRIPT_NAME": self._root_path,
         }
-        self._base_default = self._bases[port]
+        self._admission.base_default = self._bases[port]
         return conn
 
-    # Loop side.
-    def _on_request(self, conn: Connection, msg: Any) -> None:
-        base = self._base_default
-        if len(self._bases) > 1:  # several listeners: the one this client came in on
-            local = conn.local_addr
-            if local is not None:
-                base = self._bases.get(local[1], base)
-        environ = msg.wsgi_environ(base, conn, self._root_path)
-        method = environ["REQUEST_METHOD"]
-        ex = _Exchange(self, conn, environ, method == "HEAD")
-        if conn.body_complete:
-            environ["wsgi.input"] = (io.BytesIO(conn.body_read()) if conn.body_pending
-                                     else _NO_BODY)
-        else:
-            ex.input = _StreamInput(ex)
-            environ["wsgi.input"] = ex.input
-            ex.busy = True
-            conn.set_handler(self._on_busy)
-            ex.feed_input()
-        conn.userdata = ex
-        self._live.add(ex)
-        self._turns.pending.append(ex)
-
+    # Loop side (a request's admission is WSGIAdmission's, in C).
     def _call_loop(self, fn: Callable[[], None]) -> None:
         try:
             self._manager.call_soon_threadsafe(fn)

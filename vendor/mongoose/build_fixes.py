@@ -65,24 +65,75 @@ FAST_BZERO = """\
 # (c->is_full: a streamed request body the app is not consuming yet) would make the
 # level-triggered epoll_wait() return at once, forever: the loop would spin. Our definition
 # leaves EPOLLIN out while is_full is set; cymongoose re-arms it when it clears the flag.
-EPOLL_RESPECTS_IS_FULL = """\
-#if MG_ENABLE_EPOLL  /* cymongoose build fix: no EPOLLIN while reads are paused */
-#undef MG_EPOLL_MOD
-#define MG_EPOLL_MOD(c, wr)                                                \\
-  do {                                                                     \\
-    struct epoll_event ev = {EPOLLERR | EPOLLHUP, {c}};                    \\
-    if (!(c)->is_full) ev.events |= EPOLLIN;                               \\
-    if (wr) ev.events |= EPOLLOUT;                                         \\
-    epoll_ctl(c->mgr->epoll_fd, EPOLL_CTL_MOD, (int) (size_t) c->fd, &ev); \\
-  } while (0)
+#
+# Mongoose also asks for EPOLLOUT before every write and drops it after (two epoll_ctl()
+# system calls per response, as many as the send() and recv() together). A socket's send
+# buffer almost always has room, so we write first and arm EPOLLOUT only after a write fell
+# short; each connection's registered interest is kept in c->prof.len (the profiling
+# buffer, unused unless MG_ENABLE_PROFILE), so an unchanged interest costs no system call.
+# cym_epoll_set() is exported for http_stream.pxi, which pauses and resumes reads.
+EPOLL_INTEREST = """\
+#if MG_ENABLE_EPOLL  /* cymongoose build fix: epoll interest kept, changed only on a change */
+#if MG_ENABLE_PROFILE
+#error "cymongoose keeps the epoll interest in c->prof.len: build without MG_ENABLE_PROFILE"
 #endif
+#define CYM_EPOLLOUT_ARMED(c) (((c)->prof.len & EPOLLOUT) != 0)
+void cym_epoll_set(struct mg_connection *c, int wr) {
+  struct epoll_event ev = {EPOLLERR | EPOLLHUP, {c}};
+  if (!c->is_full) ev.events |= EPOLLIN;
+  if (wr) ev.events |= EPOLLOUT;
+  if (c->prof.len == (size_t) ev.events) return;
+  c->prof.len = (size_t) ev.events;
+  epoll_ctl(c->mgr->epoll_fd, EPOLL_CTL_MOD, (int) (size_t) c->fd, &ev);
+}
+#undef MG_EPOLL_ADD
+#define MG_EPOLL_ADD(c)                                                    \\
+  do {                                                                     \\
+    struct epoll_event ev = {EPOLLIN | EPOLLERR | EPOLLHUP, {c}};          \\
+    (c)->prof.len = (size_t) ev.events;                                    \\
+    epoll_ctl(c->mgr->epoll_fd, EPOLL_CTL_ADD, (int) (size_t) c->fd, &ev); \\
+  } while (0)
+#undef MG_EPOLL_MOD
+#define MG_EPOLL_MOD(c, wr) cym_epoll_set((c), (wr))
+#else
+#define CYM_EPOLLOUT_ARMED(c) 1
+#endif
+"""
+
+# Before waiting, a connection with bytes to send is marked writable (and the wait made
+# zero) instead of having EPOLLOUT armed; only an armed one waits for the kernel's word.
+WRITE_FIRST = """\
+    if (can_write(c) && !CYM_EPOLLOUT_ARMED(c)) {  /* cymongoose build fix: write first */
+      c->is_writable = 1;
+      ms = 0;
+    }
+"""
+WRITE_FIRST_AFTER_EVENTS = """\
+      if (can_write(c) && !CYM_EPOLLOUT_ARMED(c)) c->is_writable = 1;  /* cymongoose fix */
+"""
+# What the handler queued while reading goes out in the same iteration, not the next.
+WRITE_AFTER_READ = """\
+      if (!c->is_writable && !c->is_closing && can_write(c) && !CYM_EPOLLOUT_ARMED(c))
+        c->is_writable = 1;  /* cymongoose build fix: answer in the same iteration */
+"""
+# A write that fell short (a full socket buffer): now wait for EPOLLOUT.
+ARM_AFTER_SHORT_WRITE = """\
+  if (c->send.len > 0 && !c->is_closing) MG_EPOLL_MOD(c, 1);  /* cymongoose build fix */
 """
 
 # (anchor line, code inserted after it)
 FIXES = [
     ("    sigsz = (size_t) (70 + neg1 + neg2);\n", ECDSA_MINIMAL_DER),
     ("void mg_bzero(volatile unsigned char *buf, size_t len) {\n", FAST_BZERO),
-    ('#include "mongoose.h"\n', EPOLL_RESPECTS_IS_FULL),
+    ('#include "mongoose.h"\n', EPOLL_INTEREST),
+    ("      c->is_writable = can_write(c) && wr ? 1U : 0;\n", WRITE_FIRST_AFTER_EVENTS),
+    ("      if (c->is_readable) read_conn(c);\n", WRITE_AFTER_READ),
+    ("  iolog(c, buf, n, false);\n", ARM_AFTER_SHORT_WRITE),
+]
+
+# (text, its replacement): Mongoose lines that our fixes take the place of.
+REPLACEMENTS = [
+    ("    if (can_write(c)) MG_EPOLL_MOD(c, 1);\n", WRITE_FIRST),
 ]
 
 
@@ -92,6 +143,11 @@ def apply(source: bytes) -> bytes:
         if text.count(anchor) != 1:
             raise SystemExit(f"build_fixes.py: anchor not found exactly once: {anchor.strip()!r}")
         text = text.replace(anchor, anchor + block)
+    for old, new in REPLACEMENTS:
+        if text.count(old) != 1:
+            raise SystemExit(f"build_fixes.py: text to replace not found exactly once: "
+                             f"{old.strip()!r}")
+        text = text.replace(old, new)
     return text.encode("utf-8")
 
 

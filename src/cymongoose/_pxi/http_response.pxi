@@ -38,6 +38,12 @@ cdef inline const char *_field_bytes(object item, Py_ssize_t *n, str what) excep
 
 
 cdef inline int _put(mg.mg_connection *c, const void *p, size_t n) except -1:
+    # A head is written a few bytes at a time: while the send buffer has room, copy in
+    # place (mg_send() resizes and re-aligns the buffer on every call).
+    if c.send.size - c.send.len >= n and not c.is_udp:
+        memcpy(c.send.buf + c.send.len, p, n)
+        c.send.len += n
+        return 0
     if not mg.mg_send(c, p, n):
         raise MemoryError("out of memory for the send buffer")
     return 0

@@ -29,7 +29,6 @@ cdef enum:
 cdef void _set_reading(mg.mg_connection *c, HttpGuard *g, bint on) noexcept nogil:
     # Mongoose's epoll interest is rewritten by the build fix to respect is_full; here we
     # apply the change at once, as Mongoose would only on its next write-state change.
-    cdef mg.epoll_event ev
     if on == (not c.is_full):
         return
     c.is_full = 0 if on else 1
@@ -39,13 +38,7 @@ cdef void _set_reading(mg.mg_connection *c, HttpGuard *g, bint on) noexcept nogi
         g.flags |= _GF_PAUSED
     if c.mgr.epoll_fd < 0:
         return
-    ev.events = mg.EPOLLERR | mg.EPOLLHUP
-    if on:
-        ev.events |= mg.EPOLLIN
-    if c.send.len > 0 or c.is_connecting:
-        ev.events |= mg.EPOLLOUT
-    ev.data.ptr = <void *>c
-    mg.epoll_ctl(c.mgr.epoll_fd, mg.EPOLL_CTL_MOD, <int><size_t>c.fd, &ev)
+    mg.cym_epoll_set(c, (c.prof.len & mg.EPOLLOUT) != 0)
 
 
 cdef inline void _cut(mg.mg_connection *c, size_t ofs, size_t n) noexcept nogil:

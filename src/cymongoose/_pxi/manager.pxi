@@ -390,6 +390,10 @@ cdef bint _ready_soon(mg.mg_mgr *mgr, int linger_ms) noexcept nogil:
     while c != NULL:
         if c.is_closing or c.rtls.len > 0:
             return True
+        # Bytes to send with EPOLLOUT not armed: Mongoose writes them first (build fix).
+        if (c.send.len > 0 and (c.prof.len & mg.EPOLLOUT) == 0 and not c.is_connecting
+                and not c.is_resolving and not c.is_tls_hs):
+            return True
         c = c.next
     if mgr.epoll_fd < 0:
         return False

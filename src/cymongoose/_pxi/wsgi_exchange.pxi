@@ -120,3 +120,57 @@ cdef class WSGIExchange:
 
     def stream(self, data):
         raise NotImplementedError("the server's subclass sends the body")
+
+
+import io as _io
+
+
+cdef class WSGIAdmission:
+    """The WSGI server's handler while a connection waits for a request head: builds the
+    environ and the exchange and queues it for the app threads, in C, because per request
+    two Python frames and their attribute look-ups here cost more than a raw WSGI app.
+    cymongoose.wsgi fills in the fields; MG_EV_CLOSE tells the exchange its client left."""
+
+    cymongoose_events = frozenset((MG_EV_HTTP_HDRS, MG_EV_CLOSE))  # @handles() equivalent
+
+    cdef public object server
+    cdef public object exchange_type  # the server's WSGIExchange subclass
+    cdef public object stream_input_type  # wsgi.input for a body still arriving
+    cdef public object no_body  # wsgi.input for a request without one
+    cdef public object busy_handler  # the handler that also takes READ/WRITE events
+    cdef public object pending  # deque of exchanges for the app threads
+    cdef public set live
+    cdef public dict bases  # listener port -> environ base
+    cdef public dict base_default
+    cdef public str root_path
+
+    def __call__(self, Connection conn, int ev, msg):
+        if ev == mg.MG_EV_HTTP_HDRS:
+            self._admit(conn, <HttpMessage?>msg)
+            return
+        ex = conn.userdata
+        if ex is not None:
+            self.live.discard(ex)
+            ex.gone()
+
+    cdef _admit(self, Connection conn, HttpMessage msg):
+        cdef dict base = self.base_default
+        if len(self.bases) > 1:  # several listeners: the one this client came in on
+            local = conn.local_addr
+            if local is not None:
+                base = self.bases.get(local[1], base)
+        cdef dict environ = _wsgi_environ(msg, base, conn, self.root_path)
+        cdef WSGIExchange ex = self.exchange_type(self.server, conn, environ,
+                                                  environ["REQUEST_METHOD"] == "HEAD")
+        if conn.body_complete:
+            environ["wsgi.input"] = (_io.BytesIO(conn.body_read()) if conn.body_pending
+                                     else self.no_body)
+        else:
+            ex.input = self.stream_input_type(ex)
+            environ["wsgi.input"] = ex.input
+            ex.busy = True
+            conn.set_handler(self.busy_handler)
+            ex.feed_input()
+        conn.userdata = ex
+        self.live.add(ex)
+        self.pending.append(ex)

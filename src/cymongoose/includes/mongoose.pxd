@@ -150,6 +150,7 @@ cdef extern from "mongoose.h" nogil:
         unsigned long id
         mg_iobuf recv
         mg_iobuf send
+        mg_iobuf prof  # our build: the epoll interest registered (build_fixes.py)
         mg_iobuf rtls
         mg_event_handler_t fn
         void *fn_data
@@ -420,3 +421,7 @@ cdef extern from "cym_extra.h" nogil:
     # Defined in mongoose.c but not declared by mongoose.h: the wall-clock offset that
     # mg_now() adds to mg_millis(); seeded at import so TLS validity checks work without SNTP.
     uint64_t mg_boot_timestamp_ms
+    # Added to mongoose.c by vendor/mongoose/build_fixes.py: set a connection's epoll
+    # interest (EPOLLIN unless c->is_full, EPOLLOUT if wr), with no system call when it is
+    # already registered (kept in c->prof.len).
+    void cym_epoll_set(mg_connection *c, int wr)

@@ -1,0 +1,95 @@
+"""How responses leave the send buffer (vendor/mongoose/build_fixes.py, EPOLL_INTEREST):
+what a handler queues while reading a request is written in the same poll() iteration, and
+a socket that stops taking bytes is waited on (EPOLLOUT) rather than retried in a spin.
+The loop is driven by hand from the test thread, so each step is observed exactly."""
+
+from __future__ import annotations
+
+import select
+import socket
+import time
+from typing import Any
+
+import pytest
+
+from cymongoose import MG_EV_HTTP_MSG, Connection, Manager
+
+pytestmark = pytest.mark.timeout(30)
+
+REQUEST = b"GET / HTTP/1.1\r\nHost: t\r\n\r\n"
+
+
+def _server(body: bytes) -> tuple[Manager, int, list[int]]:
+    seen: list[int] = []
+
+    def handler(conn: Connection, ev: int, data: Any) -> None:
+        if ev == MG_EV_HTTP_MSG:
+            seen.append(1)
+            conn.reply(200, body, headers={"Content-Type": "application/octet-stream"})
+
+    mgr = Manager(handler)
+    listener = mgr.listen("http://127.0.0.1:0")
+    local = listener.local_addr
+    assert local is not None
+    return mgr, local[1], seen
+
+
+def _poll_until(mgr: Manager, done: Any, limit_s: float = 5.0) -> None:
+    deadline = time.monotonic() + limit_s
+    while not done():
+        assert time.monotonic() < deadline, "the server did not get there in time"
+        mgr.poll(10)
+
+
+def test_answer_leaves_in_the_iteration_that_read_the_request() -> None:
+    mgr, port, seen = _server(b"hello")
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as client:
+            _poll_until(mgr, lambda: len(mgr.connections) >= 2)  # listener + accepted
+            client.sendall(REQUEST)
+            _poll_until(mgr, lambda: seen)
+            # No further poll(): the answer must already be on its way.
+            readable, _, _ = select.select([client], [], [], 1.0)
+            assert readable, "the response waited for the next poll() iteration"
+            data = client.recv(65536)
+            assert data.startswith(b"HTTP/1.1 200 OK\r\n") and data.endswith(b"\r\n\r\nhello")
+    finally:
+        mgr.close()
+
+
+def test_reader_that_pauses_gets_the_whole_response_and_the_loop_waits_meanwhile() -> None:
+    size = 8 << 20
+    body = bytes(range(256)) * (size // 256)
+    mgr, port, seen = _server(body)
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as client:
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 10)
+            client.settimeout(5)
+            client.connect(("127.0.0.1", port))
+            client.sendall(REQUEST)
+            _poll_until(mgr, lambda: seen)
+            # The client reads nothing for a while: the socket fills, the rest waits in
+            # the send buffer, and poll(10) must sleep rather than retry the write.
+            polls = 0
+            pause_end = time.monotonic() + 0.5
+            while time.monotonic() < pause_end:
+                mgr.poll(10)
+                polls += 1
+            assert polls <= 60, f"poll() spun {polls} times in 0.5 s with a blocked client"
+            conn = next(c for c in mgr.connections if not c.is_listening)
+            assert conn.send_len > 0
+            got = bytearray()
+            client.setblocking(False)
+            deadline = time.monotonic() + 20
+            while not got.endswith(body[-64:]) or len(got) < size:
+                assert time.monotonic() < deadline, f"only {len(got)} bytes arrived"
+                mgr.poll(1)
+                try:
+                    while chunk := client.recv(1 << 20):
+                        got += chunk
+                except BlockingIOError:
+                    pass
+            head, _, rest = bytes(got).partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200 OK") and rest == body
+    finally:
+        mgr.close()
