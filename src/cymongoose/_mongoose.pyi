@@ -722,9 +722,9 @@ class WSGIExchange:
     def stream(self, data: bytes) -> None: ...
 
 @disjoint_base
-class WSGIAdmission:
-    """The WSGI server's handler for a connection waiting for a request head, for
-    `cymongoose.wsgi` (not a user API)."""
+class WSGILoop:
+    """The WSGI server's per-request work on the loop thread, for `cymongoose.wsgi` (not a
+    user API): the handler of a connection waiting for a request head, and drain()."""
 
     cymongoose_events: frozenset[int]
     server: Any
@@ -738,4 +738,5 @@ class WSGIAdmission:
     base_default: dict[str, Any]
     root_path: str
     def __call__(self, conn: Connection, ev: int, msg: Any) -> None: ...
+    def drain(self, outbox: Any, stock: list[Any]) -> None: ...
 

@@ -35,7 +35,7 @@ from ._mongoose import (
     MG_EV_WRITE,
     Connection,
     Manager,
-    WSGIAdmission,
+    WSGILoop,
     WSGIExchange,
     handles,
 )
@@ -56,6 +56,7 @@ _SEND_LOW = 256 << 10
 # The loop's owner runs apps inline; one that runs longer than this hands the loop over.
 _STALL_S = 0.005
 
+# Outbox operations (WSGILoop.drain() in wsgi_exchange.pxi knows WHOLE and FILE by number).
 _OP_WHOLE, _OP_BEGIN, _OP_WRITE, _OP_FILE, _OP_END, _OP_ABORT = range(6)
 
 _RESPONSE_500 = b"Internal Server Error\n"
@@ -561,18 +562,18 @@ class WSGIServer:
         self._bases: dict[int, dict[str, Any]] = {}
         self._live: set[_Exchange] = set()
 
-        # A connection waiting for a request head: its events go to the C admission.
-        admission = WSGIAdmission()
-        admission.server = self
-        admission.exchange_type = _Exchange
-        admission.stream_input_type = _StreamInput
-        admission.no_body = _NO_BODY
-        admission.pending = self._turns.pending
-        admission.live = self._live
-        admission.bases = self._bases
-        admission.base_default = {}
-        admission.root_path = root_path
-        self._admission = admission
+        # A connection waiting for a request head: its events go to the C side of the loop.
+        loop_side = WSGILoop()
+        loop_side.server = self
+        loop_side.exchange_type = _Exchange
+        loop_side.stream_input_type = _StreamInput
+        loop_side.no_body = _NO_BODY
+        loop_side.pending = self._turns.pending
+        loop_side.live = self._live
+        loop_side.bases = self._bases
+        loop_side.base_default = {}
+        loop_side.root_path = root_path
+        self._loop_side = loop_side
 
         # A connection whose request body or streamed response is under way.
         @handles(MG_EV_HTTP_HDRS, MG_EV_READ, MG_EV_WRITE, MG_EV_CLOSE)
@@ -587,10 +588,10 @@ class WSGIServer:
                     if ex.waiting and ex.backlog < _SEND_LOW:
                         ex.notify_writer()
             else:
-                admission(conn, ev, msg)
+                loop_side(conn, ev, msg)
 
-        admission.busy_handler = on_stream
-        self._on_quiet = admission
+        loop_side.busy_handler = on_stream
+        self._on_quiet = loop_side
         self._on_busy = on_stream
 
     @property
@@ -616,10 +617,10 @@ class WSGIServer:
             "SERVER_PORT": str(port),
             "SCRIPT_NAME": self._root_path,
         }
-        self._admission.base_default = self._bases[port]
+        self._loop_side.base_default = self._bases[port]
         return conn
 
-    # Loop side (a request's admission is WSGIAdmission's, in C).
+    # Loop side (admitting requests and writing whole responses are WSGILoop's, in C).
     def _call_loop(self, fn: Callable[[], None]) -> None:
         try:
             self._manager.call_soon_threadsafe(fn)
@@ -642,35 +643,7 @@ class WSGIServer:
         """Owner: write the queued response steps."""
         # Cleared before draining: a post that misses this drain wakes the loop again.
         self._wake_pending = False
-        outbox = self._outbox
-        apply = self._apply
-        live = self._live
-        stock = self._stock_lists
-        while outbox:
-            ex, op, arg = outbox.popleft()
-            if ex.closed or ex.finished:
-                if op == _OP_FILE:
-                    os.close(arg[0])
-                continue
-            try:
-                if op != _OP_WHOLE:
-                    apply(ex, op, arg)
-                    continue
-                # A whole response, the common case: written here, without _apply/_finish.
-                status = ex.status
-                assert status is not None  # a whole response is queued after start_response
-                conn = ex.conn
-                conn.http_respond(status[0], ex.headers, arg, reason=status[1],
-                                  more_headers=stock[ex.stock])
-            except Exception as exc:
-                self._protocol_error(ex, exc)
-                continue
-            ex.finished = True
-            live.discard(ex)
-            if conn.userdata is ex:
-                conn.userdata = None
-                if ex.busy and not conn.is_closing:
-                    conn.set_handler(self._on_quiet)
+        self._loop_side.drain(self._outbox, self._stock_lists)
 
     def _apply(self, ex: _Exchange, op: int, arg: Any) -> None:
         conn = ex.conn

@@ -125,11 +125,18 @@ cdef class WSGIExchange:
 import io as _io
 
 
-cdef class WSGIAdmission:
-    """The WSGI server's handler while a connection waits for a request head: builds the
-    environ and the exchange and queues it for the app threads, in C, because per request
-    two Python frames and their attribute look-ups here cost more than a raw WSGI app.
-    cymongoose.wsgi fills in the fields; MG_EV_CLOSE tells the exchange its client left."""
+# The outbox operations of cymongoose.wsgi (the same numbers there).
+DEF _WSGI_OP_WHOLE = 0
+DEF _WSGI_OP_FILE = 3
+
+
+cdef class WSGILoop:
+    """The WSGI server's per-request work on the loop thread, in C, because per request the
+    Python frames and attribute look-ups it took cost more than a raw WSGI app: calling it is
+    the handler of a connection waiting for a request head (it builds the environ and the
+    exchange and queues it for the app threads; MG_EV_CLOSE tells the exchange its client
+    left), and drain() writes the responses the apps queued. cymongoose.wsgi fills in the
+    fields and keeps the rarer paths."""
 
     cymongoose_events = frozenset((MG_EV_HTTP_HDRS, MG_EV_CLOSE))  # @handles() equivalent
 
@@ -174,3 +181,33 @@ cdef class WSGIAdmission:
         conn.userdata = ex
         self.live.add(ex)
         self.pending.append(ex)
+
+    def drain(self, outbox, list stock):
+        """Write the queued response steps: whole responses here, the rest through the
+        server's _apply(); a response the core refuses goes to _protocol_error()."""
+        cdef WSGIExchange ex
+        cdef Connection conn
+        cdef int op
+        server = self.server
+        while outbox:
+            ex, op, arg = outbox.popleft()
+            if ex.closed or ex.finished:
+                if op == _WSGI_OP_FILE:
+                    _os.close(arg[0])
+                continue
+            conn = ex.conn
+            try:
+                if op != _WSGI_OP_WHOLE:
+                    server._apply(ex, op, arg)
+                    continue
+                status = ex.status
+                _http_respond(conn, status[0], ex.headers, arg, status[1], stock[ex.stock])
+            except Exception as exc:
+                server._protocol_error(ex, exc)
+                continue
+            ex.finished = True
+            self.live.discard(ex)
+            if conn.userdata is ex:
+                conn.userdata = None
+                if ex.busy and not conn.is_closing:
+                    conn.set_handler(self)
