@@ -35,8 +35,8 @@ from ._mongoose import (
     MG_EV_WRITE,
     Connection,
     Manager,
-    WSGILoop,
     WSGIExchange,
+    WSGILoop,
     handles,
 )
 from .serving import SERVER_NAME, DateHeader, error_log, load_app, report_exception
