@@ -378,39 +378,11 @@ class _LoopTurns:
         """Owner: run the queued apps inline, then write their responses. False once this
         thread lost the loop."""
         me = threading.current_thread()
-        pending = self.pending
-        slots = self._slots
         server = self._server
-        app = server._app
         outbox = server._outbox
         self.loop_lock.release()
         try:
-            while pending and self.owner is me:
-                try:
-                    slots.pop()
-                except IndexError:
-                    break  # every app thread is busy: the rest wait for a free one
-                try:
-                    ex = pending.popleft()
-                except IndexError:  # a thread that took the loop over took it
-                    slots.append(None)
-                    break
-                self.current = ex
-                try:
-                    # The common case inline: start_response() and a one-item list.
-                    result = app(ex.environ, ex)
-                    if (type(result) is list and len(result) == 1 and ex.status is not None
-                            and not ex.head_queued):
-                        ex.sent = len(result[0])
-                        ex.head_sent = ex.head_queued = True
-                        outbox.append((ex, _OP_WHOLE, result[0]))
-                    else:
-                        server._finish_app(ex, result)
-                except BaseException as exc:
-                    server._app_failed(ex, exc)
-                finally:
-                    self.current = None
-                    slots.append(None)
+            server._loop_side.run_batch(self, me, server._app, self._slots)
         finally:
             with self.lock:
                 owner = self.owner is me
@@ -573,6 +545,7 @@ class WSGIServer:
         loop_side.bases = self._bases
         loop_side.base_default = {}
         loop_side.root_path = root_path
+        loop_side.outbox = self._outbox
         self._loop_side = loop_side
 
         # A connection whose request body or streamed response is under way.

@@ -135,8 +135,9 @@ cdef class WSGILoop:
     Python frames and attribute look-ups it took cost more than a raw WSGI app: calling it is
     the handler of a connection waiting for a request head (it builds the environ and the
     exchange and queues it for the app threads; MG_EV_CLOSE tells the exchange its client
-    left), and drain() writes the responses the apps queued. cymongoose.wsgi fills in the
-    fields and keeps the rarer paths."""
+    left), run_batch() runs the queued apps inline on the loop's owner, and drain() writes
+    the responses the apps queued. cymongoose.wsgi fills in the fields and keeps the rarer
+    paths."""
 
     cymongoose_events = frozenset((MG_EV_HTTP_HDRS, MG_EV_CLOSE))  # @handles() equivalent
 
@@ -150,6 +151,7 @@ cdef class WSGILoop:
     cdef public dict bases  # listener port -> environ base
     cdef public dict base_default
     cdef public str root_path
+    cdef public object outbox  # deque of (exchange, op, arg) for the loop to write
 
     def __call__(self, Connection conn, int ev, msg):
         if ev == mg.MG_EV_HTTP_HDRS:
@@ -211,3 +213,38 @@ cdef class WSGILoop:
                 conn.userdata = None
                 if ex.busy and not conn.is_closing:
                     conn.set_handler(self)
+
+    def run_batch(self, turns, me, app, slots):
+        """The loop's owner `me` runs the queued apps one after another while it owns the
+        loop and an app slot is free (see cymongoose.wsgi._LoopTurns.run_pending). The
+        common answer, start_response() and a one-item list, is queued whole here."""
+        cdef WSGIExchange ex
+        pending = self.pending
+        outbox = self.outbox
+        server = self.server
+        while pending and turns.owner is me:
+            try:
+                slots.pop()
+            except IndexError:
+                break  # every app thread is busy: the rest wait for a free one
+            try:
+                ex = pending.popleft()
+            except IndexError:  # a thread that took the loop over took it
+                slots.append(None)
+                break
+            turns.current = ex
+            try:
+                result = app(ex.environ, ex)
+                if (type(result) is list and len(<list>result) == 1 and ex.status is not None
+                        and not ex.head_queued):
+                    body = (<list>result)[0]
+                    ex.sent = len(body)
+                    ex.head_sent = ex.head_queued = True
+                    outbox.append((ex, _WSGI_OP_WHOLE, body))
+                else:
+                    server._finish_app(ex, result)
+            except BaseException as exc:
+                server._app_failed(ex, exc)
+            finally:
+                turns.current = None
+                slots.append(None)
