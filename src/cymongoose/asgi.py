@@ -161,6 +161,8 @@ class _HTTPCycle:
 
     # App side.
     async def receive(self) -> ASGIMessage:
+        if self.complete or self.closed:
+            return {"type": "http.disconnect"}
         body = self.body
         if body is not None:
             self.body = None
