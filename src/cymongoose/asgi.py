@@ -197,10 +197,11 @@ class _HTTPCycle:
                     return
                 if type(body) is not bytes:
                     body = self._bytes(body)
-                self.head_sent = True
+                # All or nothing: a refused head or body leaves nothing in the send buffer.
                 self.conn.http_respond(self.status, self.headers, body,
                                        more_headers=self.server._stock[
                                            _stock_index(self.headers)])
+                self.head_sent = True
                 self._finish()
             elif kind == "http.response.start":
                 if self.status:
@@ -232,8 +233,8 @@ class _HTTPCycle:
         stock = self.server._stock[_stock_index(self.headers)]
         if more:
             stock = (stock or []) + more
-        self.head_sent = True
         self.conn.http_begin(self.status, self.headers, more_headers=stock)
+        self.head_sent = True
 
     async def _send_more(self, message: ASGIMessage) -> None:
         if not self.status:

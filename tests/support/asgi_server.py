@@ -4,6 +4,7 @@ and uvicorn (the reference, in a subprocess on a socket this process bound)."""
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
 import sys
 import tempfile
@@ -108,6 +109,8 @@ class UvicornServer:
 
     def start(self) -> UvicornServer:
         listener = bound_listener()
+        # uvicorn leaves Nagle on for a socket it is handed; accepted sockets inherit this.
+        listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.port = int(listener.getsockname()[1])
         cmd = [sys.executable, "-m", "uvicorn", "--fd", str(listener.fileno()),
                "--ws", "websockets", "--lifespan", "auto", "--log-level", "warning",
