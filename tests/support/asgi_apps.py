@@ -83,6 +83,8 @@ def _scope_json(scope: dict[str, Any]) -> bytes:
 
 async def _http(scope: dict[str, Any], receive: Any, send: Any) -> None:
     path = scope["path"]
+    if scope["root_path"] and path.startswith(scope["root_path"]):
+        path = path[len(scope["root_path"]):]  # the route within the mount (as Starlette)
     q = _query(scope)
     if path == "/_ctl/ping":
         await _respond(send, 200, b"pong", [(b"content-type", b"text/plain")])
