@@ -4,14 +4,13 @@
   as JSON, bodies and disconnects, app errors and broken messages, WebSocket handshakes and
   closes. Cases that must be observed after the fact (what `send()` raised once the client
   left) record it under a token, read back with ``GET /_ctl/state?token=...``.
-- ``fastapi_app`` and ``starlette_app``: real framework apps (JSON, forms, uploads,
+- ``starlette_app`` (and ``asgi_fastapi.app``): real framework apps (JSON, forms, uploads,
   streaming, server-sent events, a WebSocket chat, lifespan state).
 - ``failing_startup_app``: its lifespan startup fails with a message.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import os
@@ -252,79 +251,6 @@ def make_raw_app() -> Any:
 
 
 # Framework apps, made on first access so the raw cases never import the frameworks.
-def _make_fastapi_app() -> Any:
-    from fastapi import FastAPI, Form, Request, UploadFile, WebSocket, WebSocketDisconnect
-    from fastapi.responses import FileResponse, StreamingResponse
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
-        yield {"greeting": "hello from FastAPI lifespan"}
-
-    app = FastAPI(lifespan=lifespan)
-    room: set[WebSocket] = set()
-
-    @app.get("/json")
-    async def get_json(name: str = "world") -> dict[str, Any]:
-        return {"hello": name, "numbers": [1, 2, 3]}
-
-    @app.post("/json")
-    async def post_json(request: Request) -> dict[str, Any]:
-        data = await request.json()
-        return {"got": data, "keys": sorted(data)}
-
-    @app.post("/form")
-    async def form(a: str = Form(), b: int = Form()) -> dict[str, Any]:
-        return {"a": a, "b": b}
-
-    @app.post("/upload")
-    async def upload(file: UploadFile, note: str = Form("")) -> dict[str, Any]:
-        data = await file.read()
-        return {"filename": file.filename, "size": len(data), "note": note,
-                "sha256": hashlib.sha256(data).hexdigest()}
-
-    @app.get("/stream")
-    async def stream(n: int = 5) -> StreamingResponse:
-        async def parts() -> AsyncIterator[bytes]:
-            for i in range(n):
-                yield b"part %d\n" % i
-                await asyncio.sleep(0)
-        return StreamingResponse(parts(), media_type="text/plain")
-
-    @app.get("/sse")
-    async def sse(n: int = 3) -> StreamingResponse:
-        async def events() -> AsyncIterator[str]:
-            for i in range(n):
-                yield f"event: tick\ndata: {i}\n\n"
-                await asyncio.sleep(0.01)
-        return StreamingResponse(events(), media_type="text/event-stream")
-
-    @app.get("/state")
-    async def state(request: Request) -> dict[str, Any]:
-        return {"greeting": request.state.greeting}
-
-    @app.get("/file")
-    async def file() -> FileResponse:
-        with open(_FILE, "wb") as f:
-            f.write(FILE_BODY)
-        return FileResponse(_FILE, media_type="application/octet-stream")
-
-    @app.websocket("/chat")
-    async def chat(ws: WebSocket, name: str = "anon") -> None:
-        await ws.accept()
-        room.add(ws)
-        try:
-            while True:
-                text = await ws.receive_text()
-                for peer in list(room):
-                    await peer.send_json({"from": name, "text": text})
-        except WebSocketDisconnect:
-            pass
-        finally:
-            room.discard(ws)
-
-    return app
-
-
 def _make_starlette_app() -> Any:
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -382,7 +308,7 @@ def _make_starlette_app() -> Any:
 
 def __getattr__(name: str) -> Any:
     # Module attributes made on first access (PEP 562), then ordinary globals.
-    makers = {"fastapi_app": _make_fastapi_app, "starlette_app": _make_starlette_app}
+    makers = {"starlette_app": _make_starlette_app}
     if name in makers:
         app = globals()[name] = makers[name]()
         return app
