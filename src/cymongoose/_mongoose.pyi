@@ -420,6 +420,11 @@ class Connection:
     def ws_upgrade(self, message: HttpMessage, extra_headers: dict[Any, Any] | None = None) -> None:
         """Answer the request with 101 and switch to WebSocket (fires MG_EV_WS_OPEN)."""
 
+    def pause_reading(self, paused: bool = True) -> None:
+        """Stop (`paused=True`) or resume reading this connection's socket, for a consumer
+        that lags behind: a WebSocket or raw TCP connection (an HTTP connection pauses by
+        itself while a streamed body waits: `RuntimeError`). `is_full` tells the state."""
+
     def ws_accept(
         self, key: bytes, headers: Sequence[tuple[str | bytes, str | bytes]] | None = None
     ) -> None:

@@ -48,6 +48,10 @@ _SEND_LOW = 256 << 10
 # Most body bytes one http.request message carries.
 _RECEIVE_MAX = 1 << 20
 _WS_OP_CLOSE = 8
+# Incoming WebSocket messages the app has not received yet: past _WS_QUEUE_HIGH bytes the
+# socket is not read any more, until the app has taken them below _WS_QUEUE_LOW.
+_WS_QUEUE_HIGH = 1 << 20
+_WS_QUEUE_LOW = 256 << 10
 _WS_CLOSING_GRACE_S = 5.0  # after our close frame, wait this long for the peer's
 
 _RESPONSE_500 = b"Internal Server Error\n"
@@ -56,6 +60,7 @@ _RESPONSE_403 = b"Forbidden\n"
 _HEADERS_TEXT = [(b"content-type", b"text/plain; charset=utf-8")]
 
 _HTTP_EXTENSIONS: dict[str, Any] = {"http.response.pathsend": {}}
+_ASGI_HTTP = {"version": "3.0", "spec_version": "2.4"}  # shared by every scope
 _WS_EXTENSIONS: dict[str, Any] = {"websocket.http.response": {}}
 
 
@@ -327,7 +332,8 @@ class _WSCycle:
     """One WebSocket: the handshake waits for the app's accept (or its HTTP answer)."""
 
     __slots__ = ("server", "conn", "scope", "key", "state", "queue", "rx", "tx",
-                 "disconnected", "close_timer", "status", "headers", "head_sent")
+                 "disconnected", "close_timer", "status", "headers", "head_sent",
+                 "queued", "paused")
 
     _CONNECTING, _OPEN, _CLOSING, _RESPONDING, _DONE = range(5)
 
@@ -347,6 +353,8 @@ class _WSCycle:
         self.status = 0
         self.headers: Any = ()
         self.head_sent = False
+        self.queued = 0  # bytes of received messages waiting in `queue`
+        self.paused = False
 
     # Loop side.
     def on_message(self, msg: Any) -> None:
@@ -360,8 +368,13 @@ class _WSCycle:
                 self._fail(1007, "invalid UTF-8 in a text message")
                 return
             self.queue.append({"type": "websocket.receive", "text": text})
+            self.queued += len(text)  # receive() subtracts the same measure
         else:
             self.queue.append({"type": "websocket.receive", "bytes": data})
+            self.queued += len(data)
+        if self.queued > _WS_QUEUE_HIGH and not self.paused:
+            self.paused = True
+            self.conn.pause_reading(True)
         self.rx.wake()
 
     def on_control(self) -> None:
@@ -402,7 +415,17 @@ class _WSCycle:
             if self.disconnected:  # asked again after the disconnect: still disconnected
                 return {"type": "websocket.disconnect", "code": 1006, "reason": ""}
             await self.rx.wait()
-        return self.queue.popleft()
+        message = self.queue.popleft()
+        if message["type"] == "websocket.receive":
+            data = message.get("bytes")
+            self.queued -= len(data if data is not None else message["text"])
+            if self.paused and self.queued < _WS_QUEUE_LOW and self.state != self._DONE:
+                self.paused = False
+                try:
+                    self.conn.pause_reading(False)
+                except RuntimeError:  # closed meanwhile
+                    pass
+        return message
 
     async def send(self, message: ASGIMessage) -> None:
         kind = message["type"]
@@ -660,6 +683,7 @@ class ASGIServer:
         self._state: dict[str, Any] = {}
         self._manager: Manager | None = None
         self._driver: LoopDriver | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._lifespan: _Lifespan | None = None
         self._listeners: list[Connection] = []
         self._servers: dict[int, tuple[tuple[str, int], str]] = {}
@@ -733,6 +757,7 @@ class ASGIServer:
             await self._lifespan.startup()
             self._manager = Manager(None, enable_wakeup=True, error_handler=self._error_handler)
             self._driver = LoopDriver(self._manager, loop)
+            self._loop = loop
             self._driver.attach()
             self._date_timer = loop.call_later(1.0, self._tick_date)
         return self.listen(url, **limits)
@@ -837,7 +862,7 @@ class ASGIServer:
         remote = conn.remote_addr
         scope: dict[str, Any] = {
             "type": "http",
-            "asgi": {"version": "3.0", "spec_version": "2.4"},
+            "asgi": _ASGI_HTTP,
             "http_version": "1.1" if msg.proto == "HTTP/1.1" else "1.0",
             "server": server,
             "client": (remote[0], remote[1]) if remote is not None else None,
@@ -884,7 +909,7 @@ class ASGIServer:
         self._spawn(self._run_ws(cycle))
 
     def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
+        task = self._loop.create_task(coro)  # type: ignore[union-attr]
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

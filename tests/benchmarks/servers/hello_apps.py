@@ -10,6 +10,7 @@ and a Content-Length (the runner's check: benchkit/httpcheck.py).
   granian WSGI, cymongoose WSGI); made on first access (``hello_apps.flask_app``, as the servers'
   ``module:attr`` loaders do), so the raw apps never import Flask
 - ``asgi_hello``: raw ASGI app (uvicorn, granian ASGI, cymongoose ASGI)
+- ``asgi_ws_echo``: raw ASGI WebSocket echo (ws_echo.py: ours, uvicorn, granian)
 - ``fastapi_app``: FastAPI the usual way, an async route returning a dict (uvicorn, granian
   ASGI, cymongoose ASGI); made on first access like ``flask_app``
 
@@ -41,6 +42,23 @@ async def asgi_hello(scope, receive, send):
         return
     await send(ASGI_START)
     await send(ASGI_BODY)
+
+
+async def asgi_ws_echo(scope, receive, send):
+    """WebSocket echo (ws_echo.py): accept, then send every message back as it came."""
+    if scope["type"] == "websocket":
+        await receive()  # websocket.connect
+        await send({"type": "websocket.accept"})
+        while True:
+            message = await receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            if message.get("text") is not None:
+                await send({"type": "websocket.send", "text": message["text"]})
+            else:
+                await send({"type": "websocket.send", "bytes": message["bytes"]})
+    elif scope["type"] == "http":
+        await asgi_hello(scope, receive, send)
 
 
 def _make_flask_app():
