@@ -96,24 +96,31 @@ def _has_header(headers: Any, lower: bytes) -> bool:
 
 
 class _Waiter:
-    """A reusable one-shot wake-up for a coroutine waiting on the loop's thread."""
+    """Wake-ups for coroutines waiting on the loop's thread. Several may wait at once (an
+    app may call receive() from two tasks); each awaits a future of its own, so cancelling
+    one waiter never disturbs the others."""
 
-    __slots__ = ("_future",)
+    __slots__ = ("_futures",)
 
     def __init__(self) -> None:
-        self._future: asyncio.Future[None] | None = None
+        self._futures: list[asyncio.Future[None]] = []
 
     async def wait(self) -> None:
-        fut = self._future = asyncio.get_running_loop().create_future()
+        fut = asyncio.get_running_loop().create_future()
+        self._futures.append(fut)
         try:
             await fut
         finally:
-            self._future = None
+            if fut in self._futures:
+                self._futures.remove(fut)
 
     def wake(self) -> None:
-        fut = self._future
-        if fut is not None and not fut.done():
-            fut.set_result(None)
+        futures = self._futures
+        if futures:
+            for fut in futures:
+                if not fut.done():
+                    fut.set_result(None)
+            futures.clear()
 
 
 class _HTTPCycle:

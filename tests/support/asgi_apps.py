@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -192,6 +193,18 @@ async def _websocket(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await send({"type": "websocket.http.response.start", "status": 418,
                     "headers": [(b"content-type", b"text/plain")]})
         await send({"type": "websocket.http.response.body", "body": b"I'm a teapot"})
+        return
+    if path == "/ws/lazy":
+        # Receives nothing for a while (the server must stop reading), then counts.
+        await send({"type": "websocket.accept"})
+        await asyncio.sleep(float(_query(scope).get("sleep", "2")))
+        total = 0
+        while True:
+            message = await receive()
+            if message["type"] == "websocket.disconnect" or message.get("text") == "end":
+                break
+            total += len(message.get("bytes") or b"")
+        await send({"type": "websocket.send", "text": str(total)})
         return
     accept: dict[str, Any] = {"type": "websocket.accept",
                               "headers": [(b"x-extra", b"yes")]}

@@ -137,8 +137,10 @@ def _frame(op: int, payload: bytes, fin: bool = True) -> bytes:
     head = bytes([(0x80 if fin else 0) | op])
     if n < 126:
         head += bytes([0x80 | n])
-    else:
+    elif n < 65536:
         head += bytes([0x80 | 126]) + n.to_bytes(2, "big")
+    else:
+        head += bytes([0x80 | 127]) + n.to_bytes(8, "big")
     return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
 
 
@@ -177,3 +179,27 @@ def test_plain_http_still_served_beside_websockets(asgi_served: Served) -> None:
             assert c.request("GET", "/_ctl/ping").body == b"pong"
         ws.send("x")
         assert ws.recv(5) == "x"
+
+
+def test_a_lazy_app_stops_the_server_reading(asgi_served: Served) -> None:
+    # The app receives nothing for 2 s: the server stops reading, so the client's sends
+    # stall long before 64 MiB; then every byte still arrives, in order.
+    piece = os.urandom(65536)
+    frames = 0
+    pending = b""
+    with _handshake(asgi_served.port, "/ws/lazy?sleep=2") as sock:
+        sock.settimeout(0.5)
+        try:
+            while frames < 1024:
+                if not pending:
+                    pending = _frame(2, piece)
+                    frames += 1
+                pending = pending[sock.send(pending):]
+        except TimeoutError:
+            pass
+        assert frames < 768, f"{frames} x 64 KiB accepted while the app read nothing"
+        sock.settimeout(20)
+        sock.sendall(pending)  # the rest of the frame the stall cut
+        sock.sendall(_frame(1, b"end"))
+        op, payload = _read_frame(sock)
+    assert op == 1 and int(payload) == frames * len(piece)
