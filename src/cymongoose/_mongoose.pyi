@@ -488,6 +488,13 @@ class HttpMessage:
     def headers_bytes(self) -> list[tuple[bytes, bytes]]:
         """All headers as raw bytes, in wire order, duplicates kept."""
 
+    def asgi_scope(
+        self, base: dict[str, Any], conn: Connection, state: dict[str, Any]
+    ) -> dict[str, Any]:
+        """An ASGI http scope: a copy of `base` plus this request's `method`, `path`
+        (percent-decoded UTF-8), `raw_path`, `query_string`, `http_version`, `client` of
+        `conn`, `headers` (lower-cased names, raw bytes, in order) and a copy of `state`."""
+
     def wsgi_environ(
         self, base: dict[str, Any], conn: Connection, root_path: str = ""
     ) -> dict[str, Any]:

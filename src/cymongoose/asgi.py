@@ -20,7 +20,6 @@ import signal
 import sys
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import unquote_to_bytes
 
 from ._mongoose import (
     MG_EV_CLOSE,
@@ -693,8 +692,9 @@ class ASGIServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lifespan: _Lifespan | None = None
         self._listeners: list[Connection] = []
-        self._servers: dict[int, tuple[tuple[str, int], str]] = {}
-        self._default_server: tuple[tuple[str, int], str] = (("127.0.0.1", 0), "http")
+        # Per listener port: the scope items every request through it shares.
+        self._bases: dict[int, dict[str, Any]] = {}
+        self._default_base: dict[str, Any] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._date = DateHeader()
         self._date_timer: asyncio.TimerHandle | None = None
@@ -776,10 +776,12 @@ class ASGIServer:
         local = conn.local_addr
         assert local is not None
         scheme = "https" if url.startswith(("https:", "wss:")) else "http"
-        entry = ((local[0], int(local[1])), scheme)
-        self._servers[entry[0][1]] = entry
+        base = {"type": "http", "asgi": _ASGI_HTTP, "scheme": scheme,
+                "server": (local[0], int(local[1])), "root_path": self._root_path,
+                "extensions": _HTTP_EXTENSIONS}
+        self._bases[int(local[1])] = base
         if not self._listeners:
-            self._default_server = entry
+            self._default_base = base
         self._listeners.append(conn)
         return conn
 
@@ -857,35 +859,16 @@ class ASGIServer:
         report_exception(what, exc)
 
     def _on_request(self, conn: Connection, msg: Any) -> None:
-        server, scheme = self._default_server
-        if len(self._servers) > 1:
+        base = self._default_base
+        if len(self._bases) > 1:  # several listeners: the one this client came in on
             local = conn.local_addr
             if local is not None:
-                server, scheme = self._servers.get(local[1], self._default_server)
-        raw_path = msg.uri_bytes
-        path = (raw_path.decode("ascii") if b"%" not in raw_path
-                else unquote_to_bytes(raw_path).decode("utf-8", "replace"))
-        method = msg.method
-        remote = conn.remote_addr
-        scope: dict[str, Any] = {
-            "type": "http",
-            "asgi": _ASGI_HTTP,
-            "http_version": "1.1" if msg.proto == "HTTP/1.1" else "1.0",
-            "server": server,
-            "client": (remote[0], remote[1]) if remote is not None else None,
-            "scheme": scheme,
-            "method": method,
-            "root_path": self._root_path,
-            "path": path,
-            "raw_path": raw_path,
-            "query_string": msg.query_bytes,
-            "headers": [(name.lower(), value) for name, value in msg.headers_bytes()],
-            "state": self._state.copy(),
-        }
+                base = self._bases.get(local[1], base)
+        scope = msg.asgi_scope(base, conn, self._state)  # one pass in C (asgi_scope.pxi)
+        method = scope["method"]
         if method == "GET" and msg.header("Upgrade", "").lower() == "websocket":
             self._on_websocket(conn, msg, scope)
             return
-        scope["extensions"] = _HTTP_EXTENSIONS
         cycle = _HTTPCycle(self, conn, scope)
         if conn.body_complete:
             cycle.body = conn.body_read() if conn.body_pending else b""
