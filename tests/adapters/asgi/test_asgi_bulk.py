@@ -25,7 +25,8 @@ ASAN = bool(os.environ.get("CYMONGOOSE_ASAN"))
 UPLOAD_SIZE = (64 if ASAN else 512) << 20
 RESPONSE_SIZE = (32 if ASAN else 256) << 20
 SOCKETS = 200 if ASAN else 1000
-MAX_GROWTH = 64 << 20
+# ASan holds freed memory back (a 32 MiB quarantine in make asan-test) and pads blocks.
+MAX_GROWTH = (96 if ASAN else 64) << 20
 
 
 def run_module(module: str, *args: str, timeout: float = 60) -> dict[str, Any]:

@@ -4,6 +4,7 @@ speak it, how the app is named, and the server's API."""
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 import threading
@@ -13,7 +14,6 @@ from support.asgi_fixtures import ServeASGI
 from support.gunicorn_server import TESTS_DIR
 from support.http_client import get
 from support.served import Served
-from support.subprocess_env import child_env
 
 from cymongoose.asgi import ASGIServer, LifespanFailure, serve
 
@@ -42,8 +42,12 @@ def test_failed_startup_raises_with_the_apps_message() -> None:
 def test_serve_exits_nonzero_with_the_message_on_failed_startup() -> None:
     code = ("from cymongoose.asgi import serve; "
             "serve('support.asgi_apps:failing_startup_app', 'http://127.0.0.1:0')")
+    # This child loads our extension: it keeps the environment (AddressSanitizer preload
+    # included, under make asan-test).
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p))
     out = subprocess.run([sys.executable, "-c", code], cwd=TESTS_DIR, capture_output=True,
-                         env=child_env(str(TESTS_DIR)), timeout=30, check=False)
+                         env=env, timeout=30, check=False)
     assert out.returncode != 0
     assert b"database unreachable" in out.stderr
 
