@@ -204,3 +204,12 @@ def test_a_lazy_app_stops_the_server_reading(asgi_served: Served) -> None:
         sock.sendall(_frame(1, b"end"))
         op, payload = _read_frame(sock)
     assert op == 1 and int(payload) == frames * len(piece)
+
+
+def test_text_that_is_not_utf8_closes_with_1007(asgi_served: Served) -> None:
+    with _handshake(asgi_served.port) as sock:
+        sock.sendall(_frame(1, b"ok"))
+        assert _read_frame(sock) == (1, b"ok")
+        sock.sendall(_frame(1, b"\xff\xfe not text"))
+        op, payload = _read_frame(sock)
+    assert op == 8 and int.from_bytes(payload[:2], "big") == 1007
