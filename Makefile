@@ -54,7 +54,7 @@ asan-test: fetch
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1:quarantine_size_mb=32 \
 	LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
 	UV_PROJECT_ENVIRONMENT=$(ASAN_VENV) CYMONGOOSE_ASAN=ON \
-	    $(UV) run --no-sync pytest -q -p no:cacheprovider -m "not no_asan" tests/core tests/protocols tests/adapters/wsgi $(wildcard tests/reliability)
+	    $(UV) run --no-sync pytest -q -p no:cacheprovider -m "not no_asan" tests/core tests/protocols tests/adapters/wsgi tests/adapters/asgi tests/adapters/test_aio.py $(wildcard tests/reliability)
 
 clean:
 	rm -rf build .venv $(ASAN_VENV) vendor/mongoose/mongoose.[ch]

@@ -14,7 +14,7 @@ from support.routes import Route, Routes
 
 from cymongoose import Manager
 
-pytest_plugins = ["support.wsgi_fixtures"]
+pytest_plugins = ["support.wsgi_fixtures", "support.asgi_fixtures"]
 
 
 def tool_env() -> dict[str, str]:

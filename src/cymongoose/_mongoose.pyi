@@ -226,6 +226,16 @@ class Manager:
     """After traffic, how long (0-100 ms, default 1) `poll()` waits for the next request
     still holding the GIL; 0 when other threads need the GIL while the loop waits."""
 
+    def fileno(self) -> int:
+        """Mongoose's epoll descriptor (-1 once closed), for driving this Manager from
+        another event loop on the loop's own thread: call `poll(0)` when it is readable,
+        after writing to a connection outside a poll, and `next_poll_ms()` after that."""
+
+    def next_poll_ms(self, limit_ms: int = 100) -> int:
+        """Milliseconds until `poll()` has work that no descriptor announces (0: now, for
+        a closing connection or buffered TLS data; else the next timer), at most
+        `limit_ms`."""
+
     def call_soon_threadsafe(self, callback: Callable[..., object], *args: Any) -> None:
         """Thread-safe: run `callback(*args)` on the polling thread after the current or
         next poll iteration, in call order. Needs `enable_wakeup=True` (`RuntimeError`
@@ -410,6 +420,20 @@ class Connection:
     def ws_upgrade(self, message: HttpMessage, extra_headers: dict[Any, Any] | None = None) -> None:
         """Answer the request with 101 and switch to WebSocket (fires MG_EV_WS_OPEN)."""
 
+    def pause_reading(self, paused: bool = True) -> None:
+        """Stop (`paused=True`) or resume reading this connection's socket, for a consumer
+        that lags behind: a WebSocket or raw TCP connection (an HTTP connection pauses by
+        itself while a streamed body waits: `RuntimeError`). `is_full` tells the state."""
+
+    def ws_accept(
+        self, key: bytes, headers: Sequence[tuple[str | bytes, str | bytes]] | None = None
+    ) -> None:
+        """Answer later a WebSocket handshake that arrived as MG_EV_HTTP_HDRS on a
+        `stream_body` listener: 101 with the Sec-WebSocket-Accept for `key` (the request's
+        Sec-WebSocket-Key) and `headers` (a chosen Sec-WebSocket-Protocol, cookies), then
+        the connection is a WebSocket (MG_EV_WS_OPEN fires inside). Headers are checked as
+        in `http_begin()`; `RuntimeError` when no request waits or a response started."""
+
     def ws_send(self, data: _Data, op: int = ...) -> None:
         """Send one WebSocket frame (default text)."""
 
@@ -463,6 +487,13 @@ class HttpMessage:
 
     def headers_bytes(self) -> list[tuple[bytes, bytes]]:
         """All headers as raw bytes, in wire order, duplicates kept."""
+
+    def asgi_scope(
+        self, base: dict[str, Any], conn: Connection, state: dict[str, Any]
+    ) -> dict[str, Any]:
+        """An ASGI http scope: a copy of `base` plus this request's `method`, `path`
+        (percent-decoded UTF-8), `raw_path`, `query_string`, `http_version`, `client` of
+        `conn`, `headers` (lower-cased names, raw bytes, in order) and a copy of `state`."""
 
     def wsgi_environ(
         self, base: dict[str, Any], conn: Connection, root_path: str = ""

@@ -1,9 +1,10 @@
-"""asyncio integration: a Manager polled on its own thread, driven from async code.
+"""asyncio integration: a Manager polled by the asyncio loop itself, on the loop's thread.
 
-Handlers run on the poll thread, not on the event loop; `schedule()` hands work back to the
-loop. A Manager is not thread-safe, so every call into it from the loop side takes a lock
-that the poll thread holds while it polls; the caller wakes the poll first so it waits at
-most one iteration, not a whole `poll_interval`.
+`LoopDriver` registers Mongoose's epoll descriptor with `loop.add_reader()` and runs a
+non-blocking `poll(0)` when it is readable, after code on the loop wrote to a connection
+(`kick()`), and when Mongoose's next timer or timeout is due: handlers run on the loop's
+thread, so an event never crosses a thread and handlers may touch asyncio objects directly.
+`AsyncManager` (the 0.2.x API) and `cymongoose.asgi` both drive their Manager this way.
 """
 
 from __future__ import annotations
@@ -11,20 +12,119 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-import warnings
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from ._mongoose import Connection, Manager, Timer
 
-__all__ = ["AsyncManager"]
+__all__ = ["AsyncManager", "LoopDriver", "new_event_loop"]
 
 _T = TypeVar("_T")
-_JOIN_SLICE = 5.0  # seconds between "still stopping" warnings
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvloop's loop when uvloop is installed, else asyncio's default."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    return loop
+
+
+class LoopDriver:
+    """Poll `manager` from `loop` (see the module docstring). Not thread-safe: every method
+    runs on the loop's thread, except that other threads may wake it through
+    `Manager.wakeup()`/`call_soon_threadsafe()` (the wakeup pipe is in the epoll set)."""
+
+    def __init__(self, manager: Manager, loop: asyncio.AbstractEventLoop,
+                 tick_ms: int = 100) -> None:
+        if tick_ms <= 0:
+            raise ValueError("tick_ms must be a positive number of milliseconds")
+        self.manager = manager
+        self.loop = loop
+        self._tick_ms = tick_ms
+        self._fd = -1
+        self._kicked = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_due = 0.0
+        self._polling = False
+
+    @property
+    def attached(self) -> bool:
+        return self._fd >= 0
+
+    def attach(self) -> None:
+        if self._fd >= 0:
+            return
+        fd = self.manager.fileno()
+        if fd < 0:
+            raise RuntimeError("the Manager is closed")
+        self.loop.add_reader(fd, self.poll)
+        self._fd = fd
+        self._schedule(self._tick_ms)
+
+    def detach(self) -> None:
+        if self._fd >= 0:
+            self.loop.remove_reader(self._fd)
+            self._fd = -1
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def kick(self) -> None:
+        """Poll soon (this loop iteration's end): data written to a connection outside a poll
+        reaches the socket, and interest in writability is registered, only in a poll."""
+        if not self._kicked and self._fd >= 0:
+            self._kicked = True
+            self.loop.call_soon(self._on_kick)
+
+    def _on_kick(self) -> None:
+        self._kicked = False
+        self.poll()
+
+    def poll(self) -> None:
+        """One non-blocking iteration of the Manager, then the next wake-up set."""
+        if self._fd < 0 or self._polling:
+            return
+        self._polling = True
+        try:
+            self.manager.poll(0)
+        finally:
+            self._polling = False
+        if self._fd < 0:
+            return
+        due = self.manager.next_poll_ms(self._tick_ms)
+        if due == 0:
+            self.kick()
+        elif self._timer is None or self.loop.time() + due / 1000 < self._timer_due - 0.001:
+            self._schedule(due)
+
+    def reschedule(self) -> None:
+        """A timer was added: make sure the loop wakes for it."""
+        if self._fd >= 0:
+            due = self.manager.next_poll_ms(self._tick_ms)
+            if due == 0:
+                self.kick()
+            else:
+                self._schedule(due)
+
+    def _schedule(self, ms: int) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_due = self.loop.time() + ms / 1000
+        self._timer = self.loop.call_at(self._timer_due, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self.poll()
+        if self._timer is None and self._fd >= 0:
+            self._schedule(self.manager.next_poll_ms(self._tick_ms) or 1)
 
 
 class AsyncManager:
-    """Run a `Manager(enable_wakeup=True)` on a daemon thread inside `async with`."""
+    """A `Manager(enable_wakeup=True)` polled by the running asyncio loop inside
+    `async with`; handlers run on the loop's thread."""
 
     def __init__(
         self,
@@ -43,73 +143,54 @@ class AsyncManager:
         self._shutdown_timeout = shutdown_timeout
         self._manager: Manager | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self._stopping = threading.Event()
-        self._waiters = 0
-        self._waiters_lock = threading.Lock()
+        self._driver: LoopDriver | None = None
+        self._thread: threading.Thread | None = None  # the loop's thread
+        self._tasks: set[asyncio.Task[Any]] = set()  # scheduled coroutines, kept alive
 
     async def __aenter__(self) -> AsyncManager:
-        if self._thread is not None:
+        if self._driver is not None:
             raise RuntimeError("AsyncManager is already started")
         self._loop = asyncio.get_running_loop()
+        self._thread = threading.current_thread()
         self._manager = Manager(self._handler, enable_wakeup=True,
                                 error_handler=self._error_handler)
-        self._stopping.clear()
-        self._thread = threading.Thread(target=self._run, name="cymongoose-aio", daemon=True)
-        self._thread.start()
+        # The poll interval bounds how late timeouts are noticed; 0 (poll continuously in
+        # the thread design) maps to the shortest tick.
+        self._driver = LoopDriver(self._manager, self._loop, max(1, self._poll_interval))
+        self._driver.attach()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        thread, manager = self._thread, self._manager
-        if thread is None or manager is None:
+        driver, manager = self._driver, self._manager
+        if driver is None or manager is None:
             return
-        self._stopping.set()
-        manager.wakeup(manager.wakeup_id, b"")
-        waited = 0.0
-        while thread.is_alive() and waited < self._shutdown_timeout:
-            step = min(_JOIN_SLICE, self._shutdown_timeout - waited)
-            await asyncio.to_thread(thread.join, step)
-            waited += step
-            if thread.is_alive() and waited < self._shutdown_timeout:
-                warnings.warn(f"cymongoose poll thread still running after {waited:.0f} s",
-                              RuntimeWarning, stacklevel=2)
-        if thread.is_alive():
-            warnings.warn("cymongoose poll thread did not stop in time; abandoning it "
-                          "(its Manager is left open)", RuntimeWarning, stacklevel=2)
-        else:
-            manager.close()
-        self._thread = None
+        driver.detach()
+        self._driver = None
         self._manager = None
-
-    def _run(self) -> None:
-        manager = self._manager
-        assert manager is not None
-        while not self._stopping.is_set():
-            with self._lock:
-                manager.poll(self._poll_interval)
-            if self._waiters:
-                # Let a caller that woke us take the lock before the next poll.
-                threading.Event().wait(0.0005)
+        manager.close()
 
     def _started(self) -> Manager:
-        if self._manager is None or self._thread is None:
+        if self._manager is None or self._driver is None:
             raise RuntimeError("AsyncManager is not started")
         return self._manager
 
-    def _locked(self, call: Callable[[Manager], _T]) -> _T:
+    def _on_loop(self, call: Callable[[Manager], _T]) -> _T:
         manager = self._started()
+        loop = self._loop
+        assert loop is not None and self._driver is not None
         if threading.current_thread() is self._thread:
-            return call(manager)  # from a handler: the poll thread already holds the lock
-        with self._waiters_lock:
-            self._waiters += 1
-        try:
-            manager.wakeup(manager.wakeup_id, b"")  # cut the current wait short
-            with self._lock:
-                return call(manager)
-        finally:
-            with self._waiters_lock:
-                self._waiters -= 1
+            result = call(manager)
+            self._driver.kick()  # a connect or a listen shows up in the next poll
+            return result
+        # From another thread: run it on the loop, which owns the Manager, and wait.
+        driver = self._driver
+
+        async def run() -> _T:
+            out = call(manager)
+            driver.kick()
+            return out
+
+        return asyncio.run_coroutine_threadsafe(run(), loop).result(30)
 
     @property
     def manager(self) -> Manager:
@@ -117,45 +198,58 @@ class AsyncManager:
 
     @property
     def running(self) -> bool:
-        return (self._thread is not None and self._thread.is_alive()
-                and not self._stopping.is_set())
+        return self._driver is not None and self._driver.attached
 
     def listen(self, url: str, handler: Any = None, *, http: bool | None = None) -> Connection:
-        return self._locked(lambda m: m.listen(url, handler, http=http))
+        return self._on_loop(lambda m: m.listen(url, handler, http=http))
 
     def connect(self, url: str, handler: Any = None, *, http: bool | None = None) -> Connection:
-        return self._locked(lambda m: m.connect(url, handler, http=http))
+        return self._on_loop(lambda m: m.connect(url, handler, http=http))
 
     def mqtt_connect(self, url: str, **kwargs: Any) -> Connection:
-        return self._locked(lambda m: m.mqtt_connect(url, **kwargs))
+        return self._on_loop(lambda m: m.mqtt_connect(url, **kwargs))
 
     def mqtt_listen(self, url: str, handler: Any = None) -> Connection:
-        return self._locked(lambda m: m.mqtt_listen(url, handler))
+        return self._on_loop(lambda m: m.mqtt_listen(url, handler))
 
     def sntp_connect(self, url: str, handler: Any = None) -> Connection:
-        return self._locked(lambda m: m.sntp_connect(url, handler))
+        return self._on_loop(lambda m: m.sntp_connect(url, handler))
 
     def wakeup(self, connection_id: int, data: bytes = b"") -> bool:
         return self._started().wakeup(connection_id, data)
 
     def timer_add(self, ms: int, callback: Callable[[], object], *, repeat: bool = False,
                   run_now: bool = False) -> Timer:
-        return self._locked(lambda m: m.timer_add(ms, callback, repeat=repeat, run_now=run_now))
+        def add(m: Manager) -> Timer:
+            timer = m.timer_add(ms, callback, repeat=repeat, run_now=run_now)
+            assert self._driver is not None
+            self._driver.reschedule()
+            return timer
+        return self._on_loop(add)
 
     def schedule(self, coro_or_callback: Awaitable[Any] | Callable[[], object]) -> None:
-        """From the poll thread (a handler), run a coroutine or a callable on the loop."""
+        """From a handler (or any thread), run a coroutine or a callable on the loop."""
         loop = self._loop
-        if loop is None or self._thread is None:
+        if loop is None or self._driver is None:
             raise RuntimeError("AsyncManager is not started")
+        on_loop = threading.current_thread() is self._thread
         if inspect.isawaitable(coro_or_callback):
             awaitable = coro_or_callback
 
             async def _await() -> Any:
                 return await awaitable
 
-            asyncio.run_coroutine_threadsafe(_await(), loop)
+            if on_loop:
+                task = loop.create_task(_await())
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            else:
+                asyncio.run_coroutine_threadsafe(_await(), loop)
         elif callable(coro_or_callback):
-            loop.call_soon_threadsafe(coro_or_callback)
+            if on_loop:
+                loop.call_soon(coro_or_callback)
+            else:
+                loop.call_soon_threadsafe(coro_or_callback)
         else:
             raise TypeError("schedule() takes a coroutine or a callable, not "
                             f"{type(coro_or_callback).__name__}")

@@ -1,8 +1,9 @@
-"""AsyncManager: a Manager on its own thread, driven from asyncio."""
+"""AsyncManager: a Manager polled by the asyncio loop on its own thread."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import httpx
@@ -78,3 +79,25 @@ def test_not_started_errors() -> None:
             call()
     with pytest.raises(ValueError):
         AsyncManager(poll_interval=-1)
+
+
+def test_handlers_run_on_the_loops_own_thread() -> None:
+    async def main() -> None:
+        threads: set[int] = set()
+        got = asyncio.Event()
+
+        def handler(conn: Connection, ev: int, data: Any) -> None:
+            if ev == MG_EV_HTTP_MSG:
+                threads.add(threading.get_ident())
+                got.set()  # an asyncio object, touched directly: no thread crossed
+                conn.reply(200, b"ok")
+
+        async with AsyncManager(handler) as am:
+            port = am.listen("http://127.0.0.1:0").local_addr[1]
+            async with httpx.AsyncClient() as client:
+                for _ in range(5):
+                    assert (await client.get(f"http://127.0.0.1:{port}/")).content == b"ok"
+            await asyncio.wait_for(got.wait(), 5)
+        assert threads == {threading.get_ident()}
+
+    asyncio.run(main())

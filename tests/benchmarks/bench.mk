@@ -3,7 +3,7 @@
 # Extra runner options: make bench BENCH_ARGS="--only cymongoose-raw,mongoose-c".
 BENCH_ARGS ?=
 
-.PHONY: bench bench-quick bench-setup bench-profile
+.PHONY: bench bench-quick bench-setup bench-profile bench-ws
 
 # wrk, nginx, valgrind from Debian (tools/debian-packages.txt); our extension built in .venv;
 # matplotlib for the chart. Each Python peer gets its own venv from the runner itself.
@@ -19,3 +19,7 @@ bench-quick: bench-setup
 # Instruction counts per request, ours vs the C ceiling, under callgrind (docs/performance.md).
 bench-profile: bench-setup
 	UV="$(UV)" $(UV) run --no-sync python tests/benchmarks/profile_callgrind.py $(BENCH_ARGS)
+
+# WebSocket echo: ours, uvicorn and granian on the ASGI echo app, a C client (ws_echo.py).
+bench-ws: bench-setup
+	UV="$(UV)" $(UV) run --no-sync python tests/benchmarks/ws_echo.py $(BENCH_ARGS)

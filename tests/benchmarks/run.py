@@ -49,7 +49,8 @@ STATIC_SIZE = 100 * 1024
 # Contenders measured first in every round, in this order; the rest follow by name.
 LEADING = ["cymongoose-raw", "mongoose-c", "cymongoose-handles", "nginx", "cymongoose-wsgi",
            "granian-wsgi", "cymongoose-flask", "granian-flask", "flask-gunicorn-gthread",
-           "cymongoose-static", "mongoose-c-static", "nginx-static"]
+           "cymongoose-asgi", "granian-asgi", "uvicorn-raw", "cymongoose-fastapi",
+           "granian-fastapi", "fastapi", "cymongoose-static", "mongoose-c-static", "nginx-static"]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

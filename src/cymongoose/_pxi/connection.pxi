@@ -245,6 +245,12 @@ cdef class Connection:
     def ws_upgrade(self, HttpMessage message, extra_headers=None):
         _ws_upgrade(self, message, extra_headers)
 
+    def pause_reading(self, bint paused=True):
+        _pause_reading(self, paused)  # loop_integration.pxi
+
+    def ws_accept(self, key, headers=None):
+        _ws_accept(self, key, headers)
+
     def ws_send(self, data, op=WEBSOCKET_OP_TEXT):
         _ws_send(self, data, op)
 

@@ -318,6 +318,12 @@ cdef class Manager:
             mg.mg_wakeup(&self._mgr, self._wakeup_id, b"w", 1)
         return True
 
+    def fileno(self):
+        return _loop_fileno(self)  # loop_integration.pxi
+
+    def next_poll_ms(self, int limit_ms=100):
+        return _loop_next_poll_ms(self, limit_ms)
+
     def call_soon_threadsafe(self, callback, *args):
         # The same queue and the same single wake datagram as wakeup(): a burst of calls
         # from app threads costs the loop one wake, and runs in order after the iteration.

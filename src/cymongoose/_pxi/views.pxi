@@ -97,6 +97,9 @@ cdef class HttpMessage:
                         PyBytes_FromStringAndSize(h.value.buf, <Py_ssize_t>h.value.len)))
         return out
 
+    def asgi_scope(self, dict base not None, Connection conn not None, dict state not None):
+        return _asgi_scope(self, base, conn, state)  # asgi_scope.pxi
+
     def wsgi_environ(self, dict base not None, Connection conn not None, str root_path=""):
         return _wsgi_environ(self, base, conn, root_path)
 

@@ -133,6 +133,58 @@ cdef int _ws_upgrade(Connection conn, HttpMessage message, object extra_headers)
     return 0
 
 
+cdef int _ws_accept(Connection conn, object key, object headers) except -1:
+    """Answer, later, a WebSocket handshake whose head arrived as MG_EV_HTTP_HDRS on a
+    stream_body listener (an ASGI app accepts after the event is over, when its HttpMessage
+    is gone): the 101 for `key` (the request's Sec-WebSocket-Key) with `headers`, then the
+    connection speaks WebSocket."""
+    conn._ensure_open()
+    cdef mg.mg_connection *c = conn._c
+    cdef HttpGuard *g = &conn._guard
+    if c.is_websocket:
+        raise RuntimeError("ws_accept(): this connection is already a WebSocket")
+    if (g.phase != _PH_STREAM and g.phase != _PH_RESP) or not c.is_resp:
+        raise RuntimeError("ws_accept(): no request is waiting for an answer on this "
+                           "connection (it answers a request of a stream_body listener)")
+    if g.resp_state != _RS_IDLE:
+        raise RuntimeError("ws_accept(): this request's response was already started")
+    if type(key) is not bytes or not 0 < len(key) <= 64 or \
+            not _valid_value(<bytes>key, len(key)):
+        raise ValueError("key must be the request's Sec-WebSocket-Key as bytes")
+    if not (g.flags & _GF_BODY_DONE) or g.body_ready:
+        raise RuntimeError("ws_accept(): the handshake request has a body still unread")
+    cdef Py_ssize_t n = 0
+    cdef long long declared = -1
+    cdef int conn_tokens = 0
+    cdef bint has_connection = False
+    cdef size_t saved = c.send.len
+    cdef bytes block = b""
+    # Validated as http_begin() validates, written into the send buffer and taken back out
+    # as one string for Mongoose's "%s" (user text never becomes a format).
+    if headers is not None:
+        try:
+            _put_headers(c, headers, 101, &declared, &conn_tokens, &has_connection)
+            block = PyBytes_FromStringAndSize(<char *>c.send.buf + saved,
+                                              <Py_ssize_t>(c.send.len - saved))
+        finally:
+            c.send.len = saved
+    if has_connection or declared >= 0:
+        raise ValueError("Connection and Content-Length are set by the server in a 101")
+    cdef mg.mg_http_message hm
+    memset(&hm, 0, sizeof(mg.mg_http_message))
+    hm.headers[0].name.buf = b"Sec-WebSocket-Key"
+    hm.headers[0].name.len = 17
+    hm.headers[0].value.buf = PyBytes_AS_STRING(key)
+    hm.headers[0].value.len = <size_t>len(key)
+    g.phase = _PH_NONE  # the HTTP guard is done with this connection
+    mg.mg_ws_upgrade(c, &hm, "%s", <const char *>block)
+    # As in _ws_upgrade: the guard clears is_resp on the next poll.
+    c.is_resp = 1
+    _ws_install_guard(c)
+    _raise_pending(<Manager>conn._manager)
+    return 0
+
+
 cdef void _ws_drop_echo(mg.mg_connection *c, size_t mark, bytes line) noexcept:
     # The 101 head starts at `mark` and ends with Mongoose's echo line, then CRLF. A WS_OPEN
     # handler may have appended frames after it, so locate the head's end, not the buffer's.

@@ -1,9 +1,11 @@
-"""FastAPI the usual way (an async route returning a dict) on uvicorn, httptools and uvloop."""
+"""FastAPI the usual way (an async route returning a dict) on uvicorn, httptools and uvloop.
+
+The app is hello_apps.fastapi_app, the one every FastAPI contender serves."""
 
 import argparse
 
 import uvicorn
-from fastapi import FastAPI
+from hello_apps import fastapi_app as app
 
 CONTENDER = {
     "name": "fastapi",
@@ -12,17 +14,9 @@ CONTENDER = {
     "env": "fastapi",
     "requires": ["fastapi", "uvicorn", "uvloop", "httptools"],
     "command": ["{python}", "{file}", "--port", "{port}"],
-    "app": {"interface": "asgi", "ref": "fastapi_uvicorn:app", "label": "FastAPI hello"},
+    "app": {"interface": "asgi", "ref": "hello_apps:fastapi_app", "label": "FastAPI hello"},
     "notes": "async route returning a dict (FastAPI serializes it), uvloop + httptools",
 }
-
-app = FastAPI()
-
-
-# async: a plain `def` route would run in a thread pool, several times slower.
-@app.get("/")
-async def root() -> dict[str, str]:
-    return {"message": "Hello, World!"}
 
 
 def main() -> None:

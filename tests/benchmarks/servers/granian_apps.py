@@ -1,4 +1,4 @@
-"""granian with its three interfaces, and Flask on its WSGI interface.
+"""granian with its three interfaces, Flask on its WSGI interface and FastAPI on its ASGI one.
 
 The WSGI, ASGI and Flask apps are those of hello_apps.py (the same objects our servers and
 the other peers serve); the RSGI app is granian's own interface, so it lives here. The WSGI
@@ -44,6 +44,18 @@ CONTENDERS = [
                     "--host", "127.0.0.1", "--port", "{port}", "--no-ws", "--log-level",
                     "warning", "{module}:rsgi_app"],
         "notes": "1 worker, RSGI response_bytes()",
+    },
+    {
+        "name": "granian-fastapi",
+        "label": "FastAPI on granian",
+        "kind": "hello",
+        "env": "granian-fastapi",
+        "requires": ["granian", "fastapi"],
+        "command": ["{python}", "-m", "granian", "--interface", "asgi", "--workers", "1",
+                    "--host", "127.0.0.1", "--port", "{port}", "--no-ws", "--log-level",
+                    "warning", "hello_apps:fastapi_app"],
+        "app": {"interface": "asgi", "ref": "hello_apps:fastapi_app", "label": "FastAPI hello"},
+        "notes": "1 worker, ASGI interface, FastAPI's lifespan on (granian's default)",
     },
     {
         "name": "granian-flask",

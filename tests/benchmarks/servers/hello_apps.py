@@ -9,7 +9,10 @@ and a Content-Length (the runner's check: benchkit/httpcheck.py).
 - ``flask_app``: Flask app with one view returning prebuilt bytes (gunicorn sync/gthread,
   granian WSGI, cymongoose WSGI); made on first access (``hello_apps.flask_app``, as the servers'
   ``module:attr`` loaders do), so the raw apps never import Flask
-- ``asgi_hello``: raw ASGI app (uvicorn, granian ASGI)
+- ``asgi_hello``: raw ASGI app (uvicorn, granian ASGI, cymongoose ASGI)
+- ``asgi_ws_echo``: raw ASGI WebSocket echo (ws_echo.py: ours, uvicorn, granian)
+- ``fastapi_app``: FastAPI the usual way, an async route returning a dict (uvicorn, granian
+  ASGI, cymongoose ASGI); made on first access like ``flask_app``
 
 No CONTENDER here: the runner's discovery skips this file.
 """
@@ -41,6 +44,23 @@ async def asgi_hello(scope, receive, send):
     await send(ASGI_BODY)
 
 
+async def asgi_ws_echo(scope, receive, send):
+    """WebSocket echo (ws_echo.py): accept, then send every message back as it came."""
+    if scope["type"] == "websocket":
+        await receive()  # websocket.connect
+        await send({"type": "websocket.accept"})
+        while True:
+            message = await receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            if message.get("text") is not None:
+                await send({"type": "websocket.send", "text": message["text"]})
+            else:
+                await send({"type": "websocket.send", "bytes": message["bytes"]})
+    elif scope["type"] == "http":
+        await asgi_hello(scope, receive, send)
+
+
 def _make_flask_app():
     from flask import Flask, Response
 
@@ -55,9 +75,25 @@ def _make_flask_app():
     return app
 
 
+def _make_fastapi_app():
+    from fastapi import FastAPI
+
+    app = FastAPI()
+
+    # async: a plain `def` route would run in a thread pool, several times slower.
+    @app.get("/")
+    async def root() -> dict[str, str]:
+        return {"message": "Hello, World!"}
+
+    return app
+
+
+_LAZY_APPS = {"flask_app": _make_flask_app, "fastapi_app": _make_fastapi_app}
+
+
 def __getattr__(name):
-    # Module attribute made on first access (PEP 562), then an ordinary global.
-    if name == "flask_app":
-        app = globals()["flask_app"] = _make_flask_app()
+    # Module attributes made on first access (PEP 562), then ordinary globals.
+    if name in _LAZY_APPS:
+        app = globals()[name] = _LAZY_APPS[name]()
         return app
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,67 @@
+# The ASGI http scope of one request, built in a single pass over Mongoose's parsed head
+# (the ASGI server's per-request Python was mostly this). Headers are raw bytes with
+# lower-cased names, in order, duplicates kept; the path is percent-decoded as UTF-8.
+
+# Header name as received -> the lower-cased bytes object, shared by every request.
+cdef dict _ASGI_NAMES = {}
+DEF _ASGI_NAMES_MAX = 1024  # a client sending random names can't grow the cache forever
+
+
+cdef bytes _asgi_name(const char *p, size_t n):
+    cdef bytes name = PyBytes_FromStringAndSize(p, <Py_ssize_t>n)
+    cdef PyObject *hit = PyDict_GetItem(_ASGI_NAMES, name)
+    if hit != NULL:
+        return <bytes>hit
+    cdef bytes lower = name.lower()
+    if len(_ASGI_NAMES) < _ASGI_NAMES_MAX:
+        _ASGI_NAMES[name] = lower
+    return lower
+
+
+cdef object _utf8_path(const char *p, size_t n):
+    """The percent-decoded path as str: UTF-8, undecodable bytes replaced (as uvicorn)."""
+    if memchr(p, c'%', n) == NULL:
+        return p[:n].decode("utf-8", "replace")
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>n)
+    cdef char *w = PyBytes_AS_STRING(out)
+    cdef size_t i = 0, k = 0
+    cdef int hi, lo
+    while i < n:
+        if p[i] == c'%' and i + 2 < n:
+            hi = _unhex(<unsigned char>p[i + 1])
+            lo = _unhex(<unsigned char>p[i + 2])
+            if hi >= 0 and lo >= 0:
+                w[k] = <char>(hi * 16 + lo)
+                k += 1
+                i += 3
+                continue
+        w[k] = p[i]
+        k += 1
+        i += 1
+    return w[:k].decode("utf-8", "replace")
+
+
+cdef dict _asgi_scope(HttpMessage msg, dict base, Connection conn, dict state):
+    msg._ensure_valid()
+    conn._ensure_open()
+    cdef mg.mg_http_message *hm = msg._hm
+    cdef dict scope = PyDict_Copy(base)
+    cdef list headers = []
+    cdef size_t i
+    cdef mg.mg_http_header *h
+    scope["method"] = _method_str(hm.method.buf, hm.method.len)
+    scope["path"] = _utf8_path(hm.uri.buf, hm.uri.len)
+    scope["raw_path"] = PyBytes_FromStringAndSize(hm.uri.buf, <Py_ssize_t>hm.uri.len)
+    scope["query_string"] = PyBytes_FromStringAndSize(hm.query.buf, <Py_ssize_t>hm.query.len)
+    scope["http_version"] = "1.1" if hm.proto.len == 8 and hm.proto.buf[7] == c'1' else "1.0"
+    ip, port, _ = _addr_tuple(&conn._c.rem)
+    scope["client"] = (ip, port)
+    for i in range(<size_t>mg.MG_MAX_HTTP_HEADERS):
+        h = &hm.headers[i]
+        if h.name.len == 0:
+            break
+        headers.append((_asgi_name(h.name.buf, h.name.len),
+                        PyBytes_FromStringAndSize(h.value.buf, <Py_ssize_t>h.value.len)))
+    scope["headers"] = headers
+    scope["state"] = PyDict_Copy(state)
+    return scope

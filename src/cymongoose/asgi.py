@@ -1,0 +1,961 @@
+"""ASGI 3 server (spec 2.4: HTTP, WebSocket, lifespan) on the Mongoose loop.
+
+Mongoose is polled by the asyncio loop itself (`aio.LoopDriver`: its epoll descriptor is
+watched with `loop.add_reader`), so a request is parsed, handed to its app task and answered
+on one thread, with no hand-over. Each request runs as a task; `send()` writes through the
+core's `http_respond` (a whole response: one write) or `http_begin/http_write/http_sendfile/
+http_end` (streamed), which keep keep-alive, pipelining, HEAD and `Connection: close` right.
+Request bodies stream (`listen(..., stream_body=True)`): the core stops reading a socket while
+the app leaves 256 KiB unread. A WebSocket handshake waits for the app's `websocket.accept`
+(`Connection.ws_accept`) or is refused with its HTTP answer. docs/asgi.md says what is
+guaranteed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from ._mongoose import (
+    MG_EV_CLOSE,
+    MG_EV_HTTP_HDRS,
+    MG_EV_READ,
+    MG_EV_WRITE,
+    MG_EV_WS_CTL,
+    MG_EV_WS_MSG,
+    WEBSOCKET_OP_BINARY,
+    WEBSOCKET_OP_TEXT,
+    Connection,
+    Manager,
+    handles,
+)
+from .aio import LoopDriver, new_event_loop
+from .serving import SERVER_NAME, DateHeader, error_log, load_app, report_exception
+from .typedefs import AppRef, ASGIApp, ASGIMessage
+
+__all__ = ["ASGIServer", "ClientDisconnected", "LifespanFailure", "serve", "ASGIApp"]
+
+# A streamed response: send() waits while this much is queued towards a slow client, until
+# the client has read it below _SEND_LOW.
+_SEND_HIGH = 1 << 20
+_SEND_LOW = 256 << 10
+# Most body bytes one http.request message carries.
+_RECEIVE_MAX = 1 << 20
+_WS_OP_CLOSE = 8
+# Incoming WebSocket messages the app has not received yet: past _WS_QUEUE_HIGH bytes the
+# socket is not read any more, until the app has taken them below _WS_QUEUE_LOW.
+_WS_QUEUE_HIGH = 1 << 20
+_WS_QUEUE_LOW = 256 << 10
+_WS_CLOSING_GRACE_S = 5.0  # after our close frame, wait this long for the peer's
+
+_RESPONSE_500 = b"Internal Server Error\n"
+_HEADERS_500 = [(b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close")]
+_RESPONSE_403 = b"Forbidden\n"
+_HEADERS_TEXT = [(b"content-type", b"text/plain; charset=utf-8")]
+
+_HTTP_EXTENSIONS: dict[str, Any] = {"http.response.pathsend": {}}
+_ASGI_HTTP = {"version": "3.0", "spec_version": "2.4"}  # shared by every scope
+_WS_EXTENSIONS: dict[str, Any] = {"websocket.http.response": {}}
+
+
+class ClientDisconnected(ConnectionResetError):
+    """`send()` after the client went away (an `OSError`, as ASGI 2.4 asks)."""
+
+
+class LifespanFailure(RuntimeError):
+    """The app's lifespan startup failed; the message is the app's."""
+
+
+class _ProtocolError(Exception):
+    """An app message that breaks the ASGI protocol; already logged."""
+
+
+def _stock_index(headers: Any) -> int:
+    """Which of Date (1) and Server (2) the app's headers leave for the server to add."""
+    stock = 3
+    for pair in headers:
+        name = pair[0]
+        n = len(name)
+        if n == 4:
+            if name.lower() == b"date":
+                stock &= ~1
+        elif n == 6 and name.lower() == b"server":
+            stock &= ~2
+    return stock
+
+
+def _has_header(headers: Any, lower: bytes) -> bool:
+    n = len(lower)
+    return any(len(p[0]) == n and p[0].lower() == lower for p in headers)
+
+
+class _Waiter:
+    """Wake-ups for coroutines waiting on the loop's thread. Several may wait at once (an
+    app may call receive() from two tasks); each awaits a future of its own, so cancelling
+    one waiter never disturbs the others."""
+
+    __slots__ = ("_futures",)
+
+    def __init__(self) -> None:
+        self._futures: list[asyncio.Future[None]] = []
+
+    async def wait(self) -> None:
+        fut = asyncio.get_running_loop().create_future()
+        self._futures.append(fut)
+        try:
+            await fut
+        finally:
+            if fut in self._futures:
+                self._futures.remove(fut)
+
+    def wake(self) -> None:
+        futures = self._futures
+        if futures:
+            for fut in futures:
+                if not fut.done():
+                    fut.set_result(None)
+            futures.clear()
+
+
+class _HTTPCycle:
+    """One HTTP request and its response; every method runs on the loop's thread."""
+
+    __slots__ = ("server", "conn", "scope", "body", "streaming", "status", "headers",
+                 "head_sent", "complete", "closed", "failed", "rx", "tx", "busy")
+
+    def __init__(self, server: ASGIServer, conn: Connection, scope: dict[str, Any]) -> None:
+        self.server = server
+        self.conn = conn
+        self.scope = scope
+        self.body: bytes | None = None  # the whole body, when it came with the head
+        self.streaming = False  # the body is still arriving
+        self.status = 0  # from http.response.start (0: not yet)
+        self.headers: Any = ()
+        self.head_sent = False
+        self.complete = False
+        self.closed = False  # the client went away
+        self.failed = False  # a protocol error was logged
+        self.rx = _Waiter()
+        self.tx = _Waiter()
+        self.busy = False  # the connection's handler wants MG_EV_READ/WRITE for us
+
+    # Loop side (Mongoose events).
+    def gone(self) -> None:
+        self.closed = True
+        self.rx.wake()
+        self.tx.wake()
+
+    def on_write(self) -> None:
+        if self.conn.send_len < _SEND_LOW:
+            self.tx.wake()
+
+    def _need_events(self) -> None:
+        if not self.busy:
+            self.busy = True
+            self.conn.set_handler(self.server._on_busy)
+
+    def _finish(self) -> None:
+        self.complete = True
+        self.rx.wake()  # a receive() waiting for the disconnect returns now
+        conn = self.conn
+        if conn.userdata is self:
+            conn.userdata = None
+            if self.busy and not conn.is_closing:
+                conn.set_handler(self.server._on_quiet)
+        self.busy = False
+        self.server._driver_kick()
+
+    # App side.
+    async def receive(self) -> ASGIMessage:
+        if self.complete or self.closed:
+            return {"type": "http.disconnect"}
+        body = self.body
+        if body is not None:
+            self.body = None
+            return {"type": "http.request", "body": body, "more_body": False}
+        while self.streaming and not self.closed:
+            conn = self.conn
+            data = conn.body_read(_RECEIVE_MAX)
+            if conn.body_complete and conn.body_pending == 0:
+                self.streaming = False
+                return {"type": "http.request", "body": data, "more_body": False}
+            if data:
+                return {"type": "http.request", "body": data, "more_body": True}
+            self._need_events()
+            await self.rx.wait()
+        while not self.closed and not self.complete:
+            await self.rx.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(self, message: ASGIMessage) -> None:
+        if self.closed:
+            raise ClientDisconnected("the client disconnected")
+        kind = message["type"]
+        try:
+            if kind == "http.response.body":
+                if self.head_sent or not self.status or self.complete:
+                    await self._send_more(message)
+                    return
+                body = message.get("body", b"")
+                if message.get("more_body", False):
+                    self._begin()
+                    await self._send_more(message)
+                    return
+                if type(body) is not bytes:
+                    body = self._bytes(body)
+                # All or nothing: a refused head or body leaves nothing in the send buffer.
+                self.conn.http_respond(self.status, self.headers, body,
+                                       more_headers=self.server._stock[
+                                           _stock_index(self.headers)])
+                self.head_sent = True
+                self._finish()
+            elif kind == "http.response.start":
+                if self.status:
+                    raise RuntimeError("http.response.start sent twice")
+                status = message["status"]
+                if type(status) is not int or not 200 <= status <= 999:
+                    raise ValueError(f"status must be an int from 200 to 999, not {status!r}")
+                headers = message.get("headers", ())
+                if type(headers) is not list:
+                    headers = list(headers)
+                self.headers = headers
+                self.status = status
+            elif kind == "http.response.pathsend":
+                self._send_file(message)
+            else:
+                raise ValueError(f"unexpected ASGI message type {kind!r} for an HTTP response")
+        except (ClientDisconnected, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            self._protocol_error(exc)
+            raise
+
+    def _bytes(self, body: Any) -> bytes:
+        if isinstance(body, (bytearray, memoryview)):
+            return bytes(body)
+        raise TypeError(f"response bodies are bytes, not {type(body).__name__}")
+
+    def _begin(self, more: list[tuple[bytes, bytes]] | None = None) -> None:
+        stock = self.server._stock[_stock_index(self.headers)]
+        if more:
+            stock = (stock or []) + more
+        self.conn.http_begin(self.status, self.headers, more_headers=stock)
+        self.head_sent = True
+
+    async def _send_more(self, message: ASGIMessage) -> None:
+        if not self.status:
+            raise RuntimeError("http.response.body before http.response.start")
+        if self.complete:
+            raise RuntimeError("http.response.body after the response was complete")
+        if not self.head_sent:
+            self._begin()
+        body = message.get("body", b"")
+        if type(body) is not bytes:
+            body = self._bytes(body)
+        conn = self.conn
+        if body:
+            conn.http_write(body)
+        if not message.get("more_body", False):
+            if not conn.http_end():
+                error_log.error("%s %s: the app sent fewer bytes than its Content-Length; "
+                                "the connection was closed", self.scope["method"],
+                                self.scope["path"])
+            self._finish()
+            return
+        self.server._driver_kick()
+        if conn.send_len > _SEND_HIGH:
+            self._need_events()
+            while not self.closed and conn.send_len > _SEND_LOW:
+                await self.tx.wait()
+            if self.closed:
+                raise ClientDisconnected("the client disconnected")
+
+    def _send_file(self, message: ASGIMessage) -> None:
+        if not self.status:
+            raise RuntimeError("http.response.pathsend before http.response.start")
+        if self.head_sent:
+            raise RuntimeError("http.response.pathsend after the body started")
+        path = message["path"]
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            size = os.fstat(fd).st_size
+            more = (None if _has_header(self.headers, b"content-length")
+                    else [(b"content-length", b"%d" % size)])
+            self._begin(more)
+            self.conn.http_sendfile(fd, 0, size)
+            self.conn.http_end()
+        finally:
+            os.close(fd)
+        self._finish()
+
+    # Errors.
+    def _protocol_error(self, exc: BaseException) -> None:
+        self.failed = True
+        self.server._report(f"{self.scope['method']} {self.scope['path']}: invalid response "
+                            f"from the app", exc)
+        self.abort()
+
+    def abort(self) -> None:
+        """Answer 500 if nothing was sent yet, else close: a response that went wrong never
+        looks complete."""
+        if self.complete or self.closed:
+            return
+        conn = self.conn
+        try:
+            if self.head_sent or conn.response_started:
+                conn.close()
+            else:
+                self.head_sent = True
+                conn.http_respond(500, _HEADERS_500, _RESPONSE_500,
+                                  more_headers=self.server._stock[3])
+        except RuntimeError:  # closed under us
+            pass
+        self._finish()
+
+    def app_done(self, exc: BaseException | None) -> None:
+        if exc is not None:
+            if isinstance(exc, ClientDisconnected) or (self.closed and isinstance(exc, OSError)):
+                return
+            if not self.failed:
+                what = "after its response started; the connection is closed" \
+                    if self.head_sent else "; answered 500"
+                self.server._report(f"{self.scope['method']} {self.scope['path']}: the app "
+                                    f"failed{' ' if self.head_sent else ''}{what}", exc)
+            self.abort()
+        elif not self.complete and not self.closed:
+            error_log.error("%s %s: the app returned without %s", self.scope["method"],
+                            self.scope["path"], "completing its response (connection closed)"
+                            if self.head_sent else "sending a response (answered 500)")
+            self.abort()
+
+
+class _WSCycle:
+    """One WebSocket: the handshake waits for the app's accept (or its HTTP answer)."""
+
+    __slots__ = ("server", "conn", "scope", "key", "state", "queue", "rx", "tx",
+                 "disconnected", "close_timer", "status", "headers", "head_sent",
+                 "queued", "paused")
+
+    _CONNECTING, _OPEN, _CLOSING, _RESPONDING, _DONE = range(5)
+
+    def __init__(self, server: ASGIServer, conn: Connection, scope: dict[str, Any],
+                 key: bytes) -> None:
+        self.server = server
+        self.conn = conn
+        self.scope = scope
+        self.key = key
+        self.state = self._CONNECTING
+        self.queue: collections.deque[ASGIMessage] = collections.deque(
+            [{"type": "websocket.connect"}])
+        self.rx = _Waiter()
+        self.tx = _Waiter()
+        self.disconnected = False  # the disconnect message is queued
+        self.close_timer: asyncio.TimerHandle | None = None
+        self.status = 0
+        self.headers: Any = ()
+        self.head_sent = False
+        self.queued = 0  # bytes of received messages waiting in `queue`
+        self.paused = False
+
+    # Loop side.
+    def on_message(self, msg: Any) -> None:
+        if self.disconnected:
+            return
+        data = msg.data
+        if msg.flags & 0x0F == WEBSOCKET_OP_TEXT:
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                self._fail(1007, "invalid UTF-8 in a text message")
+                return
+            self.queue.append({"type": "websocket.receive", "text": text})
+            self.queued += len(text)  # receive() subtracts the same measure
+        else:
+            self.queue.append({"type": "websocket.receive", "bytes": data})
+            self.queued += len(data)
+        if self.queued > _WS_QUEUE_HIGH and not self.paused:
+            self.paused = True
+            self.conn.pause_reading(True)
+        self.rx.wake()
+
+    def on_control(self) -> None:
+        code = self.conn.ws_close_code
+        if code is not None:
+            self._disconnect(code, self.conn.ws_close_reason or "")
+
+    def on_write(self) -> None:
+        if self.conn.send_len < _SEND_LOW:
+            self.tx.wake()
+
+    def gone(self) -> None:
+        self._disconnect(1006, "")
+        self.state = self._DONE
+        if self.close_timer is not None:
+            self.close_timer.cancel()
+            self.close_timer = None
+        self.tx.wake()
+
+    def _disconnect(self, code: int, reason: str) -> None:
+        if not self.disconnected:
+            self.disconnected = True
+            self.queue.append({"type": "websocket.disconnect", "code": code, "reason": reason})
+            self.rx.wake()
+
+    def _fail(self, code: int, reason: str) -> None:
+        try:
+            self.conn.ws_send(code.to_bytes(2, "big") + reason.encode(), _WS_OP_CLOSE)
+            self.conn.drain()
+        except RuntimeError:
+            pass
+        self._disconnect(code, reason)
+        self.server._driver_kick()
+
+    # App side.
+    async def receive(self) -> ASGIMessage:
+        while not self.queue:
+            if self.disconnected:  # asked again after the disconnect: still disconnected
+                return {"type": "websocket.disconnect", "code": 1006, "reason": ""}
+            await self.rx.wait()
+        message = self.queue.popleft()
+        if message["type"] == "websocket.receive":
+            data = message.get("bytes")
+            self.queued -= len(data if data is not None else message["text"])
+            if self.paused and self.queued < _WS_QUEUE_LOW and self.state != self._DONE:
+                self.paused = False
+                try:
+                    self.conn.pause_reading(False)
+                except RuntimeError:  # closed meanwhile
+                    pass
+        return message
+
+    async def send(self, message: ASGIMessage) -> None:
+        kind = message["type"]
+        state = self.state
+        if state == self._DONE and kind != "websocket.close":
+            raise ClientDisconnected("the WebSocket is closed")
+        try:
+            if kind == "websocket.send":
+                if state != self._OPEN:
+                    raise RuntimeError("websocket.send before websocket.accept or after "
+                                       "websocket.close")
+                data = message.get("bytes")
+                if data is not None:
+                    self.conn.ws_send(data, WEBSOCKET_OP_BINARY)
+                else:
+                    text = message.get("text")
+                    if type(text) is not str:
+                        raise TypeError("websocket.send needs 'bytes' or a str 'text'")
+                    self.conn.ws_send(text.encode("utf-8"), WEBSOCKET_OP_TEXT)
+                await self._flow()
+            elif kind == "websocket.accept":
+                if state != self._CONNECTING:
+                    raise RuntimeError("websocket.accept sent twice or after a close")
+                headers = list(message.get("headers") or ())
+                subprotocol = message.get("subprotocol")
+                if subprotocol is not None:
+                    headers.append((b"sec-websocket-protocol", subprotocol.encode("latin-1")))
+                stock = self.server._stock[_stock_index(headers)]
+                if stock:
+                    headers.extend(stock)
+                self.conn.ws_accept(self.key, headers)
+                self.state = self._OPEN
+                self.conn.set_handler(self.server._on_ws)
+                self.server._driver_kick()
+            elif kind == "websocket.close":
+                if state == self._CONNECTING:
+                    self._respond_403()
+                elif state == self._OPEN:
+                    code = message.get("code", 1000)
+                    reason = message.get("reason") or ""
+                    payload = int(code).to_bytes(2, "big") + reason.encode("utf-8")[:123]
+                    self.conn.ws_send(payload, _WS_OP_CLOSE)
+                    self.state = self._CLOSING
+                    self.close_timer = asyncio.get_running_loop().call_later(
+                        _WS_CLOSING_GRACE_S, self._force_close)
+                    self.server._driver_kick()
+                elif state == self._RESPONDING:
+                    raise RuntimeError("websocket.close during a websocket.http.response")
+            elif kind == "websocket.http.response.start":
+                if state != self._CONNECTING:
+                    raise RuntimeError("websocket.http.response.start after the handshake "
+                                       "was answered")
+                status = message["status"]
+                if type(status) is not int or not 200 <= status <= 999:
+                    raise ValueError(f"status must be an int from 200 to 999, not {status!r}")
+                self.status = status
+                self.headers = list(message.get("headers") or ())
+                self.state = self._RESPONDING
+            elif kind == "websocket.http.response.body":
+                if state != self._RESPONDING:
+                    raise RuntimeError("websocket.http.response.body without its start")
+                body = message.get("body", b"")
+                if type(body) is not bytes:
+                    raise TypeError(f"response bodies are bytes, not {type(body).__name__}")
+                conn = self.conn
+                stock = self.server._stock[_stock_index(self.headers)]
+                if not self.head_sent:
+                    self.head_sent = True
+                    conn.http_begin(self.status, self.headers, more_headers=stock)
+                if body:
+                    conn.http_write(body)
+                if not message.get("more_body", False):
+                    conn.http_end()
+                    self.state = self._DONE
+                self.server._driver_kick()
+            else:
+                raise ValueError(f"unexpected ASGI message type {kind!r} for a WebSocket")
+        except (ClientDisconnected, asyncio.CancelledError):
+            raise
+        except RuntimeError as exc:
+            if self.conn.is_closing or self.state == self._DONE and not self.head_sent:
+                raise ClientDisconnected("the WebSocket is closed") from exc
+            self._protocol_error(exc)
+            raise
+        except Exception as exc:
+            self._protocol_error(exc)
+            raise
+
+    async def _flow(self) -> None:
+        server = self.server
+        server._driver_kick()
+        conn = self.conn
+        if conn.send_len > _SEND_HIGH:
+            while self.state != self._DONE and conn.send_len > _SEND_LOW:
+                await self.tx.wait()
+            if self.state == self._DONE:
+                raise ClientDisconnected("the WebSocket is closed")
+
+    def _respond_403(self) -> None:
+        self.state = self._DONE
+        self.conn.http_respond(403, _HEADERS_TEXT, _RESPONSE_403,
+                               more_headers=self.server._stock[3])
+        self.server._driver_kick()
+        self._detach()
+
+    def _force_close(self) -> None:
+        self.close_timer = None
+        try:
+            self.conn.close()
+        except RuntimeError:
+            pass
+        self.server._driver_kick()
+
+    def _detach(self) -> None:
+        conn = self.conn
+        if conn.userdata is self:
+            conn.userdata = None
+            if not conn.is_closing and not conn.is_websocket:
+                conn.set_handler(self.server._on_quiet)
+
+    def _protocol_error(self, exc: BaseException) -> None:
+        self.server._report(f"WebSocket {self.scope['path']}: invalid message from the app",
+                            exc)
+        self.app_done(None, quiet=True, code=1011)
+
+    def app_done(self, exc: BaseException | None, quiet: bool = False,
+                 code: int = 1000) -> None:
+        state = self.state
+        if exc is not None and not isinstance(exc, ClientDisconnected):
+            if not quiet:
+                self.server._report(f"WebSocket {self.scope['path']}: the app failed", exc)
+            code = 1011
+        try:
+            if state == self._CONNECTING:
+                if exc is not None:
+                    self.state = self._DONE
+                    self.conn.http_respond(500, _HEADERS_500, _RESPONSE_500,
+                                           more_headers=self.server._stock[3])
+                    self.server._driver_kick()
+                    self._detach()
+                else:
+                    self._respond_403()
+            elif state == self._OPEN:
+                self.conn.ws_send(code.to_bytes(2, "big"), _WS_OP_CLOSE)
+                self.state = self._CLOSING
+                self.close_timer = asyncio.get_running_loop().call_later(
+                    _WS_CLOSING_GRACE_S, self._force_close)
+                self.server._driver_kick()
+            elif state == self._RESPONDING:
+                self.state = self._DONE
+                self.conn.close()
+                self.server._driver_kick()
+        except RuntimeError:  # the connection closed meanwhile
+            pass
+
+
+class _Lifespan:
+    """The lifespan protocol: startup before the first listener, shutdown at stop()."""
+
+    def __init__(self, server: ASGIServer, mode: str) -> None:
+        self._server = server
+        self._mode = mode
+        self._inbox: asyncio.Queue[ASGIMessage] = asyncio.Queue()
+        self._started = asyncio.Event()
+        self._shut = asyncio.Event()
+        self._failure: str | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.supported = True
+
+    async def startup(self) -> None:
+        if self._mode == "off":
+            self.supported = False
+            return
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        await self._inbox.put({"type": "lifespan.startup"})
+        waiter = asyncio.ensure_future(self._started.wait())
+        await asyncio.wait({waiter, self._task}, return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if self._failure is not None:
+            raise LifespanFailure(self._failure)
+        if not self._started.is_set():  # the app returned or raised without an answer
+            self.supported = False
+            if self._mode == "on":
+                raise LifespanFailure("the app does not support the lifespan protocol")
+
+    async def shutdown(self, timeout: float) -> None:
+        task = self._task
+        if task is None or not self.supported or task.done():
+            return
+        await self._inbox.put({"type": "lifespan.shutdown"})
+        waiter = asyncio.ensure_future(self._shut.wait())
+        await asyncio.wait({waiter, task}, timeout=timeout,
+                           return_when=asyncio.FIRST_COMPLETED)
+        waiter.cancel()
+        if self._failure is not None:
+            error_log.error("ASGI lifespan shutdown failed: %s", self._failure)
+        if not task.done():
+            task.cancel()
+
+    async def _run(self) -> None:
+        scope = {"type": "lifespan", "asgi": {"version": "3.0", "spec_version": "2.0"},
+                 "state": self._server._state}
+        try:
+            await self._server._app(scope, self._receive, self._send)
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            if self._started.is_set() or self._mode == "on":
+                self._failure = self._failure or f"{type(exc).__name__}: {exc}"
+                report_exception("ASGI lifespan failed", exc)
+            else:
+                error_log.info("ASGI lifespan protocol unsupported by the app (it raised %s); "
+                               "serving without it", type(exc).__name__)
+
+    async def _receive(self) -> ASGIMessage:
+        return await self._inbox.get()
+
+    async def _send(self, message: ASGIMessage) -> None:
+        kind = message["type"]
+        if kind == "lifespan.startup.complete":
+            self._started.set()
+        elif kind == "lifespan.startup.failed":
+            self._failure = str(message.get("message", "")) or "lifespan startup failed"
+            self._started.set()
+        elif kind == "lifespan.shutdown.complete":
+            self._shut.set()
+        elif kind == "lifespan.shutdown.failed":
+            self._failure = str(message.get("message", "")) or "lifespan shutdown failed"
+            self._shut.set()
+        else:
+            raise ValueError(f"unexpected ASGI lifespan message type {kind!r}")
+
+
+class ASGIServer:
+    """Serve an ASGI app on a Manager driven by the running asyncio loop."""
+
+    def __init__(self, app: AppRef, error_handler: Callable[[BaseException], object] | None
+                 = None, *, factory: bool = False, root_path: str = "",
+                 lifespan: str = "auto", shutdown_timeout: float = 5.0) -> None:
+        if root_path and (not root_path.startswith("/") or root_path.endswith("/")):
+            raise ValueError(f"root_path must start with '/' and not end with one, "
+                             f"not {root_path!r}")
+        if lifespan not in ("auto", "on", "off"):
+            raise ValueError(f"lifespan must be 'auto', 'on' or 'off', not {lifespan!r}")
+        if not isinstance(shutdown_timeout, (int, float)) or shutdown_timeout < 0:
+            raise ValueError(f"shutdown_timeout must be a number of seconds >= 0, "
+                             f"not {shutdown_timeout!r}")
+        if error_handler is not None and not callable(error_handler):
+            raise TypeError("error_handler must be a callable error_handler(exc) or None")
+        self._app: ASGIApp = load_app(app, factory)
+        self._error_handler = error_handler
+        self._root_path = root_path
+        self._lifespan_mode = lifespan
+        self._shutdown_timeout = float(shutdown_timeout)
+        self._state: dict[str, Any] = {}
+        self._manager: Manager | None = None
+        self._driver: LoopDriver | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lifespan: _Lifespan | None = None
+        self._listeners: list[Connection] = []
+        # Per listener port: the scope items every request through it shares.
+        self._bases: dict[int, dict[str, Any]] = {}
+        self._default_base: dict[str, Any] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._date = DateHeader()
+        self._date_timer: asyncio.TimerHandle | None = None
+        self._stock: list[list[tuple[bytes, bytes]] | None] = []
+        self._refresh_stock()
+        self._stopping = False
+
+        @handles(MG_EV_HTTP_HDRS, MG_EV_CLOSE)
+        def on_quiet(conn: Connection, ev: int, msg: Any) -> None:
+            if ev == MG_EV_HTTP_HDRS:
+                self._on_request(conn, msg)
+            else:
+                cycle = conn.userdata
+                if cycle is not None:
+                    cycle.gone()
+
+        @handles(MG_EV_HTTP_HDRS, MG_EV_READ, MG_EV_WRITE, MG_EV_CLOSE)
+        def on_busy(conn: Connection, ev: int, msg: Any) -> None:
+            cycle = conn.userdata
+            if ev == MG_EV_READ:
+                if cycle is not None:
+                    cycle.rx.wake()
+            elif ev == MG_EV_WRITE:
+                if cycle is not None:
+                    cycle.on_write()
+            else:
+                on_quiet(conn, ev, msg)
+
+        @handles(MG_EV_WS_MSG, MG_EV_WS_CTL, MG_EV_WRITE, MG_EV_CLOSE)
+        def on_ws(conn: Connection, ev: int, msg: Any) -> None:
+            cycle = conn.userdata
+            if cycle is None:
+                return
+            if ev == MG_EV_WS_MSG:
+                cycle.on_message(msg)
+            elif ev == MG_EV_WRITE:
+                cycle.on_write()
+            elif ev == MG_EV_WS_CTL:
+                cycle.on_control()
+            else:
+                cycle.gone()
+
+        self._on_quiet = on_quiet
+        self._on_busy = on_busy
+        self._on_ws = on_ws
+
+    @property
+    def manager(self) -> Manager:
+        if self._manager is None:
+            raise RuntimeError("ASGIServer is not started: await start() first")
+        return self._manager
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """The lifespan state; each request's scope["state"] is a shallow copy of it."""
+        return self._state
+
+    # Lifecycle.
+    async def start(self, url: str = "http://127.0.0.1:8000", **limits: Any) -> Connection:
+        """Run the lifespan startup (once), then listen on `url` with the limits of
+        docs/server-behaviour.md. `LifespanFailure` (a RuntimeError) when startup fails."""
+        if self._manager is None:
+            if self._stopping:
+                raise RuntimeError("this ASGIServer was stopped")
+            loop = asyncio.get_running_loop()
+            self._lifespan = _Lifespan(self, self._lifespan_mode)
+            await self._lifespan.startup()
+            self._manager = Manager(None, enable_wakeup=True, error_handler=self._error_handler)
+            self._driver = LoopDriver(self._manager, loop)
+            self._loop = loop
+            self._driver.attach()
+            self._date_timer = loop.call_later(1.0, self._tick_date)
+        return self.listen(url, **limits)
+
+    def listen(self, url: str = "http://127.0.0.1:8000", **limits: Any) -> Connection:
+        """Another listener on the running server (same app, same loop)."""
+        manager = self.manager
+        conn = manager.listen(url, self._on_quiet, stream_body=True, **limits)
+        local = conn.local_addr
+        assert local is not None
+        scheme = "https" if url.startswith(("https:", "wss:")) else "http"
+        base = {"type": "http", "asgi": _ASGI_HTTP, "scheme": scheme,
+                "server": (local[0], int(local[1])), "root_path": self._root_path,
+                "extensions": _HTTP_EXTENSIONS}
+        self._bases[int(local[1])] = base
+        if not self._listeners:
+            self._default_base = base
+        self._listeners.append(conn)
+        return conn
+
+    async def stop(self) -> None:
+        """Stop listening, let requests in flight finish (up to shutdown_timeout), close
+        WebSockets with 1012, run the lifespan shutdown and free everything. Idempotent."""
+        if self._stopping and self._manager is None:
+            return
+        self._stopping = True
+        manager, driver = self._manager, self._driver
+        if manager is not None and driver is not None:
+            for conn in self._listeners:
+                try:
+                    conn.close()
+                except RuntimeError:
+                    pass
+            self._listeners.clear()
+            driver.kick()
+            for conn in manager.connections:
+                cycle = conn.userdata
+                if isinstance(cycle, _WSCycle) and cycle.state == cycle._OPEN:
+                    try:
+                        conn.ws_send((1012).to_bytes(2, "big"), _WS_OP_CLOSE)
+                        cycle.state = cycle._CLOSING
+                    except RuntimeError:
+                        pass
+            driver.kick()
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self._shutdown_timeout
+            while (self._tasks or any(c.send_len for c in manager.connections)) and \
+                    loop.time() < deadline:
+                await asyncio.sleep(0.01)
+            for task in list(self._tasks):
+                task.cancel()
+            if self._tasks:
+                await asyncio.wait(set(self._tasks), timeout=1.0)
+        if self._lifespan is not None:
+            await self._lifespan.shutdown(self._shutdown_timeout)
+            self._lifespan = None
+        if self._date_timer is not None:
+            self._date_timer.cancel()
+            self._date_timer = None
+        if driver is not None:
+            driver.detach()
+        if manager is not None:
+            manager.close()
+        self._manager = None
+        self._driver = None
+
+    # Loop side.
+    def _driver_kick(self) -> None:
+        driver = self._driver
+        if driver is not None:
+            driver.kick()
+
+    def _tick_date(self) -> None:
+        self._refresh_stock()
+        if self._driver is not None:
+            self._date_timer = asyncio.get_running_loop().call_later(1.0, self._tick_date)
+
+    def _refresh_stock(self) -> None:
+        """The Date (index & 1) and Server (index & 2) fields an app left out, as lists
+        indexed by `_stock_index()`, so no response formats a date."""
+        date = self._date.get()
+        self._stock = [None, [(b"date", date)], [(b"server", SERVER_NAME)],
+                       [(b"date", date), (b"server", SERVER_NAME)]]
+
+    def _report(self, what: str, exc: BaseException) -> None:
+        if self._error_handler is not None:
+            try:
+                self._error_handler(exc)
+                return
+            except BaseException:
+                pass
+        report_exception(what, exc)
+
+    def _on_request(self, conn: Connection, msg: Any) -> None:
+        base = self._default_base
+        if len(self._bases) > 1:  # several listeners: the one this client came in on
+            local = conn.local_addr
+            if local is not None:
+                base = self._bases.get(local[1], base)
+        scope = msg.asgi_scope(base, conn, self._state)  # one pass in C (asgi_scope.pxi)
+        method = scope["method"]
+        if method == "GET" and msg.header("Upgrade", "").lower() == "websocket":
+            self._on_websocket(conn, msg, scope)
+            return
+        cycle = _HTTPCycle(self, conn, scope)
+        if conn.body_complete:
+            cycle.body = conn.body_read() if conn.body_pending else b""
+        else:
+            cycle.streaming = True
+            cycle.busy = True
+            conn.set_handler(self._on_busy)
+        conn.userdata = cycle
+        self._spawn(self._run_http(cycle))
+
+    def _on_websocket(self, conn: Connection, msg: Any, scope: dict[str, Any]) -> None:
+        key = msg.header("Sec-WebSocket-Key")
+        version = msg.header("Sec-WebSocket-Version")
+        if not key or version != "13" or not conn.body_complete:
+            extra = [(b"sec-websocket-version", b"13")] if key and version != "13" else []
+            conn.http_respond(426 if extra else 400, _HEADERS_TEXT + extra,
+                              b"Invalid WebSocket handshake\n", more_headers=self._stock[3])
+            return
+        scope["type"] = "websocket"
+        scope["scheme"] = "wss" if scope["scheme"] == "https" else "ws"
+        offered = msg.header("Sec-WebSocket-Protocol")
+        scope["subprotocols"] = ([p.strip() for p in offered.split(",") if p.strip()]
+                                 if offered else [])
+        scope["extensions"] = _WS_EXTENSIONS
+        del scope["method"]
+        cycle = _WSCycle(self, conn, scope, key.encode("latin-1"))
+        conn.userdata = cycle
+        self._spawn(self._run_ws(cycle))
+
+    def _spawn(self, coro: Any) -> None:
+        task = self._loop.create_task(coro)  # type: ignore[union-attr]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _run_http(self, cycle: _HTTPCycle) -> None:
+        try:
+            await self._app(cycle.scope, cycle.receive, cycle.send)
+        except asyncio.CancelledError:
+            cycle.app_done(None) if cycle.complete else cycle.abort()
+            raise
+        except BaseException as exc:
+            cycle.app_done(exc)
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+        else:
+            cycle.app_done(None)
+
+    async def _run_ws(self, cycle: _WSCycle) -> None:
+        try:
+            await self._app(cycle.scope, cycle.receive, cycle.send)
+        except asyncio.CancelledError:
+            cycle.app_done(None, code=1012)
+            raise
+        except BaseException as exc:
+            cycle.app_done(exc)
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+        else:
+            cycle.app_done(None)
+
+
+def serve(app: AppRef, url: str = "http://127.0.0.1:8000", *, factory: bool = False,
+          root_path: str = "", lifespan: str = "auto", **limits: Any) -> None:
+    """Serve `app` on `url` until SIGINT/SIGTERM (uvloop when installed). A failed lifespan
+    startup prints the app's message and exits with status 3."""
+    server = ASGIServer(app, factory=factory, root_path=root_path, lifespan=lifespan)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        try:
+            try:
+                await server.start(url, **limits)
+            except LifespanFailure as exc:
+                print(f"cymongoose: ASGI lifespan startup failed: {exc}", file=sys.stderr)
+                raise SystemExit(3) from None
+            print(f"cymongoose ASGI server on {url}; Ctrl-C stops it", file=sys.stderr)
+            await stop.wait()
+        finally:
+            await server.stop()
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(signum)
+
+    loop = new_event_loop()
+    try:
+        loop.run_until_complete(main())
+    finally:
+        loop.close()
