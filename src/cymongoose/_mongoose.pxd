@@ -168,6 +168,9 @@ cdef class TlsOpts:
     cdef public bytes key
     cdef public bytes name
     cdef public bint skip_verification
+    # tls.pxi _tls_prepared(): the field objects last validated, and what they became.
+    cdef tuple _checked_fields
+    cdef tuple _prepared
 
 
 cdef class RpcReq:

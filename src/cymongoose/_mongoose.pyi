@@ -4,6 +4,7 @@ User-facing documentation of every class and function lives here.
 """
 
 import enum
+import os
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias, TypeVar, final
 
@@ -51,6 +52,9 @@ UNEXPOSED_EVENTS: dict[str, int]
 """Events Mongoose defines but never fires on connections this API creates (mDNS, Modbus)."""
 
 MONGOOSE_VERSION: str
+TLS_ENGINE: str
+"""The TLS engine this build uses: "openssl" (the default; RSA and ECDSA certificates, TLS 1.2
+and 1.3, ALPN http/1.1) or "builtin" (Mongoose's own TLS 1.3, ECDSA P-256 keys only)."""
 WAKEUP_MAX_PAYLOAD: int
 DEFAULT_MAX_RECV_SIZE: int
 
@@ -547,6 +551,19 @@ class TlsOpts:
         name: str | bytes | None = None,
         skip_verification: bool = False,
     ) -> None: ...
+    @classmethod
+    def from_files(
+        cls,
+        ca: str | os.PathLike[str] | None = None,
+        cert: str | os.PathLike[str] | None = None,
+        key: str | os.PathLike[str] | None = None,
+        name: str | bytes | None = None,
+        skip_verification: bool = False,
+    ) -> TlsOpts:
+        """Read PEM (or DER) files and check them now: a certificate that is expired, not
+        yet valid or not a certificate, a key that is encrypted, unreadable or not the
+        certificate's, raises ValueError naming the file. Files are read once; the returned
+        options are reused for every connection."""
 
 @final
 class RpcReq:
@@ -619,6 +636,7 @@ __all__ = [
     "WAKEUP_MAX_PAYLOAD",
     "DEFAULT_MAX_RECV_SIZE",
     "MONGOOSE_VERSION",
+    "TLS_ENGINE",
     "MG_EV_ERROR",
     "MG_EV_OPEN",
     "MG_EV_POLL",

@@ -30,7 +30,7 @@ cdef void _on_event(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
         return
     if ev != mg.MG_EV_POLL:
         (<GilSlot *>c.mgr.userdata).io_events += 1
-    elif c.is_tls and c.rtls.len > 0:
+    elif c.is_tls and (c.rtls.len > 0 or mg.CYM_TLS_OPENSSL):
         _tls_screen(c)  # tls.pxi: refuse what Mongoose's TLS would wait on forever
     _take_gil_back(<GilSlot *>c.mgr.userdata)
     _dispatch_gil_held(c, ev, ev_data)
@@ -140,6 +140,8 @@ cdef void _deliver(Manager manager, Connection conn, mg.mg_connection *c, int ev
         data = mview
     elif ev == mg.MG_EV_ERROR:
         data = (<const char *>ev_data).decode("utf-8", "ignore") if ev_data != NULL else ""
+        if c.is_tls:
+            data = _tls_error_text(c, data)  # tls.pxi: say why a handshake failed
     elif ev == mg.MG_EV_MQTT_OPEN:
         # mongoose.h documents int *, but mqtt_cb passes &mm.ack, a uint8_t (7.23).
         data = (<uint8_t *>ev_data)[0] if ev_data != NULL else 0

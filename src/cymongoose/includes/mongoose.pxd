@@ -420,3 +420,15 @@ cdef extern from "cym_extra.h" nogil:
     # Defined in mongoose.c but not declared by mongoose.h: the wall-clock offset that
     # mg_now() adds to mg_millis(); seeded at import so TLS validity checks work without SNTP.
     uint64_t mg_boot_timestamp_ms
+
+
+cdef extern from "cym_tls.h" nogil:
+    # The TLS engine's own calls (tls.pxi); inert when built with Mongoose's built-in TLS.
+    enum:
+        CYM_TLS_OPENSSL  # 1 when built with MG_TLS_OPENSSL
+    int cym_tls_key_pem(const char *key, size_t key_len, const char *cert, size_t cert_len,
+                        char **out, size_t *out_len, char *err, size_t errlen)
+    void cym_tls_free(char *p)
+    void cym_tls_server_alpn(mg_connection *c)
+    int cym_tls_verify_error(mg_connection *c, char *buf, size_t len)
+    int cym_tls_failed(mg_connection *c)
