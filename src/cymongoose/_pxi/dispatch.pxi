@@ -30,7 +30,7 @@ cdef void _on_event(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
         return
     if ev != mg.MG_EV_POLL:
         (<GilSlot *>c.mgr.userdata).io_events += 1
-    elif c.is_tls and (c.rtls.len > 0 or mg.CYM_TLS_OPENSSL):
+    elif c.is_tls and c.rtls.len > 0:
         _tls_screen(c)  # tls.pxi: refuse what Mongoose's TLS would wait on forever
     _take_gil_back(<GilSlot *>c.mgr.userdata)
     _dispatch_gil_held(c, ev, ev_data)

@@ -514,12 +514,7 @@ cdef void _tls_screen(mg.mg_connection *c) noexcept nogil:
     cdef size_t n = c.rtls.len
     cdef size_t rec
     cdef char probe
-    if c.is_closing:
-        return
-    if mg.cym_tls_failed(c):  # OpenSSL engine only (cym_tls.h)
-        mg.mg_error(c, "TLS: the peer sent data that failed decryption or broke the protocol")
-        return
-    if b == NULL or n == 0:
+    if c.is_closing or b == NULL or n == 0:
         return
     if b[0] < 0x14 or b[0] > 0x17 or (n > 1 and b[1] != 0x03):
         mg.mg_error(c, "TLS: the peer sent non-TLS data")

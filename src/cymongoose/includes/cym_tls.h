@@ -137,24 +137,11 @@ static int cym_tls_verify_error(struct mg_connection *c, char *buf, size_t len) 
   return 1;
 }
 
-/* 1 once OpenSSL has sent a fatal alert (bad record MAC, unexpected message after the
- * handshake): the session can carry no more data, but Mongoose 7.23 only closes when the
- * socket read fails too, so a peer that stays connected would be kept forever. */
-static int cym_tls_failed(struct mg_connection *c) {
-  struct mg_tls *tls = (struct mg_tls *) c->tls;
-  return tls != NULL && tls->ssl != NULL && !c->is_tls_hs &&
-         (SSL_get_shutdown(tls->ssl) & SSL_SENT_SHUTDOWN) != 0;
-}
-
 #else
 #define CYM_TLS_OPENSSL 0
 
 static int cym_tls_verify_error(struct mg_connection *c, char *buf, size_t len) {
   (void) c, (void) buf, (void) len;
-  return 0;
-}
-static int cym_tls_failed(struct mg_connection *c) {
-  (void) c;
   return 0;
 }
 

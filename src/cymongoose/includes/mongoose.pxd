@@ -431,4 +431,3 @@ cdef extern from "cym_tls.h" nogil:
     void cym_tls_free(char *p)
     void cym_tls_server_alpn(mg_connection *c)
     int cym_tls_verify_error(mg_connection *c, char *buf, size_t len)
-    int cym_tls_failed(mg_connection *c)
