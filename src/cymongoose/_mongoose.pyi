@@ -305,6 +305,15 @@ class Connection:
         """Copy of the first `length` received bytes (all if negative); `consume=True`
         removes them from the receive buffer."""
 
+    def recv_view(self) -> memoryview:
+        """The receive buffer's bytes, without a copy; only inside a handler of this
+        connection (else RuntimeError). `recv_data(consume=True)` moves what it shows.
+        Zero-copy: a read-only memoryview into the receive buffer, released when this
+        connection's event returns (then using it raises ValueError "operation forbidden on
+        released memoryview object"). Copy what you keep (`bytes(view)`). A slice of it, or
+        a buffer taken from it, that outlives the event reads a copy made then (with a
+        ResourceWarning), never freed memory."""
+
     def send_data(self, length: int = -1) -> bytes:
         """Copy of the pending send buffer (not consumed)."""
 
@@ -455,6 +464,24 @@ class HttpMessage:
     @property
     def body_text(self) -> str: ...
     @property
+    def body_view(self) -> memoryview:
+        """The body without a copy.
+        Zero-copy: a read-only memoryview into the receive buffer, released when this
+        connection's event returns (then using it raises ValueError "operation forbidden on
+        released memoryview object"). Copy what you keep (`bytes(view)`). A slice of it, or
+        a buffer taken from it, that outlives the event reads a copy made then (with a
+        ResourceWarning), never freed memory."""
+
+    @property
+    def head_view(self) -> memoryview:
+        """The request (or status) line and header lines as received, through the blank
+        line, without a copy. Same lifetime as `body_view`."""
+
+    def header_views(self) -> list[tuple[memoryview, memoryview]]:
+        """(name, value) of every header as raw bytes in wire order, duplicates kept,
+        without a copy. Same lifetime as `body_view`."""
+
+    @property
     def uri_bytes(self) -> bytes:
         """The request target's path as sent (not decoded)."""
 
@@ -497,6 +524,16 @@ class WsMessage:
     @property
     def text(self) -> str: ...
     @property
+    def data_view(self) -> memoryview:
+        """The message payload without a copy (`ws_send(msg.data_view)` echoes it with one
+        copy, into the send buffer).
+        Zero-copy: a read-only memoryview into the receive buffer, released when this
+        connection's event returns (then using it raises ValueError "operation forbidden on
+        released memoryview object"). Copy what you keep (`bytes(view)`). A slice of it, or
+        a buffer taken from it, that outlives the event reads a copy made then (with a
+        ResourceWarning), never freed memory."""
+
+    @property
     def flags(self) -> int:
         """First frame byte: the low 4 bits are the opcode."""
 
@@ -511,6 +548,15 @@ class MqttMessage:
     def data(self) -> bytes: ...
     @property
     def text(self) -> str: ...
+    @property
+    def data_view(self) -> memoryview:
+        """The PUBLISH payload without a copy.
+        Zero-copy: a read-only memoryview into the receive buffer, released when this
+        connection's event returns (then using it raises ValueError "operation forbidden on
+        released memoryview object"). Copy what you keep (`bytes(view)`). A slice of it, or
+        a buffer taken from it, that outlives the event reads a copy made then (with a
+        ResourceWarning), never freed memory."""
+
     @property
     def id(self) -> int: ...
     @property
