@@ -147,8 +147,10 @@ cdef void _recv_span_end(Connection conn) noexcept:
         c.recv.len = c.recv.size = 0
         c.is_closing = 1
     else:
-        if c.recv.len:
-            memcpy(fresh, c.recv.buf, c.recv.len)
+        # The whole allocation, not just recv.len: the HTTP guard may have hidden a
+        # pipelined request beyond len while the handler ran (limits.pxi _run_parser).
+        if c.recv.size:
+            memcpy(fresh, c.recv.buf, c.recv.size)
         span._pinned = <char *>c.recv.buf
         c.recv.buf = fresh
     span._manager = <Manager>conn._manager if conn._manager != NULL else None
