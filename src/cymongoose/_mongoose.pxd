@@ -193,6 +193,10 @@ cdef class TlsOpts:
     # tls.pxi _tls_prepared(): the field objects last validated, and what they became.
     cdef tuple _checked_fields
     cdef tuple _prepared
+    # OpenSSL engine: the SSL_CTX made from _prepared for servers / clients (NULL until
+    # first used), shared by every connection; each holds its own reference.
+    cdef void *_ctx_server
+    cdef void *_ctx_client
 
 
 cdef class RpcReq:

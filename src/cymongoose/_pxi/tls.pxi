@@ -8,12 +8,14 @@ import warnings as _tls_warnings
 
 # The engine is chosen at build time (CMake CYMONGOOSE_TLS, docs/tls.md):
 # - "openssl" (default): Mongoose's OpenSSL backend over the system libssl. RSA, ECDSA and
-#   Ed25519 keys, TLS 1.2 and 1.3; Mongoose makes one SSL_CTX per connection. Its
-#   load_key() reads PEM only and passes no password callback (an encrypted key would make
-#   OpenSSL prompt on the terminal), so every key is re-encoded here, once per TlsOpts, as
-#   one unencrypted PKCS#8 PEM block, after checking it belongs to the certificate. Its
-#   load_ca_certs() reads PEM only, so a DER `ca` is wrapped as PEM. Server-side ALPN picks
-#   http/1.1 (cym_tls.h).
+#   Ed25519 keys, TLS 1.2 and 1.3. Mongoose's mg_tls_init() would build an SSL_CTX and
+#   parse the certificate and key for every connection (1.7 ms with RSA-2048, more than
+#   the handshake), so cym_tls.h makes one SSL_CTX per TlsOpts and role, on first use, and
+#   gives each connection the struct mg_tls that Mongoose's handshake, I/O and
+#   mg_tls_free() expect. Keys are checked and re-encoded once per TlsOpts (the key must
+#   belong to the certificate; an encrypted key is refused before OpenSSL could prompt for
+#   a password on the terminal). A DER `ca` is wrapped as PEM. Servers pick http/1.1 by
+#   ALPN.
 # - "builtin": Mongoose 7.23's own TLS 1.3 (src/tls_builtin.c), checked below so a wrong key
 #   is a ValueError naming the problem instead of a handshake that fails later:
 #   - Private key: ECDSA P-256 only ("EC PRIVATE KEY", or PKCS#8 "PRIVATE KEY" with the
@@ -71,6 +73,9 @@ cdef class TlsOpts:
         self.key = b"" if key is None else _coerce_bytes(key, "key")
         self.name = b"" if name is None else _coerce_bytes(name, "name")
         self.skip_verification = skip_verification
+
+    def __dealloc__(self):
+        _tls_drop_contexts(self)
 
     @classmethod
     def from_files(cls, ca=None, cert=None, key=None, name=None, skip_verification=False):
@@ -301,6 +306,7 @@ cdef tuple _tls_prepared(TlsOpts opts):
             and seen[3] is name):
         return opts._prepared
     cdef tuple prepared = _tls_check_opts(ca, cert, key, name)
+    _tls_drop_contexts(opts)  # made from the previous values
     opts._checked_fields = (ca, cert, key, name)
     opts._prepared = prepared
     return prepared
@@ -332,6 +338,18 @@ cdef int _tls_init(Connection conn, TlsOpts opts) except -1:
     cdef bytes key = prepared[2]
     cdef bytes name = prepared[3]
     cdef mg.mg_tls_opts o
+    cdef void *ctx
+    if mg.CYM_TLS_OPENSSL:
+        try:
+            ctx = _tls_shared_context(opts, c.is_client, ca, cert, key if cert else b"")
+        except BaseException:
+            c.is_closing = 1
+            raise
+        if mg.cym_tls_attach(c, ctx, PyBytes_AS_STRING(name), <size_t>PyBytes_GET_SIZE(name),
+                             1 if ca else 0) != 0:
+            c.is_closing = 1
+            raise MemoryError("tls_init(): out of memory for the TLS session")
+        return 0
     memset(&o, 0, sizeof(o))
     o.ca = _tls_str(ca)
     o.cert = _tls_str(cert)
@@ -339,11 +357,40 @@ cdef int _tls_init(Connection conn, TlsOpts opts) except -1:
     o.name = _tls_str(name)
     o.skip_verification = bool(opts.skip_verification)
     mg.mg_tls_init(c, &o)  # may fire MG_EV_ERROR synchronously (OOM, rejected input)
-    if c.tls != NULL and c.is_accepted:
-        mg.cym_tls_server_alpn(c)
     if conn._manager != NULL:
         _raise_pending(<Manager>conn._manager)
     return 0
+
+
+cdef void *_tls_shared_context(TlsOpts opts, bint is_client, bytes ca, bytes cert,
+                               bytes key) except NULL:
+    """The OpenSSL context for this TlsOpts and role, made on first use (cym_tls.h)."""
+    cdef void *ctx = opts._ctx_client if is_client else opts._ctx_server
+    cdef char err[256]
+    if ctx != NULL:
+        return ctx
+    err[0] = 0
+    ctx = mg.cym_tls_ctx_new(1 if is_client else 0, PyBytes_AS_STRING(ca),
+                             <size_t>PyBytes_GET_SIZE(ca), PyBytes_AS_STRING(cert),
+                             <size_t>PyBytes_GET_SIZE(cert), PyBytes_AS_STRING(key),
+                             <size_t>PyBytes_GET_SIZE(key), err, sizeof(err))
+    if ctx == NULL:
+        raise ValueError(f"TlsOpts: {err.decode('utf-8', 'replace')}")
+    if is_client:
+        opts._ctx_client = ctx
+    else:
+        opts._ctx_server = ctx
+    return ctx
+
+
+cdef void _tls_drop_contexts(TlsOpts opts) noexcept:
+    # Connections using them keep their own references (SSL_CTX_up_ref in cym_tls_attach).
+    if opts._ctx_server != NULL:
+        mg.cym_tls_ctx_free(opts._ctx_server)
+        opts._ctx_server = NULL
+    if opts._ctx_client != NULL:
+        mg.cym_tls_ctx_free(opts._ctx_client)
+        opts._ctx_client = NULL
 
 
 cdef tuple _tls_check_opts(bytes ca, bytes cert, bytes key, bytes name):

@@ -429,5 +429,10 @@ cdef extern from "cym_tls.h" nogil:
     int cym_tls_key_pem(const char *key, size_t key_len, const char *cert, size_t cert_len,
                         char **out, size_t *out_len, char *err, size_t errlen)
     void cym_tls_free(char *p)
-    void cym_tls_server_alpn(mg_connection *c)
     int cym_tls_verify_error(mg_connection *c, char *buf, size_t len)
+    void *cym_tls_ctx_new(int is_client, const char *ca, size_t ca_len, const char *cert,
+                          size_t cert_len, const char *key, size_t key_len, char *err,
+                          size_t errlen)
+    void cym_tls_ctx_free(void *ctx)
+    int cym_tls_attach(mg_connection *c, void *shared, const char *name, size_t name_len,
+                       int verifies)
