@@ -19,3 +19,10 @@ bench-quick: bench-setup
 # Instruction counts per request, ours vs the C ceiling, under callgrind (docs/performance.md).
 bench-profile: bench-setup
 	UV="$(UV)" $(UV) run --no-sync python tests/benchmarks/profile_callgrind.py $(BENCH_ARGS)
+
+# TLS: handshake rate and HTTPS hello throughput, ours against nginx with the same
+# certificates (tls_bench.py; results/tls/). Extra options: BENCH_TLS_ARGS="--kinds rsa4096".
+BENCH_TLS_ARGS ?=
+.PHONY: bench-tls
+bench-tls: bench-setup
+	UV="$(UV)" $(UV) run --no-sync python tests/benchmarks/tls_bench.py $(BENCH_TLS_ARGS)

@@ -4,9 +4,10 @@ For each certificate kind (RSA-2048 and ECDSA P-256 by default; made here with `
 never committed) both servers are started pinned to one CPU, their answer is checked over TLS,
 then wrk (pinned to the other CPU) measures, in interleaved rounds:
 
-  handshakes  `wrk -H "Connection: close"`: every request on a new connection, so a full
-              TLS handshake each (no session cache or tickets on either side: Mongoose has
-              none, and nginx_https.conf turns them off), i.e. handshakes per second;
+  handshakes  `wrk -H "Connection: close"`: every request on a new connection with its own
+              TLS handshake, i.e. handshakes per second. wrk resumes sessions where it can;
+              both servers offer session tickets (nginx's and OpenSSL's default), so some
+              handshakes are resumptions on both sides;
   hello       keep-alive HTTPS requests per second over -c connections.
 
 Per run: req/s, p50/p99, socket errors and the server's CPU per request. Results, with the
@@ -187,7 +188,8 @@ def write_report(data: dict[str, Any], out_dir: Path) -> Path:
         f"cymongoose {ctx['cymongoose']}.", "",
         f"wrk -t1 -c{data['settings']['connections']} -d{data['settings']['duration_s']}s, "
         f"{data['settings']['rounds']} interleaved rounds; server and wrk on separate CPUs. "
-        "handshakes: `Connection: close`, one full handshake per request.", "", *rows, ""])
+        "handshakes: `Connection: close`, one TLS handshake per request (wrk resumes sessions "
+        "by ticket where it can, on both servers).", "", *rows, ""])
     path = out_dir / "tls.md"
     path.write_text(text)
     return path
