@@ -159,7 +159,8 @@ def context() -> dict[str, Any]:
         "openssl": out(["openssl", "version"]), "nginx": out(["nginx", "-v"]),
         "wrk": wrkmod.version(),
         "cymongoose": out([py, "-c", "import cymongoose, sys; print(cymongoose.__version__, "
-                           "'TLS engine', cymongoose.TLS_ENGINE, 'Python', sys.version.split()[0])"]),
+                           "'TLS engine', cymongoose.TLS_ENGINE, 'Python', "
+                           "sys.version.split()[0])"]),
         "cpu": next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo")
                      if ln.startswith("model name")), "unknown"),
         "load_average_at_start": [round(x, 2) for x in os.getloadavg()],

@@ -2,8 +2,8 @@
 
 A cymongoose echo server runs in a subprocess pinned to one CPU, once per mode; a websockets
 client (on the other CPU) sends `--messages` binary messages of `--size` bytes one at a time
-and checks each echo. Reported per mode: the server's CPU time per echo (from /proc: the
-number the copy changes; on-CPU time from /proc/PID/schedstat) and the round-trip rate, over interleaved rounds.
+and checks each echo. Reported per mode: the server's CPU time per echo (the number the copy
+changes; on-CPU time from /proc/PID/schedstat) and the round-trip rate, in interleaved rounds.
 
     python tests/benchmarks/ws_view_echo.py [--messages 200] [--rounds 3] [--size 1048576]
 

@@ -23,8 +23,6 @@ from cymongoose import (
     Manager,
 )
 
-from conftest import wait_until
-
 pytestmark = pytest.mark.timeout(30)
 
 RELEASED = "released memoryview"

@@ -15,13 +15,13 @@ from typing import Any
 
 import certs
 import pytest
-from test_tls import (HttpsClient, PyTlsServer, TlsServer, bio_handshake, https_get,
-                      run_until)
-
-from conftest import wait_until
-from cymongoose import MG_EV_ACCEPT, MG_EV_HTTP_MSG, TLS_ENGINE, Connection, Manager, TlsOpts
 from support.resources import fd_count
 from support.rss import rss_bytes
+from test_tls import HttpsClient, PyTlsServer, TlsServer, bio_handshake, https_get, run_until
+
+from cymongoose import MG_EV_ACCEPT, MG_EV_HTTP_MSG, TLS_ENGINE, Connection, Manager, TlsOpts
+
+from conftest import wait_until
 
 pytestmark = pytest.mark.skipif(
     TLS_ENGINE != "openssl", reason="built with CYMONGOOSE_TLS=builtin (test_tls.py covers it)")
