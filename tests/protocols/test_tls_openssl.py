@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import http.client
+import pickle
 import shutil
 import socket
 import ssl
@@ -228,8 +229,15 @@ def test_from_files_reads_and_checks_once(server_thread: Any, leaves: dict[str, 
     cert, key = leaves["rsa2048"].write(tmp_path, "rsa")
     opts = TlsOpts.from_files(cert=cert, key=str(key), ca=cafile, name="localhost")
     assert opts.cert == cert.read_bytes() and opts.name == b"localhost"
-    srv = TlsServer(server_thread, TlsOpts.from_files(cert=cert, key=key))
+    served = TlsOpts.from_files(cert=cert, key=key)
+    srv = TlsServer(server_thread, served)
     assert https_get(srv.port, cafile, "/files") == (200, b"secure /files")
+    # Picklable (worker processes get their options this way): fields only, the copy makes
+    # its own OpenSSL context.
+    copy = pickle.loads(pickle.dumps(served))
+    assert (copy.cert, copy.key, copy.name) == (served.cert, served.key, served.name)
+    srv2 = TlsServer(server_thread, copy)
+    assert https_get(srv2.port, cafile, "/copy") == (200, b"secure /copy")
 
 
 def test_bad_certificate_files_name_the_file_and_the_problem(

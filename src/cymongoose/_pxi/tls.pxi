@@ -77,6 +77,11 @@ cdef class TlsOpts:
     def __dealloc__(self):
         _tls_drop_contexts(self)
 
+    def __reduce__(self):
+        # The OpenSSL contexts cannot travel; the fields can, and the copy rebuilds its own.
+        return (TlsOpts, (self.ca, self.cert, self.key, self.name,
+                          bool(self.skip_verification)))
+
     @classmethod
     def from_files(cls, ca=None, cert=None, key=None, name=None, skip_verification=False):
         return _tls_opts_from_files(ca, cert, key, name, skip_verification)
