@@ -3,7 +3,6 @@
 
 import binascii as _binascii
 import re as _re
-import time as _tls_time
 import warnings as _tls_warnings
 
 # The engine is chosen at build time (CMake CYMONGOOSE_TLS, docs/tls.md):
@@ -26,21 +25,23 @@ import warnings as _tls_warnings
 #     extracted from files that carry more (EC PARAMETERS, certificates); DER input is
 #     re-wrapped as PEM with the label Mongoose expects.
 #   - Without skip_verification a client offers only ECDSA P-256 signatures, so the server
-#     it talks to must use a P-256 certificate.
+#     it talks to must use a P-256 certificate. An IP SAN equal to the address connected to
+#     passes the host check, whatever `name` says.
 #   - Known Mongoose 7.23 defect: its ECDSA CertificateVerify keeps a leading zero byte of r
 #     or s (not minimal DER); vendor/mongoose/build_fixes.py fixes it in our build.
 # Both engines: certificates are PEM (a chain: leaf first) or one DER certificate. A client
 # verifies the server's chain only when `ca` is set, and its host name only when `name` is
 # set. A server given `ca` requires client certificates signed by it. Validity dates use
-# mg_now(), seeded from time.time() at import (module_init.pxi). mg_tls_init() copies
-# everything it keeps, so the option bytes need to live only for the call.
+# mg_now(), seeded from time.time() at import (module_init.pxi). mg_tls_init() and OpenSSL
+# copy everything they keep, so the option bytes need to live only for the call.
 
 TLS_ENGINE = "openssl" if mg.CYM_TLS_OPENSSL else "builtin"
 
 cdef str _TLS_ACCEPTED = (
     "this build uses Mongoose's built-in TLS (cymongoose.TLS_ENGINE == 'builtin'), which "
-    "accepts only unencrypted ECDSA P-256 (prime256v1) keys, as PEM 'EC PRIVATE KEY' or PKCS#8 'PRIVATE KEY' (e.g. `openssl ecparam -name prime256v1 "
-    "-genkey -noout`); RSA, other curves and Ed25519 need the OpenSSL engine (docs/tls.md)")
+    "accepts only unencrypted ECDSA P-256 (prime256v1) keys, as PEM 'EC PRIVATE KEY' or "
+    "PKCS#8 'PRIVATE KEY' (e.g. `openssl ecparam -name prime256v1 -genkey -noout`); RSA, "
+    "other curves and Ed25519 need the OpenSSL engine (docs/tls.md)")
 
 cdef bytes _OID_EC_PUBLIC_KEY = bytes.fromhex("2a8648ce3d0201")   # 1.2.840.10045.2.1
 cdef bytes _OID_RSA = bytes.fromhex("2a864886f70d010101")         # 1.2.840.113549.1.1.1
@@ -416,99 +417,6 @@ cdef tuple _tls_check_opts(bytes ca, bytes cert, bytes key, bytes name):
     if len(name) > _TLS_MAX_NAME:
         raise ValueError(f"TlsOpts.name is longer than {_TLS_MAX_NAME} bytes")
     return (ca, cert, key, name)
-
-
-cdef list _tls_cert_ders(bytes data):
-    """Every certificate of a PEM bundle, or the one DER certificate, as DER."""
-    cdef list out = []
-    for m in _PEM_BLOCK.finditer(data):
-        if m.group(1) == b"CERTIFICATE":
-            try:
-                out.append(_binascii.a2b_base64(b"".join(m.group(2).split())))
-            except _binascii.Error:
-                raise ValueError("a CERTIFICATE block is not valid base64") from None
-    if not out and data[:1] == b"\x30":
-        out.append(data)
-    return out
-
-
-cdef double _tls_asn1_time(bytes der, tuple tlv) except? -1:
-    """Seconds since the epoch of an X.509 UTCTime or GeneralizedTime (RFC 5280 §4.1.2.5)."""
-    text = der[tlv[1]:tlv[2]].decode("ascii")
-    if tlv[0] == 0x17:  # YYMMDDHHMMSSZ; years 50-99 are 19xx
-        year = int(text[:2])
-        text = str(year + (1900 if year >= 50 else 2000)) + text[2:]
-    elif tlv[0] != 0x18:
-        raise _DerError("not a time")
-    if len(text) != 15 or text[14] != "Z":
-        raise _DerError("not a UTC time")
-    import calendar
-    return calendar.timegm((int(text[:4]), int(text[4:6]), int(text[6:8]), int(text[8:10]),
-                            int(text[10:12]), int(text[12:14]), 0, 0, 0))
-
-
-cdef tuple _tls_validity(bytes der):
-    """(notBefore, notAfter) of a DER certificate, as seconds since the epoch."""
-    cdef tuple root = _der(der, 0, len(der))
-    cdef list parts = _der_children(der, root[1], root[2])
-    cdef list tbs = _der_children(der, parts[0][1], parts[0][2])
-    cdef Py_ssize_t i = 1 if tbs[0][0] == 0xA0 else 0  # [0] version is optional
-    cdef list validity = _der_children(der, tbs[i + 3][1], tbs[i + 3][2])
-    return _tls_asn1_time(der, validity[0]), _tls_asn1_time(der, validity[1])
-
-
-cdef int _tls_check_cert_file(object path, bytes data) except -1:
-    """ValueError naming `path` unless every certificate in it is readable and valid now."""
-    import datetime
-    try:
-        _tls_check_certs(data, "cert")
-        ders = _tls_cert_ders(data)
-    except ValueError as exc:
-        raise ValueError(f"{path}: not a certificate file: {exc}") from None
-    now = _tls_time.time()
-    for i, der in enumerate(ders):
-        where = "" if len(ders) == 1 else f" (certificate {i + 1} of {len(ders)})"
-        try:
-            not_before, not_after = _tls_validity(der)
-        except (_DerError, IndexError, ValueError):
-            raise ValueError(f"{path}: malformed certificate{where}") from None
-        if now > not_after:
-            when = datetime.datetime.fromtimestamp(not_after, datetime.timezone.utc)
-            raise ValueError(
-                f"{path}: the certificate{where} expired on {when:%Y-%m-%d %H:%M:%S} UTC")
-        if now < not_before:
-            when = datetime.datetime.fromtimestamp(not_before, datetime.timezone.utc)
-            raise ValueError(f"{path}: the certificate{where} is not valid before "
-                             f"{when:%Y-%m-%d %H:%M:%S} UTC")
-    return 0
-
-
-cdef TlsOpts _tls_opts_from_files(object ca, object cert, object key, object name,
-                                  bint skip_verification):
-    import os
-    cdef dict data = {}
-    for field, path in (("ca", ca), ("cert", cert), ("key", key)):
-        if path is None:
-            continue
-        path = os.fspath(path)
-        with open(path, "rb") as f:  # OSError (missing, unreadable) names the file itself
-            data[field] = f.read()
-        if field != "key":
-            _tls_check_cert_file(path, data[field])
-    opts = TlsOpts(ca=data.get("ca"), cert=data.get("cert"), key=data.get("key"), name=name,
-                   skip_verification=skip_verification)
-    try:
-        _tls_prepared(opts)
-    except ValueError as exc:
-        # Messages say "TlsOpts.<field>": name the file that field came from instead.
-        text = str(exc)
-        for field, path in (("key", key), ("cert", cert), ("ca", ca)):
-            prefix = f"TlsOpts.{field}"
-            if path is not None and text.startswith(prefix):
-                text = f"{os.fspath(path)}: the {field} file" + text[len(prefix):]
-                break
-        raise ValueError(text) from None
-    return opts
 
 
 cdef int _tls_free(Connection conn) except -1:
