@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 ASAN_VENV := .venv-asan
 
 .PHONY: all setup fetch build demo test test-suite stubtest typecheck lint asan-test clean \
-        debian-packages
+        debian-packages build-packages
 
 all: build
 
@@ -16,10 +16,15 @@ fetch:
 	python3 vendor/mongoose/fetch.py
 
 debian-packages:
-	tools/ensure-debian-packages.sh tools/debian-packages.txt
+	tools/ensure-debian-packages.sh tools/debian-build-packages.txt tools/debian-packages.txt
+
+# What the build itself needs: OpenSSL for the default TLS engine (docs/tls.md).
+build-packages:
+	@[ "$${CYMONGOOSE_TLS:-openssl}" = builtin ] || \
+	    tools/ensure-debian-packages.sh tools/debian-build-packages.txt
 
 # Creates .venv with the dev tools and builds the extension into it.
-setup: fetch
+setup: fetch build-packages
 	$(UV) sync --group dev
 
 build: setup
@@ -48,7 +53,7 @@ lint:
 # extension, in its own environment so the normal build is untouched. Any ASan report fails
 # the run.
 # A smaller quarantine (freed memory ASan holds back) keeps the RSS-bound tests meaningful.
-asan-test: fetch
+asan-test: fetch build-packages
 	SKBUILD_BUILD_DIR=build/asan CYMONGOOSE_ASAN=ON UV_PROJECT_ENVIRONMENT=$(ASAN_VENV) \
 	    $(UV) sync --group dev --reinstall-package cymongoose
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1:quarantine_size_mb=32 \

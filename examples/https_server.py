@@ -1,4 +1,4 @@
-"""HTTPS server on Mongoose's built-in TLS, with a certificate you give or one it makes.
+"""HTTPS server with a certificate you give or one it makes.
 
     python examples/https_server.py --port 8443                  # makes a self-signed cert
     python examples/https_server.py --cert cert.pem --key key.pem --root ./public
@@ -7,9 +7,12 @@ With a generated certificate it prints where the certificate is, so you can trus
 
     curl --cacert /tmp/.../cert.pem https://localhost:8443/
 
-The built-in TLS speaks TLS 1.3 and accepts only ECDSA P-256 keys ("EC PRIVATE KEY" or
-PKCS#8 "PRIVATE KEY"); make one with
+With the default OpenSSL engine (cymongoose.TLS_ENGINE == "openssl") any RSA or ECDSA
+certificate works, over TLS 1.2 or 1.3. A build with Mongoose's built-in TLS speaks TLS 1.3
+and accepts only ECDSA P-256 keys; make one with
 `openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes ...`.
+The files are checked at start-up: an expired certificate, an encrypted key or one that is
+not the certificate's stops the server with a message naming the file.
 Ctrl-C (or SIGTERM) stops the server.
 """
 
@@ -93,11 +96,11 @@ def _is_ip(host: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="HTTPS server on Mongoose's built-in TLS")
+    parser = argparse.ArgumentParser(description="HTTPS server on cymongoose")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8443)
     parser.add_argument("--cert", type=Path, help="PEM certificate (chain, leaf first)")
-    parser.add_argument("--key", type=Path, help="PEM private key (ECDSA P-256)")
+    parser.add_argument("--key", type=Path, help="PEM private key, unencrypted")
     parser.add_argument("--cert-dir", type=Path,
                         help="where to write a generated certificate (default: a temp dir)")
     parser.add_argument("--root", type=Path, help="serve this directory instead of a greeting")
@@ -111,10 +114,13 @@ def main(argv: list[str] | None = None) -> int:
         args.cert, args.key = make_self_signed(directory, ["localhost", "127.0.0.1", "::1"])
         print(f"generated a self-signed certificate: {args.cert}", flush=True)
 
-    # tls_init() checks these on each connection: a key the built-in TLS cannot use raises
-    # ValueError saying why (logged below) and that connection is closed, never served
-    # in plain text.
-    opts = TlsOpts(cert=args.cert.read_bytes(), key=args.key.read_bytes())
+    # Read and checked once, here; tls_init() then reuses the checked options for every
+    # accepted connection.
+    try:
+        opts = TlsOpts.from_files(cert=args.cert, key=args.key)
+    except (OSError, ValueError) as exc:
+        print(f"https_server.py: {exc}", file=sys.stderr, flush=True)
+        return 2
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
 
     def handler(conn: Connection, ev: int, data: Any) -> None:

@@ -5,7 +5,9 @@
 # - A live mg_connection holds one strong reference to its Connection in c->fn_data,
 #   taken when the connection opens and released at MG_EV_CLOSE, when _c becomes NULL.
 # - Views (HttpMessage, WsMessage, MqttMessage) point into Mongoose's buffers only while
-#   their event handler runs; the pointer is cleared when it returns.
+#   their event handler runs; the pointer is cleared when it returns. Their *_view
+#   memoryviews come from the Connection's _RecvSpan and are released when the
+#   connection's outermost event returns (recv_views.pxi).
 
 from cpython.pystate cimport PyThreadState
 from libc.stdint cimport int64_t, uint64_t
@@ -103,6 +105,7 @@ cdef class Manager:
     cdef HttpLimits _limits
     cdef size_t _max_recv_size
     cdef bytes _dns_url  # keeps mgr.dns4.url / dns6.url alive once dns_server is set
+    cdef list _retired_recv  # pinned receive buffers to free before the next poll (addresses)
     cdef object __weakref__
 
     cdef int _ensure_open(self) except -1
@@ -131,26 +134,45 @@ cdef class Connection:
     cdef str _ws_close_reason
     cdef bint _ws_close_sent
     cdef tuple _peer  # (REMOTE_ADDR, REMOTE_PORT) strings, made once per connection
+    # Zero-copy views (recv_views.pxi): handler calls running for this connection (nested
+    # when ws_upgrade() fires MG_EV_WS_OPEN), and the exporter of this event's views.
+    cdef int _event_depth
+    cdef _RecvSpan _span
 
     cdef int _ensure_open(self) except -1
 
 
 cdef class HttpMessage:
     cdef mg.mg_http_message *_hm
+    cdef Connection _conn  # the event's connection, for *_view accessors; None after it
 
     cdef int _ensure_valid(self) except -1
 
 
 cdef class WsMessage:
     cdef mg.mg_ws_message *_wm
+    cdef Connection _conn
 
     cdef int _ensure_valid(self) except -1
 
 
 cdef class MqttMessage:
     cdef mg.mg_mqtt_message *_mm
+    cdef Connection _conn
 
     cdef int _ensure_valid(self) except -1
+
+
+cdef class _RecvSpan:
+    # Buffer exporter over a connection's receive buffer for one event (recv_views.pxi).
+    cdef const char *_buf  # c->recv.buf when the span was made
+    cdef Py_ssize_t _len  # c->recv.size then: every view lies inside the allocation
+    cdef Py_ssize_t _exports  # buffers given out by __getbuffer__ and not released yet
+    cdef char *_pinned  # Mongoose's old buffer, owned once the event ended with exports
+    cdef bint _valid  # False once the event ended: no new exports
+    cdef object _base  # memoryview over the whole span; views are slices of it
+    cdef list _handed  # every memoryview given to Python code during the event
+    cdef Manager _manager  # where to defer freeing _pinned while it polls
 
 
 cdef class Timer:
@@ -168,6 +190,13 @@ cdef class TlsOpts:
     cdef public bytes key
     cdef public bytes name
     cdef public bint skip_verification
+    # tls.pxi _tls_prepared(): the field objects last validated, and what they became.
+    cdef tuple _checked_fields
+    cdef tuple _prepared
+    # OpenSSL engine: the SSL_CTX made from _prepared for servers / clients (NULL until
+    # first used), shared by every connection; each holds its own reference.
+    cdef void *_ctx_server
+    cdef void *_ctx_client
 
 
 cdef class RpcReq:

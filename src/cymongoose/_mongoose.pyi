@@ -4,6 +4,7 @@ User-facing documentation of every class and function lives here.
 """
 
 import enum
+import os
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias, TypeVar, final
 
@@ -51,6 +52,9 @@ UNEXPOSED_EVENTS: dict[str, int]
 """Events Mongoose defines but never fires on connections this API creates (mDNS, Modbus)."""
 
 MONGOOSE_VERSION: str
+TLS_ENGINE: str
+"""The TLS engine this build uses: "openssl" (the default; RSA and ECDSA certificates, TLS 1.2
+and 1.3, ALPN http/1.1) or "builtin" (Mongoose's own TLS 1.3, ECDSA P-256 keys only)."""
 WAKEUP_MAX_PAYLOAD: int
 DEFAULT_MAX_RECV_SIZE: int
 
@@ -311,6 +315,15 @@ class Connection:
         """Copy of the first `length` received bytes (all if negative); `consume=True`
         removes them from the receive buffer."""
 
+    def recv_view(self) -> memoryview:
+        """The receive buffer's bytes, without a copy; only inside a handler of this
+        connection (else RuntimeError). `recv_data(consume=True)` moves what it shows.
+        Zero-copy: a read-only memoryview into the receive buffer, released when this
+        connection's event returns (then using it raises ValueError "operation forbidden on
+        released memoryview object"). Copy what you keep (`bytes(view)`). A slice of it, or
+        a buffer taken from it, that outlives the event reads a copy made then (with a
+        ResourceWarning), never freed memory."""
+
     def send_data(self, length: int = -1) -> bytes:
         """Copy of the pending send buffer (not consumed)."""
 
@@ -475,6 +488,24 @@ class HttpMessage:
     @property
     def body_text(self) -> str: ...
     @property
+    def body_view(self) -> memoryview:
+        """The body without a copy.
+        Zero-copy: a read-only memoryview into the receive buffer, released when this
+        connection's event returns (then using it raises ValueError "operation forbidden on
+        released memoryview object"). Copy what you keep (`bytes(view)`). A slice of it, or
+        a buffer taken from it, that outlives the event reads a copy made then (with a
+        ResourceWarning), never freed memory."""
+
+    @property
+    def head_view(self) -> memoryview:
+        """The request (or status) line and header lines as received, through the blank
+        line, without a copy. Same lifetime as `body_view`."""
+
+    def header_views(self) -> list[tuple[memoryview, memoryview]]:
+        """(name, value) of every header as raw bytes in wire order, duplicates kept,
+        without a copy. Same lifetime as `body_view`."""
+
+    @property
     def uri_bytes(self) -> bytes:
         """The request target's path as sent (not decoded)."""
 
@@ -524,6 +555,16 @@ class WsMessage:
     @property
     def text(self) -> str: ...
     @property
+    def data_view(self) -> memoryview:
+        """The message payload without a copy (`ws_send(msg.data_view)` echoes it with one
+        copy, into the send buffer).
+        Zero-copy: a read-only memoryview into the receive buffer, released when this
+        connection's event returns (then using it raises ValueError "operation forbidden on
+        released memoryview object"). Copy what you keep (`bytes(view)`). A slice of it, or
+        a buffer taken from it, that outlives the event reads a copy made then (with a
+        ResourceWarning), never freed memory."""
+
+    @property
     def flags(self) -> int:
         """First frame byte: the low 4 bits are the opcode."""
 
@@ -538,6 +579,15 @@ class MqttMessage:
     def data(self) -> bytes: ...
     @property
     def text(self) -> str: ...
+    @property
+    def data_view(self) -> memoryview:
+        """The PUBLISH payload without a copy.
+        Zero-copy: a read-only memoryview into the receive buffer, released when this
+        connection's event returns (then using it raises ValueError "operation forbidden on
+        released memoryview object"). Copy what you keep (`bytes(view)`). A slice of it, or
+        a buffer taken from it, that outlives the event reads a copy made then (with a
+        ResourceWarning), never freed memory."""
+
     @property
     def id(self) -> int: ...
     @property
@@ -578,6 +628,19 @@ class TlsOpts:
         name: str | bytes | None = None,
         skip_verification: bool = False,
     ) -> None: ...
+    @classmethod
+    def from_files(
+        cls,
+        ca: str | os.PathLike[str] | None = None,
+        cert: str | os.PathLike[str] | None = None,
+        key: str | os.PathLike[str] | None = None,
+        name: str | bytes | None = None,
+        skip_verification: bool = False,
+    ) -> TlsOpts:
+        """Read PEM (or DER) files and check them now: a certificate that is expired, not
+        yet valid or not a certificate, a key that is encrypted, unreadable or not the
+        certificate's, raises ValueError naming the file. Files are read once; the returned
+        options are reused for every connection."""
 
 @final
 class RpcReq:
@@ -650,6 +713,7 @@ __all__ = [
     "WAKEUP_MAX_PAYLOAD",
     "DEFAULT_MAX_RECV_SIZE",
     "MONGOOSE_VERSION",
+    "TLS_ENGINE",
     "MG_EV_ERROR",
     "MG_EV_OPEN",
     "MG_EV_POLL",

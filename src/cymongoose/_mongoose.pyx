@@ -8,7 +8,8 @@ fragment under _pxi/ says in its first line what it holds. The typed public cont
 user-facing docstrings live in _mongoose.pyi.
 """
 
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport (PyBUF_SIMPLE, PyBuffer_FillInfo, PyBuffer_Release,
+                             PyObject_CheckBuffer, PyObject_GetBuffer)
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.pystate cimport PyThreadState
 from cpython.unicode cimport (PyUnicode_1BYTE_DATA, PyUnicode_1BYTE_KIND, PyUnicode_GET_LENGTH,
@@ -17,6 +18,7 @@ from cpython.ref cimport Py_DECREF, Py_INCREF, PyObject
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.errno cimport EAGAIN, EINTR, errno
 from libc.stdio cimport FILE, SEEK_SET, fseek, ftell
+from libc.stdlib cimport calloc, free
 from libc.string cimport memchr, memcmp, memcpy, memset, strlen
 
 cimport cython
@@ -27,6 +29,7 @@ include "_pxi/errors.pxi"
 include "_pxi/constants.pxi"
 include "_pxi/buffers.pxi"
 include "_pxi/views.pxi"
+include "_pxi/recv_views.pxi"
 include "_pxi/dispatch.pxi"
 include "_pxi/connection.pxi"
 include "_pxi/manager.pxi"
@@ -42,6 +45,7 @@ include "_pxi/asgi_scope.pxi"
 include "_pxi/ws.pxi"
 include "_pxi/mqtt.pxi"
 include "_pxi/tls.pxi"
+include "_pxi/tls_files.pxi"
 include "_pxi/dns_sntp.pxi"
 include "_pxi/json_rpc.pxi"
 include "_pxi/util.pxi"

@@ -23,3 +23,10 @@ bench-profile: bench-setup
 # WebSocket echo: ours, uvicorn and granian on the ASGI echo app, a C client (ws_echo.py).
 bench-ws: bench-setup
 	UV="$(UV)" $(UV) run --no-sync python tests/benchmarks/ws_echo.py $(BENCH_ARGS)
+
+# TLS: handshake rate and HTTPS hello throughput, ours against nginx with the same
+# certificates (tls_bench.py; results/tls/). Extra options: BENCH_TLS_ARGS="--kinds rsa4096".
+BENCH_TLS_ARGS ?=
+.PHONY: bench-tls
+bench-tls: bench-setup
+	UV="$(UV)" $(UV) run --no-sync python tests/benchmarks/tls_bench.py $(BENCH_TLS_ARGS)

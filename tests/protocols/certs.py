@@ -1,8 +1,8 @@
 """Test-time certificates for the TLS tests: a private CA and leaf certificates.
 
-Mongoose's built-in TLS accepts ECDSA P-256 keys ("EC PRIVATE KEY" or PKCS#8) and RSA keys;
-its client offers only P-256 signatures unless told to skip verification. Keys default to
-P-256 in the traditional "EC PRIVATE KEY" form, the one Mongoose reads most directly.
+Keys default to P-256 in the traditional "EC PRIVATE KEY" form, which both TLS engines take
+(Mongoose's built-in one takes nothing else); the OpenSSL engine takes RSA and other curves.
+Keys are generated per test run, never committed.
 """
 
 from __future__ import annotations
@@ -26,13 +26,13 @@ PrivateKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey | ed25519.Ed25519Pri
 
 
 def new_key(kind: str = "p256") -> PrivateKey:
-    """kind: p256, p384, rsa2048, ed25519."""
+    """kind: p256, p384, rsa2048, rsa4096, ed25519."""
     if kind == "p256":
         return ec.generate_private_key(ec.SECP256R1())
     if kind == "p384":
         return ec.generate_private_key(ec.SECP384R1())
-    if kind == "rsa2048":
-        return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    if kind in ("rsa2048", "rsa4096"):
+        return rsa.generate_private_key(public_exponent=65537, key_size=int(kind[3:]))
     if kind == "ed25519":
         return ed25519.Ed25519PrivateKey.generate()
     raise ValueError(kind)
@@ -166,6 +166,12 @@ def retry_bad_signature(call: Callable[[], T]) -> T:
                     exc.__cause__ or exc.__context__ or "")):
                 raise
     raise AssertionError("unreachable")
+
+
+def is_non_tls_refusal(error: str) -> bool:
+    """The MG_EV_ERROR text for a peer that does not speak TLS, from either engine."""
+    return error == "TLS: the peer sent non-TLS data" or error.startswith(
+        "TLS handshake failed: protocol error")
 
 
 def run_tool(cmd: list[str], **kw: Any) -> subprocess.CompletedProcess[bytes]:

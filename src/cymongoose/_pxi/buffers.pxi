@@ -39,6 +39,15 @@ cdef bytes _coerce_bytes(object data, str argname):
             f"{argname} must be str or bytes-like, not {type(data).__name__}") from None
 
 
+cdef object _buffer_source(object data, str argname):
+    """`data` itself when it exposes a buffer (bytes, bytearray, a *_view memoryview), so
+    the caller copies it once, straight into Mongoose's send buffer; otherwise
+    _coerce_bytes(data) (str as UTF-8, and its TypeError for the rest)."""
+    if type(data) is bytes or (not isinstance(data, str) and PyObject_CheckBuffer(data)):
+        return data
+    return _coerce_bytes(data, argname)
+
+
 cdef inline bytes _utf8(str s):
     return s.encode("utf-8")
 

@@ -132,9 +132,20 @@ cdef class Connection:
 
     def send(self, data):
         self._ensure_open()
-        cdef bytes b = _coerce_bytes(data, "data")
-        if not mg.mg_send(self._c, PyBytes_AS_STRING(b), <size_t>PyBytes_GET_SIZE(b)):
+        cdef Py_buffer view
+        cdef bint ok
+        PyObject_GetBuffer(_buffer_source(data, "data"), &view, PyBUF_SIMPLE)
+        try:
+            ok = mg.mg_send(self._c, view.buf, <size_t>view.len)
+        finally:
+            PyBuffer_Release(&view)
+        if not ok:
             raise RuntimeError("send failed: out of memory for the send buffer")
+
+    def recv_view(self):
+        self._ensure_open()
+        return _recv_view(self, <const char *>self._c.recv.buf, self._c.recv.len,
+                          "Connection.recv_view()", "recv_data()")
 
     def recv_data(self, Py_ssize_t length=-1, *, bint consume=False):
         self._ensure_open()

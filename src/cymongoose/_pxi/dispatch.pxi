@@ -115,11 +115,16 @@ cdef void _deliver(Manager manager, Connection conn, mg.mg_connection *c, int ev
     if ev < 64 and not (conn._mask >> ev) & 1:
         return
     if ev == mg.MG_EV_POLL or ev == mg.MG_EV_READ or ev == mg.MG_EV_WRITE:
-        # The most frequent events carry no data: no view, no bookkeeping.
+        # The most frequent events carry no data: no message view, only the depth count
+        # that lets recv_view() work inside them.
+        conn._event_depth += 1
         try:
             handler(conn, ev, None)
         except BaseException as exc:
             _route_exception(manager, exc)
+        conn._event_depth -= 1
+        if conn._span is not None and conn._event_depth == 0:
+            _recv_span_end(conn)
         return
     cdef size_t send_mark = c.send.len
     cdef object data = None
@@ -129,17 +134,22 @@ cdef void _deliver(Manager manager, Connection conn, mg.mg_connection *c, int ev
     if ev == mg.MG_EV_HTTP_MSG or ev == mg.MG_EV_HTTP_HDRS or ev == mg.MG_EV_WS_OPEN:
         hview = _http_view(manager)
         hview._hm = <mg.mg_http_message *>ev_data
+        hview._conn = conn
         data = hview
     elif ev == mg.MG_EV_WS_MSG:
         wview = WsMessage.__new__(WsMessage)
         wview._wm = <mg.mg_ws_message *>ev_data
+        wview._conn = conn
         data = wview
     elif ev == mg.MG_EV_MQTT_MSG or ev == mg.MG_EV_MQTT_CMD:
         mview = MqttMessage.__new__(MqttMessage)
         mview._mm = <mg.mg_mqtt_message *>ev_data
+        mview._conn = conn
         data = mview
     elif ev == mg.MG_EV_ERROR:
         data = (<const char *>ev_data).decode("utf-8", "ignore") if ev_data != NULL else ""
+        if c.is_tls:
+            data = _tls_error_text(c, data)  # tls.pxi: say why a handshake failed
     elif ev == mg.MG_EV_MQTT_OPEN:
         # mongoose.h documents int *, but mqtt_cb passes &mm.ack, a uint8_t (7.23).
         data = (<uint8_t *>ev_data)[0] if ev_data != NULL else 0
@@ -147,6 +157,7 @@ cdef void _deliver(Manager manager, Connection conn, mg.mg_connection *c, int ev
         data = (<int64_t *>ev_data)[0] if ev_data != NULL else 0
     elif ev == mg.MG_EV_WAKEUP:
         data = _bytes_mg((<mg.mg_str *>ev_data)[0]) if ev_data != NULL else b""
+    conn._event_depth += 1
     try:
         handler(conn, ev, data)
     except BaseException as exc:
@@ -158,10 +169,16 @@ cdef void _deliver(Manager manager, Connection conn, mg.mg_connection *c, int ev
         # freed memory.
         if hview is not None:
             hview._hm = NULL
+            hview._conn = None
         elif wview is not None:
             wview._wm = NULL
+            wview._conn = None
         elif mview is not None:
             mview._mm = NULL
+            mview._conn = None
+        conn._event_depth -= 1
+        if conn._span is not None and conn._event_depth == 0:
+            _recv_span_end(conn)  # recv_views.pxi: the memoryviews die too
 
 
 _EVENTS_ATTR = "cymongoose_events"
@@ -225,10 +242,14 @@ cdef void _deliver_synthetic(Manager manager, Connection conn, int ev, object da
         conn._mask_handler = handler
     if ev < 64 and not (conn._mask >> ev) & 1:
         return
+    conn._event_depth += 1
     try:
         handler(conn, ev, data)
     except BaseException as exc:
         _route_exception(manager, exc)
+    conn._event_depth -= 1
+    if conn._span is not None and conn._event_depth == 0:
+        _recv_span_end(conn)
 
 
 cdef bint _route_exception(Manager manager, BaseException exc) noexcept:

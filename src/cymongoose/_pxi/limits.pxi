@@ -619,6 +619,7 @@ cdef void _run_parser(mg.mg_connection *c, HttpGuard *g, size_t window) noexcept
     back behind whatever http_cb left."""
     cdef size_t total = c.recv.len
     cdef unsigned char *buf = c.recv.buf
+    cdef size_t size = c.recv.size
     cdef long zero = 0
     if window < total:
         c.recv.len = window
@@ -627,9 +628,11 @@ cdef void _run_parser(mg.mg_connection *c, HttpGuard *g, size_t window) noexcept
     g.flags &= ~_GF_IN_PARSER
     if window < total:
         # http_cb only deletes from the front (mg_iobuf_del moves and zeroes bytes below
-        # `window`), so the cut-off tail is intact at buf + window.
-        if c.recv.buf == buf and c.recv.len <= window:
-            memmove(buf + c.recv.len, buf + window, total - window)
+        # `window`), so the cut-off tail is intact at buf + window. The buffer moves
+        # without changing size only when a view outlived the handler (recv_views.pxi
+        # pinned it): the replacement is a copy of the whole allocation, tail included.
+        if (c.recv.buf == buf or c.recv.size == size) and c.recv.len <= window:
+            memmove(c.recv.buf + c.recv.len, c.recv.buf + window, total - window)
             c.recv.len += total - window
         else:
             c.is_closing = 1

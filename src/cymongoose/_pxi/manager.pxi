@@ -48,6 +48,7 @@ cdef class Manager:
         self._polling = False
         self._timers = set()
         self._wakeup_queue = _collections.deque()
+        self._retired_recv = []
         self._limits = _DEFAULT_LIMITS
         self._max_recv_size = DEFAULT_MAX_RECV_SIZE
 
@@ -83,6 +84,8 @@ cdef class Manager:
         self._release_timers()
         mg.mg_mgr_free(&self._mgr)
         self._closed = True
+        if self._retired_recv is not None:
+            _free_retired_recv(self)
 
     def __enter__(self):
         return self
@@ -176,6 +179,7 @@ cdef class Manager:
                 "poll() is already running on this Manager (re-entrant call from a handler, "
                 "or a second thread); only one thread may poll a Manager")
         self._reap_timers()
+        _free_retired_recv(self)  # recv_views.pxi: pinned buffers no view uses any more
         _dns_wrap(&self._mgr)  # dns_sntp.pxi: resolver sockets opened since the last poll
         self._polling = True
         self._stop_dispatch = False
@@ -247,6 +251,7 @@ cdef class Manager:
             self._closed = True
             self._wakeup_queue.clear()
             self._http_view = None
+            _free_retired_recv(self)
         if self._fatal is not None:
             exc, self._fatal = self._fatal, None
             raise exc

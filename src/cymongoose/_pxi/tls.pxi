@@ -1,35 +1,47 @@
-# TLS options, their validation against what Mongoose's built-in TLS 1.3 engine accepts, and
-# per-connection TLS set-up and release.
+# TLS options, their validation against what the TLS engine accepts, and per-connection TLS
+# set-up and release.
 
 import binascii as _binascii
 import re as _re
 import warnings as _tls_warnings
 
-# What Mongoose 7.23's built-in TLS (src/tls_builtin.c) accepts, checked here so a wrong key
-# is a ValueError naming the problem instead of a handshake that fails later:
-# - Private key: ECDSA P-256 only ("EC PRIVATE KEY", or PKCS#8 "PRIVATE KEY" with the
-#   prime256v1 curve), unencrypted. Mongoose parses RSA keys too, but its RSA-CRT signer
-#   (mg_rsa_crt_sign) compares a BearSSL-encoded bit length with a byte count and fails every
-#   signature, so an RSA key would fail every handshake ("TLS OOM"): refused here.
-#   mg_parse_pem() reads only the first PEM block of a string, so the key block is extracted
-#   from files that carry more (EC PARAMETERS, certificates); DER input is re-wrapped as PEM
-#   with the label Mongoose expects.
-# - Certificates: PEM (a chain: leaf first) or one DER certificate. A client verifies the
-#   server's chain only when `ca` is set, and its host name only when `name` is set (an IP
-#   SAN equal to the address connected to also passes, whatever `name` says). Without
-#   skip_verification a client offers only ECDSA P-256 signatures, so the server it talks to
-#   must use a P-256 certificate. A server given `ca` requires client certificates.
-# - Validity dates use mg_now(), seeded from time.time() at import (module_init.pxi).
-# - Known Mongoose 7.23 defect, not fixable from here: its ECDSA CertificateVerify keeps a
-#   leading zero byte of r or s (not minimal DER), and OpenSSL-based peers reject about 0.4%
-#   of handshakes with "bad signature"; the fix belongs in mg_tls_send_cert_verify().
-# mg_tls_init() copies everything it keeps (DER buffers, host name), so the option bytes need
-# to live only for the call.
+# The engine is chosen at build time (CMake CYMONGOOSE_TLS, docs/tls.md):
+# - "openssl" (default): Mongoose's OpenSSL backend over the system libssl. RSA, ECDSA and
+#   Ed25519 keys, TLS 1.2 and 1.3. Mongoose's mg_tls_init() would build an SSL_CTX and
+#   parse the certificate and key for every connection (1.7 ms with RSA-2048, more than
+#   the handshake), so cym_tls.h makes one SSL_CTX per TlsOpts and role, on first use, and
+#   gives each connection the struct mg_tls that Mongoose's handshake, I/O and
+#   mg_tls_free() expect. Keys are checked and re-encoded once per TlsOpts (the key must
+#   belong to the certificate; an encrypted key is refused before OpenSSL could prompt for
+#   a password on the terminal). A DER `ca` is wrapped as PEM. Servers pick http/1.1 by
+#   ALPN.
+# - "builtin": Mongoose 7.23's own TLS 1.3 (src/tls_builtin.c), checked below so a wrong key
+#   is a ValueError naming the problem instead of a handshake that fails later:
+#   - Private key: ECDSA P-256 only ("EC PRIVATE KEY", or PKCS#8 "PRIVATE KEY" with the
+#     prime256v1 curve), unencrypted. Mongoose parses RSA keys too, but its RSA-CRT signer
+#     (mg_rsa_crt_sign) compares a BearSSL-encoded bit length with a byte count and fails
+#     every signature, so an RSA key would fail every handshake ("TLS OOM"): refused here.
+#     mg_parse_pem() reads only the first PEM block of a string, so the key block is
+#     extracted from files that carry more (EC PARAMETERS, certificates); DER input is
+#     re-wrapped as PEM with the label Mongoose expects.
+#   - Without skip_verification a client offers only ECDSA P-256 signatures, so the server
+#     it talks to must use a P-256 certificate. An IP SAN equal to the address connected to
+#     passes the host check, whatever `name` says.
+#   - Known Mongoose 7.23 defect: its ECDSA CertificateVerify keeps a leading zero byte of r
+#     or s (not minimal DER); vendor/mongoose/build_fixes.py fixes it in our build.
+# Both engines: certificates are PEM (a chain: leaf first) or one DER certificate. A client
+# verifies the server's chain only when `ca` is set, and its host name only when `name` is
+# set. A server given `ca` requires client certificates signed by it. Validity dates use
+# mg_now(), seeded from time.time() at import (module_init.pxi). mg_tls_init() and OpenSSL
+# copy everything they keep, so the option bytes need to live only for the call.
+
+TLS_ENGINE = "openssl" if mg.CYM_TLS_OPENSSL else "builtin"
 
 cdef str _TLS_ACCEPTED = (
-    "Mongoose's built-in TLS accepts only unencrypted ECDSA P-256 (prime256v1) keys, as PEM "
-    "'EC PRIVATE KEY' or PKCS#8 'PRIVATE KEY' (e.g. `openssl ecparam -name prime256v1 "
-    "-genkey -noout`); RSA, other curves and Ed25519 are not supported")
+    "this build uses Mongoose's built-in TLS (cymongoose.TLS_ENGINE == 'builtin'), which "
+    "accepts only unencrypted ECDSA P-256 (prime256v1) keys, as PEM 'EC PRIVATE KEY' or "
+    "PKCS#8 'PRIVATE KEY' (e.g. `openssl ecparam -name prime256v1 -genkey -noout`); RSA, "
+    "other curves and Ed25519 need the OpenSSL engine (docs/tls.md)")
 
 cdef bytes _OID_EC_PUBLIC_KEY = bytes.fromhex("2a8648ce3d0201")   # 1.2.840.10045.2.1
 cdef bytes _OID_RSA = bytes.fromhex("2a864886f70d010101")         # 1.2.840.113549.1.1.1
@@ -62,6 +74,18 @@ cdef class TlsOpts:
         self.key = b"" if key is None else _coerce_bytes(key, "key")
         self.name = b"" if name is None else _coerce_bytes(name, "name")
         self.skip_verification = skip_verification
+
+    def __dealloc__(self):
+        _tls_drop_contexts(self)
+
+    def __reduce__(self):
+        # The OpenSSL contexts cannot travel; the fields can, and the copy rebuilds its own.
+        return (TlsOpts, (self.ca, self.cert, self.key, self.name,
+                          bool(self.skip_verification)))
+
+    @classmethod
+    def from_files(cls, ca=None, cert=None, key=None, name=None, skip_verification=False):
+        return _tls_opts_from_files(ca, cert, key, name, skip_verification)
 
     def __repr__(self):
         # Never show key material.
@@ -177,16 +201,30 @@ cdef bytes _pem(str label, bytes der):
             b"\n-----END " + label.encode() + b"-----\n")
 
 
-cdef bytes _tls_key(bytes key):
+cdef bytes _tls_key(bytes key, bytes cert):
     """The private key as one PEM block Mongoose parses, or ValueError saying why not."""
     cdef list blocks = [(m.group(1).decode("ascii"), m.group(2))
                         for m in _PEM_BLOCK.finditer(key)]
     cdef list keys = [b for b in blocks if "PRIVATE KEY" in b[0]]
     cdef str label
     cdef bytes der
+    if not blocks and b"-----BEGIN" in key:
+        raise ValueError("TlsOpts.key: the PEM block is incomplete (no matching END line)")
+    if blocks:
+        if not keys:
+            found = ", ".join(sorted({b[0] for b in blocks}))
+            raise ValueError(f"TlsOpts.key holds no private key (found: {found})")
+        if len(keys) > 1:
+            raise ValueError("TlsOpts.key holds more than one private key; pass exactly one")
+        label, body = keys[0]
+        if label == "ENCRYPTED PRIVATE KEY" or b"ENCRYPTED" in body.split(b"\n\n")[0]:
+            raise ValueError(
+                "TlsOpts.key is encrypted; decrypt it first (for example "
+                "`openssl pkey -in key.pem -out plain.pem`): cymongoose does not take key "
+                "passwords")
+    if mg.CYM_TLS_OPENSSL:
+        return _tls_key_openssl(key, cert)
     if not blocks:
-        if b"-----BEGIN" in key:
-            raise ValueError("TlsOpts.key: the PEM block is incomplete (no matching END line)")
         der = key  # DER: find out what it is and wrap it with the right label
         try:
             _tls_check_sec1(der, 0, len(der), True)
@@ -205,16 +243,6 @@ cdef bytes _tls_key(bytes key):
             raise ValueError(
                 f"TlsOpts.key is neither a PEM private key nor a DER one; {_TLS_ACCEPTED}"
             ) from None
-    if not keys:
-        found = ", ".join(sorted({b[0] for b in blocks}))
-        raise ValueError(f"TlsOpts.key holds no private key (found: {found}); {_TLS_ACCEPTED}")
-    if len(keys) > 1:
-        raise ValueError("TlsOpts.key holds more than one private key; pass exactly one")
-    label, body = keys[0]
-    if label == "ENCRYPTED PRIVATE KEY" or b"ENCRYPTED" in body.split(b"\n\n")[0]:
-        raise ValueError(
-            "TlsOpts.key is encrypted; decrypt it first (for example "
-            "`openssl pkey -in key.pem -out plain.pem`): Mongoose cannot read encrypted keys")
     if label not in ("EC PRIVATE KEY", "PRIVATE KEY", "RSA PRIVATE KEY"):
         raise ValueError(f"TlsOpts.key is a {label!r} block; {_TLS_ACCEPTED}")
     try:
@@ -231,6 +259,23 @@ cdef bytes _tls_key(bytes key):
     except _DerError as exc:
         raise ValueError(f"TlsOpts.key: malformed {label} ({exc}); {_TLS_ACCEPTED}") from None
     return _pem(label, der)
+
+
+cdef bytes _tls_key_openssl(bytes key, bytes cert):
+    """OpenSSL engine: the key re-encoded as unencrypted PKCS#8 PEM, checked against the
+    certificate (cym_tls.h)."""
+    cdef char *out = NULL
+    cdef size_t out_len = 0
+    cdef char err[256]
+    err[0] = 0
+    if mg.cym_tls_key_pem(PyBytes_AS_STRING(key), <size_t>PyBytes_GET_SIZE(key),
+                          PyBytes_AS_STRING(cert), <size_t>PyBytes_GET_SIZE(cert),
+                          &out, &out_len, err, sizeof(err)) != 0:
+        raise ValueError(f"TlsOpts.key: {err.decode('utf-8', 'replace')}")
+    try:
+        return PyBytes_FromStringAndSize(out, <Py_ssize_t>out_len)
+    finally:
+        mg.cym_tls_free(out)
 
 
 cdef int _tls_check_certs(bytes pem, str argname) except -1:
@@ -253,6 +298,26 @@ cdef inline mg.mg_str _tls_str(bytes b):
     return s
 
 
+cdef tuple _tls_prepared(TlsOpts opts):
+    """(ca, cert, key, name) as handed to Mongoose, validated once per set of field values."""
+    cdef bytes ca = opts.ca if opts.ca is not None else b""
+    cdef bytes cert = opts.cert if opts.cert is not None else b""
+    cdef bytes key = opts.key if opts.key is not None else b""
+    cdef bytes name = opts.name if opts.name is not None else b""
+    # The fields are public and writable: the cache holds the very objects it checked, so
+    # any assignment (even of equal bytes) validates again. A server calls tls_init() with
+    # the same TlsOpts for every accepted connection; this saves the parse each time.
+    cdef tuple seen = opts._checked_fields
+    if (seen is not None and seen[0] is ca and seen[1] is cert and seen[2] is key
+            and seen[3] is name):
+        return opts._prepared
+    cdef tuple prepared = _tls_check_opts(ca, cert, key, name)
+    _tls_drop_contexts(opts)  # made from the previous values
+    opts._checked_fields = (ca, cert, key, name)
+    opts._prepared = prepared
+    return prepared
+
+
 cdef int _tls_init(Connection conn, TlsOpts opts) except -1:
     conn._ensure_open()
     if opts is None:
@@ -266,18 +331,31 @@ cdef int _tls_init(Connection conn, TlsOpts opts) except -1:
         return 0
     if c.tls != NULL:
         raise RuntimeError("tls_init() was already called on this connection")
-    cdef bytes ca = opts.ca if opts.ca is not None else b""
-    cdef bytes cert = opts.cert if opts.cert is not None else b""
-    cdef bytes key = opts.key if opts.key is not None else b""
-    cdef bytes name = opts.name if opts.name is not None else b""
+    cdef tuple prepared
     try:
-        key = _tls_check_opts(ca, cert, key, name)
+        prepared = _tls_prepared(opts)
     except BaseException:
         # Never let the connection go on without TLS: on an https:// listener Mongoose would
         # serve it in plain text once MG_EV_ACCEPT returns without a TLS set-up.
         c.is_closing = 1
         raise
+    cdef bytes ca = prepared[0]
+    cdef bytes cert = prepared[1]
+    cdef bytes key = prepared[2]
+    cdef bytes name = prepared[3]
     cdef mg.mg_tls_opts o
+    cdef void *ctx
+    if mg.CYM_TLS_OPENSSL:
+        try:
+            ctx = _tls_shared_context(opts, c.is_client, ca, cert, key if cert else b"")
+        except BaseException:
+            c.is_closing = 1
+            raise
+        if mg.cym_tls_attach(c, ctx, PyBytes_AS_STRING(name), <size_t>PyBytes_GET_SIZE(name),
+                             1 if ca else 0) != 0:
+            c.is_closing = 1
+            raise MemoryError("tls_init(): out of memory for the TLS session")
+        return 0
     memset(&o, 0, sizeof(o))
     o.ca = _tls_str(ca)
     o.cert = _tls_str(cert)
@@ -290,21 +368,55 @@ cdef int _tls_init(Connection conn, TlsOpts opts) except -1:
     return 0
 
 
-cdef bytes _tls_check_opts(bytes ca, bytes cert, bytes key, bytes name):
-    """Validate the options; returns the key as the one PEM block Mongoose will read."""
+cdef void *_tls_shared_context(TlsOpts opts, bint is_client, bytes ca, bytes cert,
+                               bytes key) except NULL:
+    """The OpenSSL context for this TlsOpts and role, made on first use (cym_tls.h)."""
+    cdef void *ctx = opts._ctx_client if is_client else opts._ctx_server
+    cdef char err[256]
+    if ctx != NULL:
+        return ctx
+    err[0] = 0
+    ctx = mg.cym_tls_ctx_new(1 if is_client else 0, PyBytes_AS_STRING(ca),
+                             <size_t>PyBytes_GET_SIZE(ca), PyBytes_AS_STRING(cert),
+                             <size_t>PyBytes_GET_SIZE(cert), PyBytes_AS_STRING(key),
+                             <size_t>PyBytes_GET_SIZE(key), err, sizeof(err))
+    if ctx == NULL:
+        raise ValueError(f"TlsOpts: {err.decode('utf-8', 'replace')}")
+    if is_client:
+        opts._ctx_client = ctx
+    else:
+        opts._ctx_server = ctx
+    return ctx
+
+
+cdef void _tls_drop_contexts(TlsOpts opts) noexcept:
+    # Connections using them keep their own references (SSL_CTX_up_ref in cym_tls_attach).
+    if opts._ctx_server != NULL:
+        mg.cym_tls_ctx_free(opts._ctx_server)
+        opts._ctx_server = NULL
+    if opts._ctx_client != NULL:
+        mg.cym_tls_ctx_free(opts._ctx_client)
+        opts._ctx_client = NULL
+
+
+cdef tuple _tls_check_opts(bytes ca, bytes cert, bytes key, bytes name):
+    """Validate the options; returns them as Mongoose will read them (the key as one PEM
+    block; with OpenSSL, a DER `ca` as PEM)."""
     if ca:
         _tls_check_certs(ca, "ca")
+        if mg.CYM_TLS_OPENSSL and ca[:1] == b"\x30":
+            ca = _pem("CERTIFICATE", ca)
     if cert:
         _tls_check_certs(cert, "cert")
         if not key:
             raise ValueError("TlsOpts.cert is set without its private key: set TlsOpts.key")
     if key:
-        key = _tls_key(key)
+        key = _tls_key(key, cert)
     if b"\x00" in name:
         raise ValueError("TlsOpts.name must not contain NUL bytes")
     if len(name) > _TLS_MAX_NAME:
         raise ValueError(f"TlsOpts.name is longer than {_TLS_MAX_NAME} bytes")
-    return key
+    return (ca, cert, key, name)
 
 
 cdef int _tls_free(Connection conn) except -1:
@@ -321,14 +433,33 @@ cdef int _tls_free(Connection conn) except -1:
     return 0
 
 
+cdef str _tls_error_text(mg.mg_connection *c, str text):
+    """Mongoose's OpenSSL handshake error ("tls hs: rc -1, err 1") made readable."""
+    if not mg.CYM_TLS_OPENSSL or not text.startswith("tls hs:"):
+        return text
+    cdef char buf[256]
+    if mg.cym_tls_verify_error(c, buf, sizeof(buf)):
+        return buf.decode("utf-8", "replace")
+    code = text.rpartition(" ")[2]
+    if code == "1":  # SSL_ERROR_SSL
+        reason = ("protocol error: not TLS, no common version or cipher, a missing or "
+                  "refused certificate, or a fatal alert from the peer")
+    elif code == "5":  # SSL_ERROR_SYSCALL
+        reason = "the peer closed the connection"
+    else:
+        reason = "OpenSSL error"
+    return f"TLS handshake failed: {reason} ({text})"
+
+
 cdef extern from "<sys/socket.h>" nogil:
     ssize_t recv(int fd, void *buf, size_t n, int flags)
     enum:
         MSG_PEEK
         MSG_DONTWAIT
 
-# TLS 1.3 (RFC 8446 §5.2): a protected record carries at most 2^14 + 256 bytes.
-DEF _TLS_MAX_RECORD = 16384 + 256
+# A protected record carries at most 2^14 + 256 bytes in TLS 1.3 (RFC 8446 §5.2) and
+# 2^14 + 2048 in TLS 1.2 (RFC 5246 §6.2.3), which only the OpenSSL engine speaks.
+cdef size_t _TLS_MAX_RECORD = 16384 + (2048 if mg.CYM_TLS_OPENSSL else 256)
 
 
 cdef void _tls_screen(mg.mg_connection *c) noexcept nogil:

@@ -1,4 +1,6 @@
-# Zero-copy message views valid for one event: HttpMessage, WsMessage, MqttMessage.
+# Message views valid for one event: HttpMessage, WsMessage, MqttMessage. Plain names and
+# *_bytes/*_text copy; *_view accessors return memoryviews into the receive buffer that are
+# released when the event ends (recv_views.pxi).
 
 
 # mg_http_get_var() writes into a caller buffer; 0.2.5's documented limit for a decoded value.
@@ -55,6 +57,41 @@ cdef class HttpMessage:
     def body_text(self):
         self._ensure_valid()
         return _decode_mg(self._hm.body)
+
+    @property
+    def body_view(self):
+        self._ensure_valid()
+        return _recv_view(self._conn, self._hm.body.buf, self._hm.body.len,
+                          "HttpMessage.body_view", "body_bytes")
+
+    @property
+    def head_view(self):
+        # The request (or status) line and header lines exactly as received, up to and
+        # including the blank line.
+        self._ensure_valid()
+        cdef const char *start = self._hm.head.buf
+        cdef size_t n = self._hm.head.len
+        # Mongoose's head excludes the final blank line; include it when it follows.
+        if self._hm.body.buf != NULL and self._hm.body.buf >= start + n:
+            n = <size_t>(self._hm.body.buf - start)
+        return _recv_view(self._conn, start, n, "HttpMessage.head_view", "headers_bytes()")
+
+    def header_views(self):
+        # (name, value) memoryviews in arrival order, duplicates kept.
+        self._ensure_valid()
+        cdef list out = []
+        cdef size_t i
+        cdef mg.mg_http_header *h
+        for i in range(<size_t>mg.MG_MAX_HTTP_HEADERS):
+            h = &self._hm.headers[i]
+            if h.name.len == 0:
+                break
+            out.append((
+                _recv_view(self._conn, h.name.buf, h.name.len, "HttpMessage.header_views()",
+                           "headers_bytes()"),
+                _recv_view(self._conn, h.value.buf, h.value.len,
+                           "HttpMessage.header_views()", "headers_bytes()")))
+        return out
 
     def header(self, str name not None, default=None):
         self._ensure_valid()
@@ -194,6 +231,12 @@ cdef class WsMessage:
         return _decode_mg(self._wm.data)
 
     @property
+    def data_view(self):
+        self._ensure_valid()
+        return _recv_view(self._conn, self._wm.data.buf, self._wm.data.len,
+                          "WsMessage.data_view", "data")
+
+    @property
     def flags(self):
         self._ensure_valid()
         return self._wm.flags
@@ -234,6 +277,12 @@ cdef class MqttMessage:
     def text(self):
         self._ensure_valid()
         return _decode_mg(self._mm.data)
+
+    @property
+    def data_view(self):
+        self._ensure_valid()
+        return _recv_view(self._conn, self._mm.data.buf, self._mm.data.len,
+                          "MqttMessage.data_view", "data")
 
     @property
     def id(self):

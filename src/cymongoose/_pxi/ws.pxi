@@ -204,8 +204,16 @@ cdef int _ws_send(Connection conn, object data, object op) except -1:
         raise TypeError(f"op must be an int WebSocket opcode, not {type(op).__name__}")
     if op < 0 or op > 15:
         raise ValueError(f"op must be a WebSocket opcode between 0 and 15, not {op}")
-    cdef bytes b = _coerce_bytes(data, "data")
-    cdef size_t n = <size_t>PyBytes_GET_SIZE(b)
+    cdef Py_buffer view
+    PyObject_GetBuffer(_buffer_source(data, "data"), &view, PyBUF_SIMPLE)  # a *_view: no copy
+    try:
+        _ws_send_buffer(conn, <const char *>view.buf, <size_t>view.len, op)
+    finally:
+        PyBuffer_Release(&view)
+    return 0
+
+
+cdef int _ws_send_buffer(Connection conn, const char *buf, size_t n, int op) except -1:
     if op >= 8 and n > 125:
         raise ValueError(
             f"control frames (op {op}) carry at most 125 bytes (RFC 6455 §5.5), got {n}")
@@ -213,7 +221,7 @@ cdef int _ws_send(Connection conn, object data, object op) except -1:
     cdef mg.mg_connection *c = conn._c
     if iop == mg.WEBSOCKET_OP_CLOSE:
         conn._ws_close_sent = True
-    if mg.mg_ws_send(c, PyBytes_AS_STRING(b), n, iop) < n + 2:
+    if mg.mg_ws_send(c, buf, n, iop) < n + 2:
         # Mongoose may have queued the header without the payload: the stream is broken.
         c.is_closing = 1
         raise RuntimeError("ws_send failed: out of memory for the send buffer")

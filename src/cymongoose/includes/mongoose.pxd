@@ -425,3 +425,19 @@ cdef extern from "cym_extra.h" nogil:
     # interest (EPOLLIN unless c->is_full, EPOLLOUT if wr), with no system call when it is
     # already registered (kept in c->prof.len).
     void cym_epoll_set(mg_connection *c, int wr)
+
+
+cdef extern from "cym_tls.h" nogil:
+    # The TLS engine's own calls (tls.pxi); inert when built with Mongoose's built-in TLS.
+    enum:
+        CYM_TLS_OPENSSL  # 1 when built with MG_TLS_OPENSSL
+    int cym_tls_key_pem(const char *key, size_t key_len, const char *cert, size_t cert_len,
+                        char **out, size_t *out_len, char *err, size_t errlen)
+    void cym_tls_free(char *p)
+    int cym_tls_verify_error(mg_connection *c, char *buf, size_t len)
+    void *cym_tls_ctx_new(int is_client, const char *ca, size_t ca_len, const char *cert,
+                          size_t cert_len, const char *key, size_t key_len, char *err,
+                          size_t errlen)
+    void cym_tls_ctx_free(void *ctx)
+    int cym_tls_attach(mg_connection *c, void *shared, const char *name, size_t name_len,
+                       int verifies)

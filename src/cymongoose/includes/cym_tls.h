@@ -1,0 +1,339 @@
+/* What tls.pxi needs from the TLS engine Mongoose was built with (CMake CYMONGOOSE_TLS).
+ * With the OpenSSL engine these call libssl; with the built-in one they are inert and
+ * tls.pxi never calls them (it branches on CYM_TLS_OPENSSL). */
+#ifndef CYM_TLS_H
+#define CYM_TLS_H
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "mongoose.h"
+
+#if MG_TLS == MG_TLS_OPENSSL
+#define CYM_TLS_OPENSSL 1
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+/* A password callback that refuses: without one, OpenSSL would prompt on the terminal for
+ * an encrypted key (Mongoose passes NULL), blocking the event loop. */
+static int cym_tls_no_password(char *buf, int size, int rwflag, void *u) {
+  (void) buf, (void) size, (void) rwflag, (void) u;
+  return -1;
+}
+
+static void cym_tls_error_text(const char *what, char *err, size_t errlen) {
+  unsigned long e = ERR_peek_last_error();
+  char reason[160];
+  if (e != 0) {
+    ERR_error_string_n(e, reason, sizeof(reason));
+    snprintf(err, errlen, "%s (%s)", what, reason);
+  } else {
+    snprintf(err, errlen, "%s", what);
+  }
+  ERR_clear_error();
+}
+
+/* The private key in key[0:key_len] (PEM, other PEM blocks allowed around it, or DER)
+ * re-encoded as one unencrypted PKCS#8 PEM block, the form Mongoose's load_key() reads.
+ * When cert_len > 0 the key must belong to the first certificate of cert (PEM or DER).
+ * Returns 0 and *out (release with cym_tls_free) or -1 with a message in err. */
+static int cym_tls_key_pem(const char *key, size_t key_len, const char *cert,
+                           size_t cert_len, char **out, size_t *out_len, char *err,
+                           size_t errlen) {
+  BIO *in = NULL, *mem = NULL;
+  EVP_PKEY *pkey = NULL;
+  X509 *x509 = NULL;
+  const unsigned char *p = (const unsigned char *) key;
+  char *data = NULL;
+  long n;
+  int rc = -1;
+  *out = NULL;
+  *out_len = 0;
+  ERR_clear_error();
+  if (key_len > 0 && (unsigned char) key[0] == 0x30) {
+    pkey = d2i_AutoPrivateKey(NULL, &p, (long) key_len);
+  } else if ((in = BIO_new_mem_buf(key, (int) key_len)) != NULL) {
+    pkey = PEM_read_bio_PrivateKey(in, NULL, cym_tls_no_password, NULL);
+    BIO_free(in);
+    in = NULL;
+  }
+  if (pkey == NULL) {
+    cym_tls_error_text("OpenSSL cannot read the private key", err, errlen);
+    goto done;
+  }
+  if (cert_len > 0 && (in = BIO_new_mem_buf(cert, (int) cert_len)) != NULL) {
+    x509 = (unsigned char) cert[0] == 0x30 ? d2i_X509_bio(in, NULL)
+                                           : PEM_read_bio_X509(in, NULL, NULL, NULL);
+    if (x509 == NULL) {
+      cym_tls_error_text("OpenSSL cannot read the certificate", err, errlen);
+      goto done;
+    }
+    if (X509_check_private_key(x509, pkey) != 1) {
+      cym_tls_error_text("the private key does not belong to the (first) certificate", err,
+                         errlen);
+      goto done;
+    }
+  }
+  if ((mem = BIO_new(BIO_s_mem())) == NULL ||
+      PEM_write_bio_PrivateKey(mem, pkey, NULL, NULL, 0, NULL, NULL) != 1) {
+    cym_tls_error_text("OpenSSL could not re-encode the private key", err, errlen);
+    goto done;
+  }
+  n = BIO_get_mem_data(mem, &data);
+  if (n <= 0 || (*out = (char *) OPENSSL_malloc((size_t) n)) == NULL) {
+    snprintf(err, errlen, "out of memory");
+    goto done;
+  }
+  memcpy(*out, data, (size_t) n);
+  *out_len = (size_t) n;
+  rc = 0;
+done:
+  BIO_free(in);
+  BIO_free(mem);
+  X509_free(x509);
+  EVP_PKEY_free(pkey);
+  ERR_clear_error();
+  return rc;
+}
+
+static void cym_tls_free(char *p) {
+  OPENSSL_free(p);
+}
+
+static const unsigned char cym_alpn_http11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+
+/* Server-side ALPN (RFC 7301): we speak HTTP/1.1 only, so pick it when the client offers
+ * it (curl offers h2 first) and otherwise answer without ALPN rather than failing, which
+ * keeps non-HTTP protocols over TLS (MQTT) working. */
+static int cym_tls_alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+                               const unsigned char *in, unsigned int inlen, void *arg) {
+  unsigned char *selected = NULL;
+  (void) ssl, (void) arg;
+  if (SSL_select_next_proto(&selected, outlen, cym_alpn_http11, sizeof(cym_alpn_http11), in,
+                            inlen) == OPENSSL_NPN_NEGOTIATED) {
+    *out = selected;
+    return SSL_TLSEXT_ERR_OK;
+  }
+  return SSL_TLSEXT_ERR_NOACK;
+}
+
+
+/* One SSL_CTX per TlsOpts and role, shared by every connection set up with it: Mongoose's
+ * mg_tls_init() builds a context and parses the certificate and key for each connection
+ * (1.7 ms with an RSA-2048 key on OpenSSL 3, more than the handshake itself). Connections
+ * still get Mongoose's struct mg_tls, so mg_tls_handshake/recv/send/free work unchanged;
+ * mg_tls_free()'s SSL_CTX_free() drops the reference each connection takes. */
+
+static int cym_bio_write(BIO *b, const char *buf, int len) {
+  long n = mg_io_send((struct mg_connection *) BIO_get_data(b), buf, (size_t) len);
+  BIO_clear_retry_flags(b);
+  if (n == MG_IO_WAIT) {
+    BIO_set_retry_write(b);
+    return -1;
+  }
+  return n > 0 ? (int) n : -1;
+}
+
+static int cym_bio_read(BIO *b, char *buf, int len) {
+  long n = mg_io_recv((struct mg_connection *) BIO_get_data(b), buf, (size_t) len);
+  BIO_clear_retry_flags(b);
+  if (n == MG_IO_WAIT) {
+    BIO_set_retry_read(b);
+    return -1;
+  }
+  return n > 0 ? (int) n : -1;
+}
+
+static long cym_bio_ctrl(BIO *b, int cmd, long larg, void *parg) {
+  (void) b, (void) larg, (void) parg;
+  return cmd == BIO_CTRL_FLUSH || cmd == BIO_CTRL_PUSH || cmd == BIO_CTRL_POP ||
+         cmd == BIO_C_SET_NBIO;
+}
+
+/* Made once, with the GIL held (tls_init is a Python call), and never freed. */
+static BIO_METHOD *cym_bio_method(void) {
+  static BIO_METHOD *method = NULL;
+  if (method == NULL) {
+    BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "cymongoose");
+    if (m == NULL) return NULL;
+    BIO_meth_set_write(m, cym_bio_write);
+    BIO_meth_set_read(m, cym_bio_read);
+    BIO_meth_set_ctrl(m, cym_bio_ctrl);
+    method = m;
+  }
+  return method;
+}
+
+static int cym_tls_load_chain(SSL_CTX *ctx, const char *cert, size_t len) {
+  BIO *bio = BIO_new_mem_buf(cert, (int) len);
+  X509 *x = NULL;
+  int ok = 0;
+  if (bio == NULL) return 0;
+  if ((unsigned char) cert[0] == 0x30) {
+    x = d2i_X509_bio(bio, NULL);
+    ok = x != NULL && SSL_CTX_use_certificate(ctx, x) == 1;
+  } else {
+    x = PEM_read_bio_X509(bio, NULL, NULL, NULL);
+    ok = x != NULL && SSL_CTX_use_certificate(ctx, x) == 1;
+    while (ok) {  /* the rest of the file: the chain, leaf first */
+      X509 *next = PEM_read_bio_X509(bio, NULL, NULL, NULL);
+      if (next == NULL) break;
+      ok = SSL_CTX_add0_chain_cert(ctx, next) == 1;
+      if (!ok) X509_free(next);
+    }
+    ERR_clear_error(); /* the read past the last certificate */
+  }
+  X509_free(x);
+  BIO_free(bio);
+  return ok;
+}
+
+/* A context for clients (is_client) or servers; NULL with a message in err. `key` is the
+ * PKCS#8 PEM made by cym_tls_key_pem(). */
+static SSL_CTX *cym_tls_ctx_new(int is_client, const char *ca, size_t ca_len,
+                                const char *cert, size_t cert_len, const char *key,
+                                size_t key_len, char *err, size_t errlen) {
+  static const unsigned char sid[] = "cymongoose";
+  SSL_CTX *ctx = SSL_CTX_new(is_client ? TLS_client_method() : TLS_server_method());
+  ERR_clear_error();
+  if (ctx == NULL) {
+    cym_tls_error_text("SSL_CTX_new failed", err, errlen);
+    return NULL;
+  }
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  SSL_CTX_set_mode(ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  SSL_CTX_set_session_id_context(ctx, sid, sizeof(sid) - 1);
+  if (ca_len > 0) {
+    BIO *bio = BIO_new_mem_buf(ca, (int) ca_len);
+    STACK_OF(X509_INFO) *infos = bio ? PEM_X509_INFO_read_bio(bio, NULL, NULL, NULL) : NULL;
+    X509_STORE *store = SSL_CTX_get_cert_store(ctx);
+    int i, added = 0;
+    for (i = 0; infos != NULL && i < sk_X509_INFO_num(infos); i++) {
+      X509_INFO *info = sk_X509_INFO_value(infos, i);
+      if (info->x509 != NULL && X509_STORE_add_cert(store, info->x509) == 1) added++;
+    }
+    sk_X509_INFO_pop_free(infos, X509_INFO_free);
+    BIO_free(bio);
+    if (added == 0) {
+      cym_tls_error_text("no CA certificate could be read", err, errlen);
+      SSL_CTX_free(ctx);
+      return NULL;
+    }
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+  }
+  if (cert_len > 0 && !cym_tls_load_chain(ctx, cert, cert_len)) {
+    cym_tls_error_text("OpenSSL cannot use the certificate", err, errlen);
+    SSL_CTX_free(ctx);
+    return NULL;
+  }
+  if (key_len > 0) {
+    BIO *bio = BIO_new_mem_buf(key, (int) key_len);
+    EVP_PKEY *pkey = bio ? PEM_read_bio_PrivateKey(bio, NULL, cym_tls_no_password, NULL)
+                         : NULL;
+    int ok = pkey != NULL && SSL_CTX_use_PrivateKey(ctx, pkey) == 1;
+    EVP_PKEY_free(pkey);
+    BIO_free(bio);
+    if (!ok) {
+      cym_tls_error_text("OpenSSL cannot use the private key", err, errlen);
+      SSL_CTX_free(ctx);
+      return NULL;
+    }
+  }
+  if (!is_client) SSL_CTX_set_alpn_select_cb(ctx, cym_tls_alpn_select, NULL);
+  ERR_clear_error();
+  return ctx;
+}
+
+static void cym_tls_ctx_free(void *ctx) {
+  SSL_CTX_free((SSL_CTX *) ctx);
+}
+
+/* What mg_tls_init() leaves behind, from a shared context: 0, or -1 (out of memory). A
+ * client checks `name` through OpenSSL when the context verifies (has a CA), else through
+ * Mongoose's own check after the handshake (check_name), as mg_tls_init() does. */
+static int cym_tls_attach(struct mg_connection *c, void *shared, const char *name,
+                          size_t name_len, int verifies) {
+  SSL_CTX *ctx = (SSL_CTX *) shared;
+  struct mg_tls *tls = (struct mg_tls *) calloc(1, sizeof(*tls)); /* mg_free()d */
+  BIO *bio = NULL;
+  BIO_METHOD *method = cym_bio_method();
+  if (tls == NULL || method == NULL) goto fail;
+  c->tls = tls;
+  SSL_CTX_up_ref(ctx);
+  tls->ctx = ctx; /* tls->bm stays NULL: the method is shared, BIO_meth_free(NULL) is a no-op */
+  if ((tls->ssl = SSL_new(ctx)) == NULL) goto fail;
+  if (c->is_client && name_len > 0) {
+    if ((tls->name = (char *) calloc(1, name_len + 1)) == NULL) goto fail;
+    memcpy(tls->name, name, name_len);
+    tls->check_name = !verifies;
+    SSL_set1_host(tls->ssl, tls->name);
+    SSL_set_tlsext_host_name(tls->ssl, tls->name);
+  }
+  if ((bio = BIO_new(method)) == NULL) goto fail;
+  BIO_set_data(bio, c);
+  BIO_set_init(bio, 1);
+  SSL_set_bio(tls->ssl, bio, bio);
+  c->is_tls = 1;
+  c->is_tls_hs = 1;
+  return 0;
+fail:
+  ERR_clear_error();
+  if (tls == NULL) return -1;
+  mg_tls_free(c); /* frees what was made, drops the context reference, clears c->tls */
+  return -1;
+}
+
+/* Why the peer's certificate was refused, when that is what failed (else 0). Read at
+ * MG_EV_ERROR, which Mongoose fires while the SSL object still exists. */
+static int cym_tls_verify_error(struct mg_connection *c, char *buf, size_t len) {
+  struct mg_tls *tls = (struct mg_tls *) c->tls;
+  long r;
+  if (tls == NULL || tls->ssl == NULL) return 0;
+  r = SSL_get_verify_result(tls->ssl);
+  if (r == X509_V_OK) return 0;
+  snprintf(buf, len, "TLS: the peer's certificate was refused: %s",
+           X509_verify_cert_error_string(r));
+  return 1;
+}
+
+#else
+#define CYM_TLS_OPENSSL 0
+
+static void *cym_tls_ctx_new(int is_client, const char *ca, size_t ca_len, const char *cert,
+                             size_t cert_len, const char *key, size_t key_len, char *err,
+                             size_t errlen) {
+  (void) is_client, (void) ca, (void) ca_len, (void) cert, (void) cert_len, (void) key;
+  (void) key_len;
+  snprintf(err, errlen, "not built with OpenSSL");
+  return NULL;
+}
+static void cym_tls_ctx_free(void *ctx) {
+  (void) ctx;
+}
+static int cym_tls_attach(struct mg_connection *c, void *shared, const char *name,
+                          size_t name_len, int verifies) {
+  (void) c, (void) shared, (void) name, (void) name_len, (void) verifies;
+  return -1;
+}
+
+static int cym_tls_verify_error(struct mg_connection *c, char *buf, size_t len) {
+  (void) c, (void) buf, (void) len;
+  return 0;
+}
+
+static int cym_tls_key_pem(const char *key, size_t key_len, const char *cert,
+                           size_t cert_len, char **out, size_t *out_len, char *err,
+                           size_t errlen) {
+  (void) key, (void) key_len, (void) cert, (void) cert_len;
+  *out = NULL;
+  *out_len = 0;
+  snprintf(err, errlen, "not built with OpenSSL");
+  return -1;
+}
+static void cym_tls_free(char *p) {
+  (void) p;
+}
+#endif
+
+#endif
