@@ -130,6 +130,7 @@ DEF _WSGI_OP_WHOLE = 0
 DEF _WSGI_OP_FILE = 3
 
 
+@cython.auto_pickle(False)  # a server's live state: nothing to pickle
 cdef class WSGILoop:
     """The WSGI server's per-request work on the loop thread, in C, because per request the
     Python frames and attribute look-ups it took cost more than a raw WSGI app: calling it is
