@@ -134,6 +134,7 @@ cdef class Connection:
     cdef str _ws_close_reason
     cdef bint _ws_close_sent
     cdef tuple _peer  # (REMOTE_ADDR, REMOTE_PORT) strings, made once per connection
+    cdef tuple _client  # the ASGI scope's (host, port), made once per connection
     # Zero-copy views (recv_views.pxi): handler calls running for this connection (nested
     # when ws_upgrade() fires MG_EV_WS_OPEN), and the exporter of this event's views.
     cdef int _event_depth

@@ -125,10 +125,11 @@ class _Waiter:
 class _HTTPCycle:
     """One HTTP request and its response; every method runs on the loop's thread."""
 
-    __slots__ = ("server", "conn", "scope", "body", "streaming", "status", "headers",
+    __slots__ = ("task", "server", "conn", "scope", "body", "streaming", "status", "headers",
                  "head_sent", "complete", "closed", "failed", "rx", "tx", "busy")
 
     def __init__(self, server: ASGIServer, conn: Connection, scope: dict[str, Any]) -> None:
+        self.task: asyncio.Task[None] | None = None  # set by ASGIServer._spawn
         self.server = server
         self.conn = conn
         self.scope = scope
@@ -140,18 +141,26 @@ class _HTTPCycle:
         self.complete = False
         self.closed = False  # the client went away
         self.failed = False  # a protocol error was logged
-        self.rx = _Waiter()
-        self.tx = _Waiter()
+        # Made when a coroutine first waits: most requests never do (a small body came
+        # with the head, the answer fits the send buffer).
+        self.rx: _Waiter | None = None
+        self.tx: _Waiter | None = None
         self.busy = False  # the connection's handler wants MG_EV_READ/WRITE for us
 
     # Loop side (Mongoose events).
     def gone(self) -> None:
         self.closed = True
-        self.rx.wake()
-        self.tx.wake()
+        if self.rx is not None:
+            self.rx.wake()
+        if self.tx is not None:
+            self.tx.wake()
+
+    def on_read(self) -> None:
+        if self.rx is not None:
+            self.rx.wake()
 
     def on_write(self) -> None:
-        if self.conn.send_len < _SEND_LOW:
+        if self.tx is not None and self.conn.send_len < _SEND_LOW:
             self.tx.wake()
 
     def _need_events(self) -> None:
@@ -161,7 +170,8 @@ class _HTTPCycle:
 
     def _finish(self) -> None:
         self.complete = True
-        self.rx.wake()  # a receive() waiting for the disconnect returns now
+        if self.rx is not None:
+            self.rx.wake()  # a receive() waiting for the disconnect returns now
         conn = self.conn
         if conn.userdata is self:
             conn.userdata = None
@@ -171,6 +181,11 @@ class _HTTPCycle:
         self.server._driver_kick()
 
     # App side.
+    def _rx(self) -> _Waiter:
+        if self.rx is None:
+            self.rx = _Waiter()
+        return self.rx
+
     async def receive(self) -> ASGIMessage:
         if self.complete or self.closed:
             return {"type": "http.disconnect"}
@@ -187,9 +202,9 @@ class _HTTPCycle:
             if data:
                 return {"type": "http.request", "body": data, "more_body": True}
             self._need_events()
-            await self.rx.wait()
+            await self._rx().wait()
         while not self.closed and not self.complete:
-            await self.rx.wait()
+            await self._rx().wait()
         return {"type": "http.disconnect"}
 
     async def send(self, message: ASGIMessage) -> None:
@@ -271,6 +286,8 @@ class _HTTPCycle:
         if conn.send_len > _SEND_HIGH:
             self._need_events()
             while not self.closed and conn.send_len > _SEND_LOW:
+                if self.tx is None:
+                    self.tx = _Waiter()
                 await self.tx.wait()
             if self.closed:
                 raise ClientDisconnected("the client disconnected")
@@ -337,7 +354,7 @@ class _HTTPCycle:
 class _WSCycle:
     """One WebSocket: the handshake waits for the app's accept (or its HTTP answer)."""
 
-    __slots__ = ("server", "conn", "scope", "key", "state", "queue", "rx", "tx",
+    __slots__ = ("task", "server", "conn", "scope", "key", "state", "queue", "rx", "tx",
                  "disconnected", "close_timer", "status", "headers", "head_sent",
                  "queued", "paused")
 
@@ -345,6 +362,7 @@ class _WSCycle:
 
     def __init__(self, server: ASGIServer, conn: Connection, scope: dict[str, Any],
                  key: bytes) -> None:
+        self.task: asyncio.Task[None] | None = None  # set by ASGIServer._spawn
         self.server = server
         self.conn = conn
         self.scope = scope
@@ -716,7 +734,7 @@ class ASGIServer:
             cycle = conn.userdata
             if ev == MG_EV_READ:
                 if cycle is not None:
-                    cycle.rx.wake()
+                    cycle.on_read()
             elif ev == MG_EV_WRITE:
                 if cycle is not None:
                     cycle.on_write()
@@ -818,6 +836,8 @@ class ASGIServer:
                 task.cancel()
             if self._tasks:
                 await asyncio.wait(set(self._tasks), timeout=1.0)
+            # A task cancelled before it started never ran its own removal.
+            self._tasks = {task for task in self._tasks if not task.done()}
         if self._lifespan is not None:
             await self._lifespan.shutdown(self._shutdown_timeout)
             self._lifespan = None
@@ -877,7 +897,7 @@ class ASGIServer:
             cycle.busy = True
             conn.set_handler(self._on_busy)
         conn.userdata = cycle
-        self._spawn(self._run_http(cycle))
+        self._spawn(cycle, self._run_http(cycle))
 
     def _on_websocket(self, conn: Connection, msg: Any, scope: dict[str, Any]) -> None:
         key = msg.header("Sec-WebSocket-Key")
@@ -896,12 +916,15 @@ class ASGIServer:
         del scope["method"]
         cycle = _WSCycle(self, conn, scope, key.encode("latin-1"))
         conn.userdata = cycle
-        self._spawn(self._run_ws(cycle))
+        self._spawn(cycle, self._run_ws(cycle))
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, cycle: _HTTPCycle | _WSCycle, coro: Any) -> None:
+        # The set holds the task while it runs (the loop keeps only a weak reference); the
+        # coroutine leaves it itself, which costs less than a done callback (a loop handle
+        # per request).
         task = self._loop.create_task(coro)  # type: ignore[union-attr]
+        cycle.task = task
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     async def _run_http(self, cycle: _HTTPCycle) -> None:
         try:
@@ -915,6 +938,8 @@ class ASGIServer:
                 raise
         else:
             cycle.app_done(None)
+        finally:
+            self._tasks.discard(cycle.task)
 
     async def _run_ws(self, cycle: _WSCycle) -> None:
         try:
@@ -928,6 +953,8 @@ class ASGIServer:
                 raise
         else:
             cycle.app_done(None)
+        finally:
+            self._tasks.discard(cycle.task)
 
 
 def serve(app: AppRef, url: str = "http://127.0.0.1:8000", *, factory: bool = False,
