@@ -560,6 +560,8 @@ class WSGIServer:
         # Requests left before this server stops by itself (a worker recycled after
         # --max-requests); -1: no limit.
         self._requests_left = max_requests or -1
+        #: Called once when max_requests is reached, before the server drains and stops.
+        self.on_max_requests: Callable[[], object] | None = None
         self._listeners: list[Connection] = []
         self._unix_conns: set[int] = set()  # connections accepted on a Unix socket
         self.stream_timeout = float(stream_timeout)
@@ -719,6 +721,8 @@ class WSGIServer:
         if self._requests_left > 0:
             self._requests_left -= 1
             if self._requests_left == 0:
+                if self.on_max_requests is not None:
+                    self.on_max_requests()
                 self.stop()  # recycled: finish this one and the others in flight, then exit
         if conn.body_complete:
             environ["wsgi.input"] = (io.BytesIO(conn.body_read()) if conn.body_pending
