@@ -32,7 +32,7 @@ DEFAULT_FORMAT = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s" %(
 # the scope's header list).
 HeaderLookup = Callable[[str], "str | None"]
 
-_ATOM = re.compile(r"%\((\{[^}]*\}i|[a-zA-Z])\)")
+_ATOM = re.compile(r"%\(([^)]*)\)")
 _KNOWN = set("hlutrmUqHsBbfaTMDLp")
 
 
@@ -50,7 +50,7 @@ class AccessLog:
         self._fmt = fmt or DEFAULT_FORMAT
         self._atoms = tuple(dict.fromkeys(_ATOM.findall(self._fmt)))
         for atom in self._atoms:
-            if not atom.startswith("{") and atom not in _KNOWN:
+            if not (atom in _KNOWN or (atom.startswith("{") and atom.endswith("}i"))):
                 raise ValueError(f"access-log format: unknown atom %({atom})s; the atoms are "
                                  f"{', '.join(sorted(_KNOWN))} and {{header}}i")
         try:

@@ -210,7 +210,9 @@ def _serve_wsgi(args: argparse.Namespace, app: Any, sock: socket.socket,
         if args.access_log or args.log_config:
             fmt = args.access_log_format
             access = AccessLog(None if fmt == "json" else fmt, as_json=fmt == "json")
-        proxy = ProxyHeaders(args.forwarded_allow_ips) if args.proxy_headers else None
+        proxy = ProxyHeaders(args.forwarded_allow_ips)  # checked even when off
+        if not args.proxy_headers:
+            proxy = None
         tls = _tls_opts(args)
         server = WSGIServer(app, threads=args.threads, root_path=args.root_path,
                             access_log=access, proxy_headers=proxy, tls=tls,
