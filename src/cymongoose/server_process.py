@@ -19,6 +19,7 @@ import os
 import random
 import signal
 import socket
+import stat
 import sys
 from typing import Any
 
@@ -97,6 +98,8 @@ def open_listener(args: argparse.Namespace) -> socket.socket:
 
 def _unix_listener(path: str) -> socket.socket:
     if os.path.exists(path):
+        if not stat.S_ISSOCK(os.stat(path).st_mode):
+            raise CLIError(f"--uds {path}: the path exists and is not a socket")
         probe = socket.socket(socket.AF_UNIX)
         try:
             probe.connect(path)

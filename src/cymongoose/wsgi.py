@@ -577,6 +577,7 @@ class WSGIServer:
         self._poll_ms = 100
         self._closed = False
         self._date = DateHeader()
+        self._draining = False
         self._stock_lists: list[list[tuple[bytes, bytes]] | None] = []
         self._refresh_stock()
         self._manager.timer_add(1000, self._refresh_stock, repeat=True)
@@ -894,8 +895,14 @@ class WSGIServer:
         """Timer, every second: the Date (stock & 1) and Server (stock & 2) fields an app
         left out, as lists indexed by `_Exchange.stock`, so no response formats a date."""
         date = self._date.get()
-        self._stock_lists = [None, [(b"Date", date)], [(b"Server", SERVER_NAME)],
-                             [(b"Date", date), (b"Server", SERVER_NAME)]]
+        stock: list[list[tuple[bytes, bytes]] | None] = [
+            None, [(b"Date", date)], [(b"Server", SERVER_NAME)],
+            [(b"Date", date), (b"Server", SERVER_NAME)]]
+        if self._draining:
+            # Stopping: every response closes its connection, so a client that keeps its
+            # connection busy moves on to another worker instead of holding this one.
+            stock = [[*(lst or []), (b"Connection", b"close")] for lst in stock]
+        self._stock_lists = stock
 
     def _stock_for(self, stock: int) -> list[tuple[bytes, bytes]] | None:
         return self._stock_lists[stock]
@@ -1070,6 +1077,8 @@ class WSGIServer:
     def stop(self) -> None:
         """Make run() return: requests in flight are finished first. Thread-safe."""
         turns = self._turns
+        self._draining = True
+        self._refresh_stock()
         with turns.lock:
             turns.stopping = True
         self._call_loop(_nothing)  # end the current poll wait now
