@@ -41,6 +41,10 @@ def configure_logging(level: str, access_log: bool, access_log_file: str | None 
         access.setLevel(logging.INFO)
     else:
         access.setLevel(logging.CRITICAL + 1)  # off unless a user configuration turns it on
+    # Mongoose's own C log reaches `cymongoose.mongoose` (c_log.pxi); ask it for as much.
+    from ._mongoose import MG_LL_DEBUG, MG_LL_ERROR, MG_LL_NONE, log_set
+    log_set(MG_LL_DEBUG if level == "debug" else MG_LL_NONE if level == "critical"
+            else MG_LL_ERROR)
     if log_config:
         _apply_file(log_config)
 
