@@ -4,6 +4,7 @@ INI file for fileConfig)."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import logging.config
@@ -60,7 +61,7 @@ def _apply_file(path: str) -> None:
                     config: Any = json.load(fh)
                 else:
                     try:
-                        import yaml
+                        yaml: Any = importlib.import_module("yaml")  # optional: cli extra
                     except ImportError:
                         raise ValueError("--log-config: YAML needs PyYAML "
                                          "(pip install 'cymongoose[cli]')") from None

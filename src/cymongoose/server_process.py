@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import contextlib
 import errno
+import importlib
 import inspect
 import logging
 import os
@@ -57,8 +58,8 @@ def detect_interface(app: Any) -> str:
     except (TypeError, ValueError):
         return "wsgi"
     kinds = [p.kind for p in sig.parameters.values()]
-    positional = sum(k in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-                     for p, k in zip(sig.parameters.values(), kinds))
+    positional = sum(k in (inspect.Parameter.POSITIONAL_ONLY,
+                           inspect.Parameter.POSITIONAL_OR_KEYWORD) for k in kinds)
     if positional == 3:
         return "raw"
     if positional == 2 or inspect.Parameter.VAR_POSITIONAL in kinds:
@@ -188,7 +189,7 @@ def _fail(status: StatusPipe, exc: CLIError) -> int:
     return 2
 
 
-def _limits(args: argparse.Namespace) -> dict[str, int]:
+def _limits(args: argparse.Namespace) -> dict[str, Any]:
     return {name: getattr(args, name) for name in LIMIT_OPTIONS
             if getattr(args, name) is not None}
 
@@ -196,7 +197,7 @@ def _limits(args: argparse.Namespace) -> dict[str, int]:
 def _max_requests(args: argparse.Namespace) -> int:
     if not args.max_requests:
         return 0
-    return args.max_requests + random.randint(0, args.max_requests_jitter)
+    return int(args.max_requests) + random.randint(0, args.max_requests_jitter)
 
 
 def _serve_wsgi(args: argparse.Namespace, app: Any, sock: socket.socket,
@@ -213,9 +214,8 @@ def _serve_wsgi(args: argparse.Namespace, app: Any, sock: socket.socket,
         if args.access_log or args.log_config:
             fmt = args.access_log_format
             access = AccessLog(None if fmt == "json" else fmt, as_json=fmt == "json")
-        proxy = ProxyHeaders(args.forwarded_allow_ips)  # checked even when off
-        if not args.proxy_headers:
-            proxy = None
+        trusted = ProxyHeaders(args.forwarded_allow_ips)  # checked even when off
+        proxy = trusted if args.proxy_headers else None
         tls = _tls_opts(args)
         server = WSGIServer(app, threads=args.threads, root_path=args.root_path,
                             access_log=access, proxy_headers=proxy, tls=tls,
@@ -266,7 +266,8 @@ def _serve_raw(args: argparse.Namespace, app: Any, sock: socket.socket,
 
 def _serve_asgi(args: argparse.Namespace, app: Any, status: StatusPipe) -> int:
     try:
-        from . import asgi
+        # Imported by name: the ASGI server may be missing from a partial install.
+        asgi: Any = importlib.import_module("cymongoose.asgi")
     except ImportError as exc:
         raise CLIError(f"the ASGI server is not available ({exc})") from None
     if args.worker_socket is not None or args.uds or args.fd is not None:

@@ -253,6 +253,7 @@ class _Exchange(WSGIExchange):
     Connection methods are only ever called on the loop thread."""
 
     __slots__ = ("started",)  # set only while the access log is on
+    started: float
 
     # Loop side.
     def feed_input(self) -> None:

@@ -8,9 +8,10 @@ import socket
 from pathlib import Path
 
 import pytest
-from conftest import ServerThread
 
 from cymongoose import MG_EV_HTTP_MSG, Manager, listen_fd
+
+from conftest import ServerThread
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -131,7 +131,7 @@ def test_access_log_lines(served: Served) -> None:
             break
         time.sleep(0.05)
     parsed = [ACCESS_LINE.match(line) for line in lines]
-    assert all(parsed), [ln for ln, m in zip(lines, parsed) if not m]
+    assert all(parsed), [ln for ln, m in zip(lines, parsed, strict=True) if not m]
     by_request = {m["request"]: m for m in parsed if m}
     logged = by_request["GET /api/logged?q=1 HTTP/1.1"]
     assert logged["client"] == "192.0.2.44" and logged["status"] == "200"

@@ -10,6 +10,7 @@ import pytest
 from support.cli_run import CLI
 from support.http_client import get
 from support.ports import free_port
+
 from conftest import wait_until
 
 pytestmark = pytest.mark.timeout(60)

@@ -14,6 +14,7 @@ import pytest
 from support.cli_run import CLI, run_cli, unix_get
 from support.http_client import get
 from support.ports import bound_listener, free_port
+
 from conftest import tool_env, wait_until
 
 pytestmark = pytest.mark.timeout(60)

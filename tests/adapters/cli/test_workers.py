@@ -14,6 +14,7 @@ import pytest
 from support.cli_run import CLI, LoadClient
 from support.http_client import get
 from support.ports import free_port
+
 from conftest import wait_until
 
 pytestmark = pytest.mark.timeout(90)
