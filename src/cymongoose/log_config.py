@@ -35,10 +35,8 @@ def configure_logging(level: str, access_log: bool, access_log_file: str | None 
     access.propagate = False
     access.handlers.clear()
     if access_log:
-        out: logging.Handler = (logging.FileHandler(access_log_file) if access_log_file
-                                else logging.StreamHandler(sys.stdout))
-        out.setFormatter(logging.Formatter("%(message)s"))
-        access.addHandler(out)
+        from .access_log import AccessLogWriter  # batched writes, see access_log.py
+        access.addHandler(AccessLogWriter(access_log_file))
         access.setLevel(logging.INFO)
     else:
         access.setLevel(logging.CRITICAL + 1)  # off unless a user configuration turns it on
