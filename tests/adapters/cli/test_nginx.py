@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from support.cli_run import CLI, unix_get
 from support.ports import free_port
+
 from conftest import tool_env, wait_until
 
 pytestmark = pytest.mark.timeout(60)  # nginx: tools/debian-packages.txt
