@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 ASAN_VENV := .venv-asan
 
 .PHONY: all setup fetch build demo test test-suite stubtest typecheck lint asan-test clean \
-        debian-packages
+        debian-packages docs
 
 all: build
 
@@ -55,6 +55,11 @@ asan-test: fetch
 	LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
 	UV_PROJECT_ENVIRONMENT=$(ASAN_VENV) CYMONGOOSE_ASAN=ON \
 	    $(UV) run --no-sync pytest -q -p no:cacheprovider -m "not no_asan" tests/core tests/protocols tests/adapters/wsgi $(wildcard tests/reliability)
+
+# The docs site (mkdocs-material) into site/; tests/packaging/test_docs.py builds it strictly
+# in make test.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(UV) run --no-sync mkdocs build --strict
 
 clean:
 	rm -rf build .venv $(ASAN_VENV) vendor/mongoose/mongoose.[ch]
