@@ -14,7 +14,7 @@ import threading
 
 from .cli import CLIError
 from .log_config import configure_logging
-from .server_process import open_listener
+from .server_process import close_listener, open_listener
 
 __all__ = ["run_reloader"]
 
@@ -68,5 +68,5 @@ def run_reloader(args: argparse.Namespace, argv: list[str]) -> int:
         finish(child)
         for s, h in previous.items():
             signal.signal(s, h)
-        sock.close()
+        close_listener(args, sock)
     return 0

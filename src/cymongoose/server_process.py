@@ -28,7 +28,7 @@ from .cli import LIMIT_OPTIONS, CLIError
 from .log_config import configure_logging
 from .serving import AppLoadError, load_app
 
-__all__ = ["detect_interface", "open_listener", "serve_process"]
+__all__ = ["close_listener", "detect_interface", "open_listener", "serve_process"]
 
 log = logging.getLogger("cymongoose.error")
 
@@ -95,6 +95,15 @@ def open_listener(args: argparse.Namespace) -> socket.socket:
         raise CLIError(f"cannot listen on {args.host}:{args.port} ({exc.strerror}){hint}") \
             from None
     return sock
+
+
+def close_listener(args: argparse.Namespace, sock: socket.socket) -> None:
+    """Close the socket; the process that created a Unix socket file removes it too."""
+    unix = sock.family == socket.AF_UNIX
+    sock.close()
+    if unix and args.uds and args.worker_socket is None:
+        with contextlib.suppress(OSError):
+            os.unlink(args.uds)
 
 
 def _unix_listener(path: str) -> socket.socket:
@@ -233,7 +242,7 @@ def _serve_wsgi(args: argparse.Namespace, app: Any, sock: socket.socket,
              _url(args, sock))
     status.send("ready")
     server.run()
-    sock.close()
+    close_listener(args, sock)
     return 0
 
 
@@ -260,7 +269,7 @@ def _serve_raw(args: argparse.Namespace, app: Any, sock: socket.socket,
     log.info("serving %s (raw handler) on %s", args.app, _url(args, sock))
     status.send("ready")
     manager.run()
-    sock.close()
+    close_listener(args, sock)
     return 0
 
 

@@ -30,7 +30,7 @@ import time
 
 from .cli import CLIError
 from .log_config import configure_logging
-from .server_process import open_listener
+from .server_process import close_listener, open_listener
 
 __all__ = ["Supervisor"]
 
@@ -94,7 +94,7 @@ class Supervisor:
                 signal.signal(s, h)
             os.close(sig_r)
             os.close(sig_w)
-            self.sock.close()
+            close_listener(self.args, self.sock)
             for w in self.workers:
                 os.close(w.status_fd)
 

@@ -43,6 +43,7 @@ def test_unix_socket(tmp_path: Path) -> None:
         assert done.returncode == 2 and "another server" in done.stderr
     finally:
         assert cli.stop() == 0, cli.err
+    assert not (tmp_path / "app.sock").exists()  # removed by the server that made it
 
 
 def _try(fn, *args):  # type: ignore[no-untyped-def]
