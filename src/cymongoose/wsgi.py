@@ -152,12 +152,16 @@ class _StreamInput:
     def room(self) -> int:
         return max(_INPUT_HIGH, self._want) - len(self._buf)
 
-    def feed(self, data: bytes, eof: bool) -> None:
+    def feed(self, data: bytes, eof: bool, left_behind: bool) -> None:
+        """`left_behind`: the connection still holds body bytes this feed had no room for.
+        Then the app side must ask for them (the connection may have paused its reads, so no
+        read event would bring them), however much the app consumed meanwhile."""
         with self._cond:
             self._buf += data
             if eof:
                 self._eof = True
-            self._paused = not eof and len(self._buf) >= max(_INPUT_HIGH, self._want)
+            self._paused = not eof and (left_behind or
+                                        len(self._buf) >= max(_INPUT_HIGH, self._want))
             if self._want:
                 self._cond.notify()
 
@@ -264,11 +268,12 @@ class _Exchange(WSGIExchange):
         try:
             room = inp.room()
             data = conn.body_read(room) if room > 0 else b""
-            done = conn.body_complete and conn.body_pending == 0
+            pending = conn.body_pending
+            done = pending == 0 and conn.body_complete
         except RuntimeError:  # the connection closed under us
             return
-        if data or done:
-            inp.feed(data, done)
+        if data or done or pending:
+            inp.feed(data, done, pending > 0)
 
     def gone(self) -> None:
         self.closed = True
