@@ -1053,15 +1053,25 @@ class WSGIServer:
         deadline = now + self.graceful_timeout
         manager = self._manager
         turns = self._turns
-        for listener in self._listeners:
-            listener.close()  # a shared socket stays open in the processes that hold it
-        self._listeners.clear()
+        # The listeners close after _IDLE_GRACE_S and a few polls: a client that connected
+        # just before the stop may still be in the accept queue, and closing a listener
+        # resets what waits there (a socket shared with other worker processes stays open
+        # in them, with its queue).
+        accept_until = now + _IDLE_GRACE_S
+        polls = 0
         # An idle connection is closed once it has stayed idle for _IDLE_GRACE_S: a client
         # whose request is on its way (it connected just now) is answered, not cut off.
         idle_since: dict[int, float] = {}
         while now < deadline:
             busy = bool(self._live)
             conns = [c for c in manager.connections if not c.is_listening]
+            if self._listeners:
+                if now >= accept_until and polls >= 3:
+                    for listener in self._listeners:
+                        listener.close()
+                    self._listeners.clear()
+                else:
+                    busy = True
             for c in conns:
                 if c.userdata is None and not c.send_len and not c.recv_len:
                     if (not c.is_closing
@@ -1074,6 +1084,7 @@ class WSGIServer:
                 manager.poll(0)  # Mongoose closes the connections marked above
                 return  # every answer is written out to its client
             manager.poll(10)
+            polls += 1
             now = time.monotonic()
             if self._outbox:
                 self._drain_outbox()

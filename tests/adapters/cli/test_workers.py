@@ -124,7 +124,7 @@ def test_max_requests_recycles_workers_without_a_failed_request(tmp_path: Path) 
               "--max-requests-jitter", "10", "--threads", "2")
     try:
         cli.wait_http(port)
-        with LoadClient(port, threads=3, max_requests=80) as load:
+        with LoadClient(port, threads=3, max_requests=2000) as load:
             assert wait_until(lambda: len(load.result.pids) >= 3, 30)
     finally:
         assert cli.stop() == 0, cli.err
