@@ -14,7 +14,6 @@ How samples run, page by page, each in a fresh interpreter in a scratch director
 from __future__ import annotations
 
 import http.client
-import os
 import re
 import signal
 import subprocess
