@@ -65,6 +65,17 @@ _OP_WHOLE, _OP_BEGIN, _OP_WRITE, _OP_FILE, _OP_END, _OP_ABORT = range(6)
 
 _RESPONSE_500 = b"Internal Server Error\n"
 
+
+class _EnvironKeys(dict[str, str]):
+    """Header name -> its environ key ("user-agent" -> "HTTP_USER_AGENT"), made once."""
+
+    def __missing__(self, name: str) -> str:
+        key = self[name] = "HTTP_" + name.upper().replace("-", "_")
+        return key
+
+
+_ENVIRON_KEYS = _EnvironKeys()
+
 # Stopping: a connection with no request in flight is closed after being idle this long.
 _IDLE_GRACE_S = 0.1
 
@@ -770,7 +781,7 @@ class WSGIServer:
                        env["SCRIPT_NAME"] + env["PATH_INFO"], env["QUERY_STRING"],
                        env["SERVER_PROTOCOL"], status, 0 if ex.is_head else ex.sent,
                        time.perf_counter() - ex.started,
-                       lambda name: env.get("HTTP_" + name.upper().replace("-", "_")),
+                       lambda name: env.get(_ENVIRON_KEYS[name]),
                        env.get("REMOTE_USER"))
         except Exception as exc:  # a broken handler or format must not break serving
             report_exception("access log failed", exc)
