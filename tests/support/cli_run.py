@@ -8,6 +8,7 @@ import http.client
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -217,3 +218,41 @@ def unix_get(path: str, target: str = "/", headers: str = "") -> bytes:
         while chunk := s.recv(65536):
             out += chunk
         return out
+
+
+def proxied_get(port: int, source: str, tls: bool = False, headers: str = "") -> bytes:
+    """GET /via from the loopback address `source` (any of 127/8), over TLS without
+    verification if asked; the body of the 200 answer."""
+    raw = socket.create_connection(("127.0.0.1", port), timeout=5,
+                                   source_address=(source, 0))
+    sock: socket.socket = raw
+    if tls:
+        ctx = ssl.create_default_context()
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        sock = ctx.wrap_socket(raw)
+    with sock:
+        sock.sendall(f"GET /via HTTP/1.1\r\nHost: shop.example\r\n{headers}"
+                     "Connection: close\r\n\r\n".encode())
+        out = b""
+        while chunk := sock.recv(65536):
+            out += chunk
+    head, _, body = out.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), out[:300]
+    return body
+
+
+def unix_answers(path: str) -> bool:
+    try:
+        return unix_get(path).startswith(b"HTTP/1.1 200")
+    except OSError:
+        return False
+
+
+def port_open(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        return True
+    except OSError:
+        time.sleep(0.05)
+        return False

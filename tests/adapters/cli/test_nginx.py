@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import ssl
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
-from support.cli_run import CLI, unix_get
+from support.cli_run import CLI, port_open, proxied_get, unix_answers
 from support.ports import free_port
 
 from conftest import tool_env, wait_until
@@ -57,26 +54,6 @@ http {{
 """
 
 
-def _get(port: int, source: str, tls: bool = False, headers: str = "") -> bytes:
-    raw = socket.create_connection(("127.0.0.1", port), timeout=5,
-                                   source_address=(source, 0))
-    sock: socket.socket = raw
-    if tls:
-        ctx = ssl.create_default_context()
-        ctx.check_hostname = False
-        ctx.verify_mode = ssl.CERT_NONE
-        sock = ctx.wrap_socket(raw)
-    with sock:
-        sock.sendall(f"GET /via HTTP/1.1\r\nHost: shop.example\r\n{headers}"
-                     "Connection: close\r\n\r\n".encode())
-        out = b""
-        while chunk := sock.recv(65536):
-            out += chunk
-    head, _, body = out.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 200"), out[:300]
-    return body
-
-
 def test_nginx_in_front_of_a_tcp_and_a_unix_instance(tmp_path: Path) -> None:
     subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
                     "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "key.pem", "-out",
@@ -90,7 +67,7 @@ def test_nginx_in_front_of_a_tcp_and_a_unix_instance(tmp_path: Path) -> None:
     nginx = None
     try:
         tcp.wait_http(tcp_port)
-        assert wait_until(lambda: os.path.exists(uds) and _answers(uds), 20), unix.err
+        assert wait_until(lambda: os.path.exists(uds) and unix_answers(uds), 20), unix.err
         (tmp_path / "nginx.conf").write_text(NGINX_CONF.format(
             user="user root;" if os.geteuid() == 0 else "", tmp=tmp_path, uds=uds,
             tcp_port=tcp_port, http_port=http_port, https_port=https_port))
@@ -98,20 +75,20 @@ def test_nginx_in_front_of_a_tcp_and_a_unix_instance(tmp_path: Path) -> None:
             [shutil.which("nginx") or "/usr/sbin/nginx", "-p", str(tmp_path), "-c",
              str(tmp_path / "nginx.conf"), "-g", "daemon off;"],
             env=tool_env(), stderr=subprocess.PIPE, text=True)
-        assert wait_until(lambda: _port_open(http_port), 10), nginx.stderr
+        assert wait_until(lambda: port_open(http_port), 10), nginx.stderr
 
         pids = set()
         for _ in range(6):  # round robin over both instances
-            body = _get(http_port, "127.0.0.3", headers="X-Forwarded-For: 6.6.6.6\r\n")
+            body = proxied_get(http_port, "127.0.0.3", headers="X-Forwarded-For: 6.6.6.6\r\n")
             pid, remote, scheme, host = body.decode().split("|")[:4]
             assert (remote, scheme, host) == ("127.0.0.3", "http", "shop.example")
             pids.add(pid)
         assert len(pids) == 2
         for _ in range(2):
-            body = _get(https_port, "127.0.0.4", tls=True)
+            body = proxied_get(https_port, "127.0.0.4", tls=True)
             assert body.decode().split("|")[1:3] == ["127.0.0.4", "https"]
         # A peer that is not the proxy forges in vain.
-        body = _get(tcp_port, "127.0.0.5", headers="X-Forwarded-For: 6.6.6.6\r\n"
+        body = proxied_get(tcp_port, "127.0.0.5", headers="X-Forwarded-For: 6.6.6.6\r\n"
                                                    "X-Forwarded-Proto: https\r\n")
         assert body.decode().split("|")[1:3] == ["127.0.0.5", "http"]
     finally:
@@ -120,19 +97,3 @@ def test_nginx_in_front_of_a_tcp_and_a_unix_instance(tmp_path: Path) -> None:
             nginx.wait(10)
         assert tcp.stop() == 0, tcp.err
         assert unix.stop() == 0, unix.err
-
-
-def _answers(path: str) -> bool:
-    try:
-        return unix_get(path).startswith(b"HTTP/1.1 200")
-    except OSError:
-        return False
-
-
-def _port_open(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        time.sleep(0.05)
-        return False
