@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 ASAN_VENV := .venv-asan
 
 .PHONY: all setup fetch build demo test test-suite stubtest typecheck lint asan-test clean \
-        debian-packages build-packages
+        debian-packages build-packages docs
 
 all: build
 
@@ -60,6 +60,11 @@ asan-test: fetch build-packages
 	LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
 	UV_PROJECT_ENVIRONMENT=$(ASAN_VENV) CYMONGOOSE_ASAN=ON \
 	    $(UV) run --no-sync pytest -q -p no:cacheprovider -m "not no_asan" tests/core tests/protocols tests/adapters/wsgi tests/adapters/asgi tests/adapters/test_aio.py $(wildcard tests/reliability)
+
+# The docs site (mkdocs-material) into site/; tests/packaging/test_docs.py builds it strictly
+# in make test.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(UV) run --no-sync mkdocs build --strict
 
 clean:
 	rm -rf build .venv $(ASAN_VENV) vendor/mongoose/mongoose.[ch]

@@ -6,12 +6,15 @@ User-facing documentation of every class and function lives here.
 import enum
 import os
 from collections.abc import Callable, Sequence
-from typing import Any, TypeAlias, TypeVar, final
+from typing import Any, Protocol, TypeAlias, TypeVar, final
 
 from typing_extensions import Buffer, disjoint_base
 
 _Data: TypeAlias = str | Buffer
 """Bytes to send: `str` is encoded as UTF-8; anything `bytes()` accepts except an int."""
+
+class _HasFileno(Protocol):
+    def fileno(self) -> int: ...
 
 _Handler: TypeAlias = Callable[[Connection, int, Any], None]
 """`handler(conn, ev, data)`; what `data` is depends on `ev` (see `Event`)."""
@@ -669,6 +672,24 @@ def handles(*events: int) -> Callable[[_H], _H]:
     Most events a typical handler ignores are MG_EV_POLL, fired for every connection on
     every loop iteration; declaring `@handles(MG_EV_HTTP_MSG)` skips those Python calls."""
 
+def listen_fd(
+    manager: Manager,
+    sock: int | _HasFileno,
+    handler: _Handler | None = None,
+    *,
+    http: bool = False,
+    tls: bool = False,
+    stream_body: bool = False,
+    **limits: int,
+) -> Connection:
+    """Listen on a stream socket opened outside Mongoose (a Unix socket, an inherited or an
+    SO_REUSEPORT one), already bound and listening. The Manager listens on its own duplicate
+    of the descriptor (closed with the listener); the caller keeps and closes `sock`. The
+    socket becomes non-blocking. `http=True` parses HTTP as `listen("http://...")` does,
+    with `stream_body` and the HTTP limits of `listen()`; `tls=True` marks accepted
+    connections for `tls_init()` in their `MG_EV_ACCEPT`. `ValueError` for a socket that is
+    not a listening stream socket."""
+
 def event_name(ev: int) -> str: ...
 def log_set(level: int) -> None: ...
 def log_get() -> int: ...
@@ -752,6 +773,7 @@ __all__ = [
     "MQTT_PROP_TYPE_INT",
     "MQTT_PROP_TYPE_SHORT",
     "handles",
+    "listen_fd",
     "event_name",
     "log_set",
     "log_get",
@@ -833,6 +855,8 @@ class WSGILoop:
     base_default: dict[str, Any]
     root_path: str
     outbox: Any
+    quiet_handler: Any
+    log_access: bool
     def __call__(self, conn: Connection, ev: int, msg: Any) -> None: ...
     def run_batch(self, turns: Any, me: Any, app: Any, slots: Any) -> None: ...
     def drain(self, outbox: Any, stock: list[Any]) -> None: ...

@@ -21,6 +21,7 @@ import collections
 import io
 import os
 import signal
+import socket
 import stat
 import sys
 import threading
@@ -29,16 +30,21 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ._mongoose import (
+    MG_EV_ACCEPT,
     MG_EV_CLOSE,
     MG_EV_HTTP_HDRS,
     MG_EV_READ,
     MG_EV_WRITE,
     Connection,
     Manager,
+    TlsOpts,
     WSGIExchange,
     WSGILoop,
     handles,
+    listen_fd,
 )
+from .access_log import AccessLog
+from .proxy_headers import ProxyHeaders
 from .serving import SERVER_NAME, DateHeader, error_log, load_app, report_exception
 from .typedefs import AppRef, WSGIApp
 
@@ -60,6 +66,20 @@ _STALL_S = 0.005
 _OP_WHOLE, _OP_BEGIN, _OP_WRITE, _OP_FILE, _OP_END, _OP_ABORT = range(6)
 
 _RESPONSE_500 = b"Internal Server Error\n"
+
+
+class _EnvironKeys(dict[str, str]):
+    """Header name -> its environ key ("user-agent" -> "HTTP_USER_AGENT"), made once."""
+
+    def __missing__(self, name: str) -> str:
+        key = self[name] = "HTTP_" + name.upper().replace("-", "_")
+        return key
+
+
+_ENVIRON_KEYS = _EnvironKeys()
+
+# Stopping: a connection with no request in flight is closed after being idle this long.
+_IDLE_GRACE_S = 0.1
 
 
 def _nothing() -> None:
@@ -249,7 +269,8 @@ class _Exchange(WSGIExchange):
     """One request and its response (the fields and start_response() are the C base's).
     Connection methods are only ever called on the loop thread."""
 
-    __slots__ = ()
+    __slots__ = ("started",)  # set only while the access log is on
+    started: float
 
     # Loop side.
     def feed_input(self) -> None:
@@ -504,7 +525,9 @@ class WSGIServer:
                  error_handler: Callable[[BaseException], object] | None = None,
                  stream_timeout: float = 5.0, *, threads: int | None = None,
                  factory: bool = False, root_path: str = "",
-                 url_scheme: str | None = None) -> None:
+                 url_scheme: str | None = None, access_log: AccessLog | None = None,
+                 proxy_headers: ProxyHeaders | None = None, tls: TlsOpts | None = None,
+                 graceful_timeout: float = 5.0, max_requests: int = 0) -> None:
         count = threads if threads is not None else workers
         if type(count) is not int or count < 1:
             raise ValueError(f"threads (workers) must be a positive int, not {count!r}")
@@ -514,7 +537,24 @@ class WSGIServer:
         if root_path and (not root_path.startswith("/") or root_path.endswith("/")):
             raise ValueError(f"root_path must start with '/' and not end with one, "
                              f"not {root_path!r}")
+        if not isinstance(graceful_timeout, (int, float)) or graceful_timeout < 0:
+            raise ValueError(f"graceful_timeout must be a number of seconds >= 0, "
+                             f"not {graceful_timeout!r}")
+        if type(max_requests) is not int or max_requests < 0:
+            raise ValueError(f"max_requests must be an int >= 0 (0: no limit), "
+                             f"not {max_requests!r}")
         self._app: WSGIApp = load_app(app, factory)
+        self._access = access_log
+        self._proxy = proxy_headers
+        self._tls = tls
+        self.graceful_timeout = float(graceful_timeout)
+        # Requests left before this server stops by itself (a worker recycled after
+        # --max-requests); -1: no limit.
+        self._requests_left = max_requests or -1
+        #: Called once when max_requests is reached, before the server drains and stops.
+        self.on_max_requests: Callable[[], object] | None = None
+        self._listeners: list[Connection] = []
+        self._unix_conns: set[int] = set()  # connections accepted on a Unix socket
         self.stream_timeout = float(stream_timeout)
         self._error_handler = error_handler
         self._root_path = root_path
@@ -528,27 +568,28 @@ class WSGIServer:
         self._poll_ms = 100
         self._closed = False
         self._date = DateHeader()
+        self._draining = False
         self._stock_lists: list[list[tuple[bytes, bytes]] | None] = []
         self._refresh_stock()
         self._manager.timer_add(1000, self._refresh_stock, repeat=True)
         self._bases: dict[int, dict[str, Any]] = {}
+        self._base_default: dict[str, Any] = {}
         self._live: set[_Exchange] = set()
 
-        # A connection waiting for a request head: its events go to the C side of the loop.
-        loop_side = WSGILoop()
-        loop_side.server = self
-        loop_side.exchange_type = _Exchange
-        loop_side.stream_input_type = _StreamInput
-        loop_side.no_body = _NO_BODY
-        loop_side.pending = self._turns.pending
-        loop_side.live = self._live
-        loop_side.bases = self._bases
-        loop_side.base_default = {}
-        loop_side.root_path = root_path
-        loop_side.outbox = self._outbox
-        self._loop_side = loop_side
+        on_head = self._on_request
 
-        # A connection whose request body or streamed response is under way.
+        @handles(MG_EV_HTTP_HDRS, MG_EV_CLOSE)
+        def on_request(conn: Connection, ev: int, msg: Any) -> None:
+            if ev == MG_EV_HTTP_HDRS:
+                on_head(conn, msg)
+            else:
+                ex = conn.userdata
+                if ex is not None:
+                    self._live.discard(ex)
+                    ex.gone()
+                if self._unix_conns:
+                    self._unix_conns.discard(conn.id)
+
         @handles(MG_EV_HTTP_HDRS, MG_EV_READ, MG_EV_WRITE, MG_EV_CLOSE)
         def on_stream(conn: Connection, ev: int, msg: Any) -> None:
             ex = conn.userdata
@@ -561,23 +602,102 @@ class WSGIServer:
                     if ex.waiting and ex.backlog < _SEND_LOW:
                         ex.notify_writer()
             else:
-                loop_side(conn, ev, msg)
+                on_request(conn, ev, msg)
 
-        loop_side.busy_handler = on_stream
-        self._on_quiet = loop_side
         self._on_busy = on_stream
+        self._on_request_py = on_request
+
+        # The per-request loop work in C (WSGILoop, wsgi_exchange.pxi): admitting requests,
+        # running the owner's batch of apps, writing whole responses. Admission is Python's
+        # (on_request above) while the access log, proxy headers or max_requests are on, and
+        # for Unix-socket clients: those need the extra steps of _on_request.
+        loop_side = WSGILoop()
+        loop_side.server = self
+        loop_side.exchange_type = _Exchange
+        loop_side.stream_input_type = _StreamInput
+        loop_side.no_body = _NO_BODY
+        loop_side.pending = self._turns.pending
+        loop_side.live = self._live
+        loop_side.bases = self._bases
+        loop_side.base_default = self._base_default
+        loop_side.root_path = root_path
+        loop_side.outbox = self._outbox
+        loop_side.busy_handler = on_stream
+        loop_side.log_access = access_log is not None
+        self._loop_side = loop_side
+        fast = access_log is None and proxy_headers is None and self._requests_left < 0
+        self._on_quiet: Any = loop_side if fast else on_request
+        loop_side.quiet_handler = self._on_quiet
+
+        tls_opts = tls
+
+        @handles(MG_EV_ACCEPT)
+        def on_accept_tls(conn: Connection, ev: int, msg: Any) -> None:
+            conn.set_handler(self._on_quiet)
+            assert tls_opts is not None
+            conn.tls_init(tls_opts)
+
+        @handles(MG_EV_ACCEPT)
+        def on_accept_unix(conn: Connection, ev: int, msg: Any) -> None:
+            conn.set_handler(on_request)
+            self._unix_conns.add(conn.id)
+
+        self._on_accept_tls = on_accept_tls
+        self._on_accept_unix = on_accept_unix
 
     @property
     def manager(self) -> Manager:
         return self._manager
 
     def listen(self, url: str = "http://127.0.0.1:8000", **limits: Any) -> Connection:
-        conn = self._manager.listen(url, self._on_quiet, stream_body=True, **limits)
+        tls = url.startswith("https")
+        if tls and self._tls is None:
+            raise ValueError("an https:// listener needs tls=TlsOpts(cert=..., key=...)")
+        handler = self._on_accept_tls if tls else self._on_quiet
+        conn = self._manager.listen(url, handler, stream_body=True, **limits)
         local = conn.local_addr
         assert local is not None  # a listener just opened
-        host, port = local[0], local[1]
-        scheme = self._url_scheme or ("https" if url.startswith("https") else "http")
-        self._bases[port] = {
+        self._add_base(local[0], local[1], "https" if tls else "http")
+        self._listeners.append(conn)
+        return conn
+
+    def listen_socket(self, sock: Any, *, tls: bool = False, **limits: Any) -> Connection:
+        """Serve on a listening TCP or Unix socket opened elsewhere (bound in Python, shared
+        by worker processes, handed over by systemd); the caller keeps and closes `sock`.
+        `tls=True` serves HTTPS with the server's `tls` options."""
+        if tls and self._tls is None:
+            raise ValueError("tls=True needs the server's tls=TlsOpts(cert=..., key=...)")
+        fd = sock if isinstance(sock, int) else sock.fileno()
+        probe = socket.socket(fileno=os.dup(fd))
+        try:
+            family = probe.family
+            name = probe.getsockname()
+        finally:
+            probe.close()
+        unix = family == socket.AF_UNIX
+        if unix and tls:
+            raise ValueError("TLS on a Unix socket is not supported; terminate TLS in the "
+                             "proxy in front")
+        handler = (self._on_accept_unix if unix else
+                   self._on_accept_tls if tls else self._on_quiet)
+        conn = listen_fd(self._manager, fd, handler, http=True, tls=tls, stream_body=True,
+                         **limits)
+        if unix:
+            self._unix_base = self._make_base("localhost", "0", "http")
+            # Clients of a Unix socket need _on_request's steps, also after a busy spell.
+            self._on_quiet = self._loop_side.quiet_handler = self._on_request_py
+        else:
+            self._add_base(name[0], name[1], "https" if tls else "http")
+        self._listeners.append(conn)
+        return conn
+
+    def _add_base(self, host: str, port: int, scheme: str) -> None:
+        self._bases[port] = self._make_base(host, str(port), scheme)
+        self._base_default = self._loop_side.base_default = self._bases[port]
+
+    def _make_base(self, host: str, port: str, scheme: str) -> dict[str, Any]:
+        scheme = self._url_scheme or scheme
+        return {
             "wsgi.version": (1, 0),
             "wsgi.url_scheme": scheme,
             "wsgi.errors": sys.stderr,
@@ -587,13 +707,83 @@ class WSGIServer:
             "wsgi.input_terminated": True,
             "wsgi.file_wrapper": FileWrapper,
             "SERVER_NAME": host,
-            "SERVER_PORT": str(port),
+            "SERVER_PORT": port,
             "SCRIPT_NAME": self._root_path,
         }
-        self._loop_side.base_default = self._bases[port]
-        return conn
 
-    # Loop side (admitting requests and writing whole responses are WSGILoop's, in C).
+    # Loop side.
+    def _on_request(self, conn: Connection, msg: Any) -> None:
+        base = self._base_default
+        if len(self._bases) > 1:  # several listeners: the one this client came in on
+            local = conn.local_addr
+            if local is not None:
+                base = self._bases.get(local[1], base)
+        if self._unix_conns and conn.id in self._unix_conns:
+            base = self._unix_base
+            environ = msg.wsgi_environ(base, conn, self._root_path)
+            # Mongoose reads no address from an AF_UNIX peer: the client is local.
+            environ["REMOTE_ADDR"] = "127.0.0.1"
+            environ["REMOTE_PORT"] = "0"
+            if self._proxy is not None:
+                self._apply_proxy(environ, None)
+        else:
+            environ = msg.wsgi_environ(base, conn, self._root_path)
+            if self._proxy is not None:
+                self._apply_proxy(environ, environ["REMOTE_ADDR"])
+        method = environ["REQUEST_METHOD"]
+        ex = _Exchange(self, conn, environ, method == "HEAD")
+        if self._access is not None:
+            ex.started = time.perf_counter()
+        if self._requests_left > 0:
+            self._requests_left -= 1
+            if self._requests_left == 0:
+                if self.on_max_requests is not None:
+                    self.on_max_requests()
+                self.stop()  # recycled: finish this one and the others in flight, then exit
+        if conn.body_complete:
+            environ["wsgi.input"] = (io.BytesIO(conn.body_read()) if conn.body_pending
+                                     else _NO_BODY)
+        else:
+            ex.input = _StreamInput(ex)
+            environ["wsgi.input"] = ex.input
+            ex.busy = True
+            conn.set_handler(self._on_busy)
+            ex.feed_input()
+        conn.userdata = ex
+        self._live.add(ex)
+        self._turns.pending.append(ex)
+
+    def _apply_proxy(self, environ: dict[str, Any], peer: str | None) -> None:
+        """Trusted proxy headers (proxy_headers.py) into REMOTE_ADDR, the scheme and Host."""
+        assert self._proxy is not None
+        fwd = self._proxy.resolve(
+            peer, forwarded=environ.get("HTTP_FORWARDED"),
+            x_forwarded_for=environ.get("HTTP_X_FORWARDED_FOR"),
+            x_forwarded_proto=environ.get("HTTP_X_FORWARDED_PROTO"),
+            x_forwarded_host=environ.get("HTTP_X_FORWARDED_HOST"))
+        if fwd.client_host is not None:
+            environ["REMOTE_ADDR"] = fwd.client_host
+            environ["REMOTE_PORT"] = str(fwd.client_port or 0)
+        if fwd.scheme is not None:
+            environ["wsgi.url_scheme"] = "https" if fwd.scheme in ("https", "wss") else "http"
+        if fwd.host is not None:
+            environ["HTTP_HOST"] = fwd.host
+
+    def _log_access(self, ex: _Exchange) -> None:
+        access = self._access
+        assert access is not None
+        env = ex.environ
+        status = ex.status[0] if ex.status is not None else 0
+        try:
+            access.log(env["REMOTE_ADDR"], env["REQUEST_METHOD"],
+                       env["SCRIPT_NAME"] + env["PATH_INFO"], env["QUERY_STRING"],
+                       env["SERVER_PROTOCOL"], status, 0 if ex.is_head else ex.sent,
+                       time.perf_counter() - ex.started,
+                       lambda name: env.get(_ENVIRON_KEYS[name]),
+                       env.get("REMOTE_USER"))
+        except Exception as exc:  # a broken handler or format must not break serving
+            report_exception("access log failed", exc)
+
     def _call_loop(self, fn: Callable[[], None]) -> None:
         try:
             self._manager.call_soon_threadsafe(fn)
@@ -659,6 +849,8 @@ class WSGIServer:
     def _finish(self, ex: _Exchange) -> None:
         ex.finished = True
         self._live.discard(ex)
+        if self._access is not None:
+            self._log_access(ex)
         conn = ex.conn
         if conn.userdata is ex:
             conn.userdata = None
@@ -688,8 +880,14 @@ class WSGIServer:
         """Timer, every second: the Date (stock & 1) and Server (stock & 2) fields an app
         left out, as lists indexed by `_Exchange.stock`, so no response formats a date."""
         date = self._date.get()
-        self._stock_lists = [None, [(b"Date", date)], [(b"Server", SERVER_NAME)],
-                             [(b"Date", date), (b"Server", SERVER_NAME)]]
+        stock: list[list[tuple[bytes, bytes]] | None] = [
+            None, [(b"Date", date)], [(b"Server", SERVER_NAME)],
+            [(b"Date", date), (b"Server", SERVER_NAME)]]
+        if self._draining:
+            # Stopping: every response closes its connection, so a client that keeps its
+            # connection busy moves on to another worker instead of holding this one.
+            stock = [[*(lst or []), (b"Connection", b"close")] for lst in stock]
+        self._stock_lists = stock
 
     def _stock_for(self, stock: int) -> list[tuple[bytes, bytes]] | None:
         return self._stock_lists[stock]
@@ -827,15 +1025,46 @@ class WSGIServer:
                 signal.signal(signum, old)
             self.close()
 
-    def _drain_in_flight(self, timeout: float = 5.0) -> None:
-        """Owner, stopping: finish the requests in flight, for at most `timeout` seconds."""
-        deadline = time.monotonic() + timeout
+    def _drain_in_flight(self) -> None:
+        """Owner, stopping: stop accepting, finish the requests in flight and close idle
+        keep-alive connections, for at most `graceful_timeout` seconds."""
+        now = time.monotonic()
+        deadline = now + self.graceful_timeout
         manager = self._manager
         turns = self._turns
-        while time.monotonic() < deadline:
-            if not self._live and not any(c.send_len for c in manager.connections):
+        # The listeners close after _IDLE_GRACE_S and a few polls: a client that connected
+        # just before the stop may still be in the accept queue, and closing a listener
+        # resets what waits there (a socket shared with other worker processes stays open
+        # in them, with its queue).
+        accept_until = now + _IDLE_GRACE_S
+        polls = 0
+        # An idle connection is closed once it has stayed idle for _IDLE_GRACE_S: a client
+        # whose request is on its way (it connected just now) is answered, not cut off.
+        idle_since: dict[int, float] = {}
+        while now < deadline:
+            busy = bool(self._live)
+            conns = [c for c in manager.connections if not c.is_listening]
+            if self._listeners:
+                if now >= accept_until and polls >= 3:
+                    for listener in self._listeners:
+                        listener.close()
+                    self._listeners.clear()
+                else:
+                    busy = True
+            for c in conns:
+                if c.userdata is None and not c.send_len and not c.recv_len:
+                    if (not c.is_closing
+                            and now - idle_since.setdefault(c.id, now) >= _IDLE_GRACE_S):
+                        c.close()
+                else:
+                    busy = True
+                    idle_since.pop(c.id, None)
+            if not busy and all(c.is_closing for c in conns):
+                manager.poll(0)  # Mongoose closes the connections marked above
                 return  # every answer is written out to its client
             manager.poll(10)
+            polls += 1
+            now = time.monotonic()
             if self._outbox:
                 self._drain_outbox()
             if turns.pending and not turns.run_pending():
@@ -844,6 +1073,8 @@ class WSGIServer:
     def stop(self) -> None:
         """Make run() return: requests in flight are finished first. Thread-safe."""
         turns = self._turns
+        self._draining = True
+        self._refresh_stock()
         with turns.lock:
             turns.stopping = True
         self._call_loop(_nothing)  # end the current poll wait now

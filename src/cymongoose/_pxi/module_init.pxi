@@ -20,7 +20,7 @@ __all__ = [
     "MQTT_PROP_TYPE_BYTE", "MQTT_PROP_TYPE_STRING", "MQTT_PROP_TYPE_STRING_PAIR",
     "MQTT_PROP_TYPE_BINARY_DATA", "MQTT_PROP_TYPE_VARIABLE_INT", "MQTT_PROP_TYPE_INT",
     "MQTT_PROP_TYPE_SHORT",
-    "handles", "event_name", "log_set", "log_get", "url_encode", "url_port", "url_host", "url_user",
+    "handles", "listen_fd", "event_name", "log_set", "log_get", "url_encode", "url_port", "url_host", "url_user",
     "url_pass", "url_uri", "url_is_ssl", "match", "http_var", "http_parse_multipart", "md5",
     "sha1", "sha256", "hmac_sha256", "base64_encode", "base64_decode", "millis",
     "random_bytes", "random_str", "crc32",

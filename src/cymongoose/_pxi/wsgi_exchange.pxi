@@ -153,6 +153,8 @@ cdef class WSGILoop:
     cdef public dict base_default
     cdef public str root_path
     cdef public object outbox  # deque of (exchange, op, arg) for the loop to write
+    cdef public object quiet_handler  # this, or the server's Python admission
+    cdef public bint log_access  # drain() calls the server's _log_access() per response
 
     def __call__(self, Connection conn, int ev, msg):
         if ev == mg.MG_EV_HTTP_HDRS:
@@ -210,10 +212,12 @@ cdef class WSGILoop:
                 continue
             ex.finished = True
             self.live.discard(ex)
+            if self.log_access:
+                server._log_access(ex)
             if conn.userdata is ex:
                 conn.userdata = None
                 if ex.busy and not conn.is_closing:
-                    conn.set_handler(self)
+                    conn.set_handler(self.quiet_handler)
 
     def run_batch(self, turns, me, app, slots):
         """The loop's owner `me` runs the queued apps one after another while it owns the

@@ -179,6 +179,7 @@ cdef extern from "mongoose.h" nogil:
     void mg_mgr_init(mg_mgr *mgr)
     void mg_mgr_free(mg_mgr *mgr)
     mg_connection *mg_listen(mg_mgr *mgr, const char *url, mg_event_handler_t fn, void *fn_data)
+    mg_connection *mg_wrapfd(mg_mgr *mgr, int fd, mg_event_handler_t fn, void *fn_data)
     mg_connection *mg_connect(mg_mgr *mgr, const char *url, mg_event_handler_t fn, void *fn_data)
     bint mg_send(mg_connection *c, const void *buf, size_t len)
     void mg_call(mg_connection *c, int ev, void *ev_data)

@@ -1,7 +1,8 @@
 """Ours, WSGI: cymongoose.wsgi.WSGIServer serving the raw WSGI hello of hello_apps.py.
 
-Also the entry point of cymongoose_flask.py (``--app flask_app``): one process, the Mongoose
-loop plus a pool of app threads (``--threads``).
+Also the entry point of cymongoose_flask.py (``--app flask_app``) and of
+cymongoose_wsgi_access_log.py (``--access-log FILE``): one process, the Mongoose loop plus a
+pool of app threads (``--threads``).
 """
 
 import argparse
@@ -9,6 +10,7 @@ import logging
 
 import hello_apps
 
+from cymongoose.access_log import AccessLog, AccessLogWriter
 from cymongoose.wsgi import WSGIServer
 
 CONTENDER = {
@@ -30,9 +32,18 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--app", default="wsgi_hello", help="an app of hello_apps.py")
     parser.add_argument("--threads", type=int, default=8, help="app threads")
+    parser.add_argument("--access-log", help="write the access log to this file")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    server = WSGIServer(getattr(hello_apps, args.app), threads=args.threads)
+    access = None
+    if args.access_log:
+        # As `cymongoose --access-log --access-log-file FILE` sets it up.
+        access = AccessLog()
+        access.logger.addHandler(AccessLogWriter(args.access_log))
+        access.logger.setLevel(logging.INFO)
+        access.logger.propagate = False
+    server = WSGIServer(getattr(hello_apps, args.app), threads=args.threads,
+                        access_log=access)
     server.listen(f"http://127.0.0.1:{args.port}")
     server.run()
 

@@ -1,0 +1,72 @@
+"""`cymongoose --reload`: serve from a child process and start a new one when a watched file
+changes (development only). The reloader binds the socket once and hands it to each child,
+so clients see no refused connection while the code reloads."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+from .cli import CLIError
+from .log_config import configure_logging
+from .server_process import close_listener, open_listener
+
+__all__ = ["run_reloader"]
+
+log = logging.getLogger("cymongoose.error")
+
+_WATCHED = (".py", ".pyi", ".html", ".txt", ".json", ".yaml", ".yml", ".ini", ".toml", ".cfg")
+
+
+def run_reloader(args: argparse.Namespace, argv: list[str]) -> int:
+    try:
+        from watchfiles import watch
+    except ImportError:
+        raise CLIError("--reload needs watchfiles (pip install 'cymongoose[cli]')") from None
+    try:
+        configure_logging(args.log_level, False, None, args.log_config)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    dirs = args.reload_dir or [os.getcwd()]
+    for d in dirs:
+        if not os.path.isdir(d):
+            raise CLIError(f"--reload-dir {d!r} is not a directory")
+    sock = open_listener(args)
+    stop = threading.Event()
+    previous = {s: signal.signal(s, lambda *_: stop.set())
+                for s in (signal.SIGINT, signal.SIGTERM)}
+    cmd = [sys.executable, "-m", "cymongoose", *argv, "--no-reload",
+           "--worker-socket", str(sock.fileno())]
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(cmd, pass_fds=(sock.fileno(),))
+
+    def finish(proc: subprocess.Popen[bytes]) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(args.graceful_timeout + 5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+    child = start()
+    log.info("reloading on changes under %s", ", ".join(dirs))
+    try:
+        for changes in watch(*dirs, stop_event=stop, debounce=100, step=50,
+                             watch_filter=lambda _c, path: path.endswith(_WATCHED),
+                             raise_interrupt=False):
+            log.info("%s changed: restarting", os.path.basename(sorted(changes)[0][1]))
+            finish(child)
+            child = start()
+    finally:
+        finish(child)
+        for s, h in previous.items():
+            signal.signal(s, h)
+        close_listener(args, sock)
+    return 0

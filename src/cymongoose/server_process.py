@@ -1,0 +1,313 @@
+"""One serving process of the command line: open (or inherit) the listening socket, load
+the app, tell which interface it speaks, and serve it until SIGTERM/SIGINT.
+
+A worker started by a supervisor (workers.py) gets the shared socket and a status pipe as
+descriptors, and reports on the pipe, one line each: `ready`, `error <message>` (it could not
+start; the supervisor prints the message and stops) or `recycle` (it reached --max-requests
+and drains: start its replacement now).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import errno
+import importlib
+import inspect
+import logging
+import os
+import random
+import signal
+import socket
+import stat
+import sys
+from typing import Any
+
+from .cli import LIMIT_OPTIONS, CLIError
+from .log_config import configure_logging
+from .serving import AppLoadError, load_app
+
+__all__ = ["close_listener", "detect_interface", "open_listener", "serve_process"]
+
+log = logging.getLogger("cymongoose.error")
+
+
+class StatusPipe:
+    """The worker's line to its supervisor (nothing when this process serves alone)."""
+
+    def __init__(self, fd: int | None) -> None:
+        self._fd = fd
+
+    def send(self, line: str) -> None:
+        if self._fd is None:
+            return
+        data = (line.replace("\n", " ") + "\n").encode("utf-8", "replace")
+        with contextlib.suppress(OSError):  # the supervisor is gone: nothing to tell
+            os.write(self._fd, data[:4000])  # < PIPE_BUF: one atomic write
+
+
+def detect_interface(app: Any) -> str:
+    """"asgi" for an async callable, "raw" for a plain callable of three positional
+    parameters (conn, ev, data), "wsgi" for two (environ, start_response)."""
+    call = getattr(app, "__call__", None)  # noqa: B004 - instances: their __call__
+    if inspect.iscoroutinefunction(app) or inspect.iscoroutinefunction(call):
+        return "asgi"
+    try:
+        sig = inspect.signature(app)
+    except (TypeError, ValueError):
+        return "wsgi"
+    kinds = [p.kind for p in sig.parameters.values()]
+    positional = sum(k in (inspect.Parameter.POSITIONAL_ONLY,
+                           inspect.Parameter.POSITIONAL_OR_KEYWORD) for k in kinds)
+    if positional == 3:
+        return "raw"
+    if positional == 2 or inspect.Parameter.VAR_POSITIONAL in kinds:
+        return "wsgi"
+    raise CLIError(f"cannot tell how to call {app!r}: a WSGI app takes (environ, "
+                   "start_response), an ASGI app is async (scope, receive, send), a raw "
+                   "handler takes (conn, ev, data); pass --interface")
+
+
+def open_listener(args: argparse.Namespace) -> socket.socket:
+    """The listening socket the options name: inherited (--fd), a Unix socket (--uds) or
+    TCP (--host/--port), bound here so a port in use is reported before any app loads."""
+    if args.fd is not None:
+        try:
+            sock = socket.socket(fileno=args.fd)
+        except OSError as exc:
+            raise CLIError(f"--fd {args.fd}: not a socket ({exc.strerror})") from None
+        if not sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+            sock.detach()
+            raise CLIError(f"--fd {args.fd}: the socket is not listening")
+        return sock
+    if args.uds:
+        return _unix_listener(args.uds)
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((args.host.strip("[]"), args.port))
+        sock.listen(1024)
+    except OSError as exc:
+        sock.close()
+        hint = "; is the port in use?" if exc.errno == errno.EADDRINUSE else ""
+        raise CLIError(f"cannot listen on {args.host}:{args.port} ({exc.strerror}){hint}") \
+            from None
+    return sock
+
+
+def close_listener(args: argparse.Namespace, sock: socket.socket) -> None:
+    """Close the socket; the process that created a Unix socket file removes it too."""
+    unix = sock.family == socket.AF_UNIX
+    sock.close()
+    if unix and args.uds and args.worker_socket is None:
+        with contextlib.suppress(OSError):
+            os.unlink(args.uds)
+
+
+def _unix_listener(path: str) -> socket.socket:
+    if os.path.exists(path):
+        if not stat.S_ISSOCK(os.stat(path).st_mode):
+            raise CLIError(f"--uds {path}: the path exists and is not a socket")
+        probe = socket.socket(socket.AF_UNIX)
+        try:
+            probe.connect(path)
+        except ConnectionRefusedError:
+            os.unlink(path)  # a stale socket file from a server that is gone
+        except OSError as exc:
+            raise CLIError(f"--uds {path}: {exc.strerror}") from None
+        else:
+            raise CLIError(f"--uds {path}: another server is listening there")
+        finally:
+            probe.close()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(path)
+        os.chmod(path, 0o666)  # the proxy in front usually runs as another user
+        sock.listen(1024)
+    except OSError as exc:
+        sock.close()
+        raise CLIError(f"cannot listen on {path} ({exc.strerror})") from None
+    return sock
+
+
+def _url(args: argparse.Namespace, sock: socket.socket | None) -> str:
+    scheme = "https" if args.ssl_certfile else "http"
+    if sock is not None and sock.family == socket.AF_UNIX:
+        return f"unix:{sock.getsockname()}"
+    if sock is not None:
+        host, port = sock.getsockname()[:2]
+    else:
+        host, port = args.host, args.port
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
+
+
+def _tls_opts(args: argparse.Namespace) -> Any:
+    if not args.ssl_certfile:
+        return None
+    from ._mongoose import TlsOpts
+    try:
+        def read(path: str) -> bytes:
+            with open(path, "rb") as fh:
+                return fh.read()
+        return TlsOpts(cert=read(args.ssl_certfile), key=read(args.ssl_keyfile),
+                       ca=read(args.ssl_ca) if args.ssl_ca else None)
+    except OSError as exc:
+        raise CLIError(f"TLS: cannot read {exc.filename} ({exc.strerror})") from None
+    except ValueError as exc:
+        raise CLIError(f"TLS: {exc}") from None
+
+
+def serve_process(args: argparse.Namespace) -> int:
+    status = StatusPipe(args.worker_status)
+    if args.worker_socket is not None:
+        # The supervisor's signals: a terminal's hang-up or job control reaching the whole
+        # process group must not stop a worker behind the supervisor's back.
+        for signum in (signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU):
+            signal.signal(signum, signal.SIG_IGN)
+    try:
+        configure_logging(args.log_level, args.access_log, args.access_log_file,
+                          args.log_config)
+    except ValueError as exc:
+        return _fail(status, CLIError(str(exc)))
+    if "." not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # `cymongoose app:app` finds app.py here, as uvicorn
+    try:
+        try:
+            app = load_app(args.app, factory=args.factory)
+        except AppLoadError as exc:
+            raise CLIError(str(exc)) from None
+        interface = args.interface if args.interface != "auto" else detect_interface(app)
+        if interface == "asgi":
+            return _serve_asgi(args, app, status)
+        sock = (socket.socket(fileno=args.worker_socket) if args.worker_socket is not None
+                else open_listener(args))
+        if interface == "raw":
+            return _serve_raw(args, app, sock, status)
+        return _serve_wsgi(args, app, sock, status)
+    except CLIError as exc:
+        return _fail(status, exc)
+
+
+def _fail(status: StatusPipe, exc: CLIError) -> int:
+    if status._fd is not None:
+        status.send(f"error {exc}")  # the supervisor prints it, once
+    else:
+        print(f"cymongoose: {exc}", file=sys.stderr, flush=True)
+    return 2
+
+
+def _limits(args: argparse.Namespace) -> dict[str, Any]:
+    return {name: getattr(args, name) for name in LIMIT_OPTIONS
+            if getattr(args, name) is not None}
+
+
+def _max_requests(args: argparse.Namespace) -> int:
+    if not args.max_requests:
+        return 0
+    return int(args.max_requests) + random.randint(0, args.max_requests_jitter)
+
+
+def _serve_wsgi(args: argparse.Namespace, app: Any, sock: socket.socket,
+                status: StatusPipe) -> int:
+    from .access_log import AccessLog
+    from .proxy_headers import ProxyHeaders
+    from .static_files import StaticFiles, parse_mount
+    from .wsgi import WSGIServer
+
+    try:
+        if args.static:
+            app = StaticFiles(app, [parse_mount(spec) for spec in args.static])
+        access = None
+        if args.access_log or args.log_config:
+            fmt = args.access_log_format
+            access = AccessLog(None if fmt == "json" else fmt, as_json=fmt == "json")
+        trusted = ProxyHeaders(args.forwarded_allow_ips)  # checked even when off
+        proxy = trusted if args.proxy_headers else None
+        tls = _tls_opts(args)
+        server = WSGIServer(app, threads=args.threads, root_path=args.root_path,
+                            access_log=access, proxy_headers=proxy, tls=tls,
+                            graceful_timeout=args.graceful_timeout,
+                            max_requests=_max_requests(args))
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    try:
+        server.listen_socket(sock, tls=tls is not None, **_limits(args))
+    except (ValueError, TypeError, RuntimeError, OSError) as exc:
+        server.close()
+        raise CLIError(f"cannot serve on {_url(args, sock)}: {exc}") from None
+    server.on_max_requests = lambda: status.send("recycle")
+    log.info("serving %s (WSGI, %d app threads) on %s", args.app, args.threads,
+             _url(args, sock))
+    status.send("ready")
+    server.run()
+    close_listener(args, sock)
+    return 0
+
+
+def _serve_raw(args: argparse.Namespace, app: Any, sock: socket.socket,
+               status: StatusPipe) -> int:
+    from ._mongoose import MG_EV_ACCEPT, Manager, listen_fd
+
+    if args.static or args.access_log or args.proxy_headers:
+        raise CLIError("--static, --access-log and --proxy-headers need a WSGI app; a raw "
+                       "handler answers requests itself")
+    tls = _tls_opts(args)
+    handler = app
+    if tls is not None:
+        def handler(conn: Any, ev: int, data: Any) -> None:
+            if ev == MG_EV_ACCEPT:
+                conn.tls_init(tls)
+            app(conn, ev, data)
+    manager = Manager(handler)
+    try:
+        listen_fd(manager, sock, handler, http=True, tls=tls is not None, **_limits(args))
+    except (ValueError, TypeError, RuntimeError, OSError) as exc:
+        manager.close()
+        raise CLIError(f"cannot serve on {_url(args, sock)}: {exc}") from None
+    log.info("serving %s (raw handler) on %s", args.app, _url(args, sock))
+    status.send("ready")
+    manager.run()
+    close_listener(args, sock)
+    return 0
+
+
+def _serve_asgi(args: argparse.Namespace, app: Any, status: StatusPipe) -> int:
+    try:
+        # Imported by name: the ASGI server may be missing from a partial install.
+        asgi: Any = importlib.import_module("cymongoose.asgi")
+    except ImportError as exc:
+        raise CLIError(f"the ASGI server is not available ({exc})") from None
+    if args.worker_socket is not None or args.uds or args.fd is not None:
+        raise CLIError("ASGI apps are served on --host/--port by one process for now "
+                       "(no --workers, --uds or --fd)")
+    unsupported = [name for name, on in (("--static", args.static),
+                                         ("--ssl-certfile", args.ssl_certfile),
+                                         ("--access-log", args.access_log),
+                                         ("--proxy-headers", args.proxy_headers),
+                                         ("--root-path", args.root_path),
+                                         ("limits", _limits(args))) if on]
+    if unsupported:
+        raise CLIError(f"{', '.join(unsupported)}: not available for ASGI apps yet")
+    url = _url(args, None)
+
+    async def run() -> None:
+        server = asgi.ASGIServer(app)
+        try:
+            await server.start(url)
+        except RuntimeError as exc:
+            raise CLIError(f"cannot serve on {url}: {exc}") from None
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        log.info("serving %s (ASGI) on %s", args.app, url)
+        status.send("ready")
+        try:
+            await stop.wait()
+        finally:
+            await asyncio.wait_for(server.stop(), timeout=args.graceful_timeout + 5)
+
+    asyncio.run(run())
+    return 0

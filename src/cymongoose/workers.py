@@ -1,0 +1,241 @@
+"""The supervisor of `cymongoose --workers N`: N worker processes serving one listening
+socket, kept alive.
+
+The supervisor binds the socket, then starts each worker as a fresh interpreter
+(`python -m cymongoose ... --worker-socket FD --worker-status FD`): it never imports the app
+and never holds a Manager, so nothing is ever forked from a process with a live loop. All
+workers accept from the one shared socket, so the kernel's accept queue outlives any single
+worker: a worker that dies or restarts loses no connection waiting there.
+
+- A worker that dies is started again (at once, then with back-off while it keeps dying).
+- A worker that fails before it is ready (a broken app, a bad option) stops the whole server
+  with its error.
+- SIGTERM/SIGINT: each worker stops accepting, finishes its requests in flight and closes
+  idle connections within --graceful-timeout; the supervisor exits 0 when all are gone.
+- SIGHUP: workers are replaced one at a time, each only once its successor is ready.
+- SIGTTIN/SIGTTOU: one worker more / one less.
+- A worker that reached --max-requests says so and drains; its successor starts at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+from .cli import CLIError
+from .log_config import configure_logging
+from .server_process import close_listener, open_listener
+
+__all__ = ["Supervisor"]
+
+log = logging.getLogger("cymongoose.error")
+
+_TICK_S = 0.05
+_READY_TIMEOUT_S = 120.0
+_MAX_BACKOFF_S = 5.0
+_STABLE_S = 10.0  # a worker that lived this long resets the back-off
+
+
+class _Worker:
+    __slots__ = ("proc", "status_fd", "buf", "ready", "retiring", "started", "error")
+
+    def __init__(self, proc: subprocess.Popen[bytes], status_fd: int) -> None:
+        self.proc = proc
+        self.status_fd = status_fd
+        self.buf = b""
+        self.ready = False
+        self.retiring = False  # asked to stop (or stopping by itself): its exit is expected
+        self.started = time.monotonic()
+        self.error: str | None = None
+
+
+class Supervisor:
+    """Runs the workers until SIGTERM/SIGINT; `run()` returns the exit status."""
+
+    def __init__(self, args: argparse.Namespace, argv: list[str]) -> None:
+        self.args = args
+        self.argv = argv
+        self.target = args.workers
+        self.workers: list[_Worker] = []
+        self.stopping = False
+        self.crashes = 0  # consecutive deaths, for the back-off
+        self.restart_at: list[float] = []  # when each pending restart may start
+        self.rolling: list[_Worker] = []  # SIGHUP: old workers still to replace
+        self.successor: _Worker | None = None
+
+    def run(self) -> int:
+        try:
+            configure_logging(self.args.log_level, False, None, self.args.log_config)
+        except ValueError as exc:
+            raise CLIError(str(exc)) from None
+        self.sock = open_listener(self.args)
+        sig_r, sig_w = os.pipe()
+        os.set_blocking(sig_w, False)
+        old_wakeup = signal.set_wakeup_fd(sig_w)
+        handled = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGTTIN,
+                   signal.SIGTTOU)
+        previous = {s: signal.signal(s, lambda *_: None) for s in handled}
+        try:
+            for _ in range(self.target):
+                self._spawn()
+            return self._loop(sig_r)
+        except CLIError:
+            self._kill_all()
+            raise
+        finally:
+            signal.set_wakeup_fd(old_wakeup)
+            for s, h in previous.items():
+                signal.signal(s, h)
+            os.close(sig_r)
+            os.close(sig_w)
+            close_listener(self.args, self.sock)
+            for w in self.workers:
+                os.close(w.status_fd)
+
+    def _spawn(self) -> _Worker:
+        status_r, status_w = os.pipe()
+        fd = self.sock.fileno()
+        cmd = [sys.executable, "-m", "cymongoose", *self.argv,
+               "--worker-socket", str(fd), "--worker-status", str(status_w)]
+        try:
+            proc = subprocess.Popen(cmd, pass_fds=(fd, status_w))
+        finally:
+            os.close(status_w)
+        worker = _Worker(proc, status_r)
+        self.workers.append(worker)
+        return worker
+
+    def _loop(self, sig_r: int) -> int:
+        deadline: float | None = None
+        announced = False
+        while True:
+            if not announced and all(w.ready for w in self.workers):
+                announced = True  # after start-up: a failed start prints only its error
+                log.info("%d workers of %s ready (supervisor pid %d)", len(self.workers),
+                         self.args.app, os.getpid())
+            fds = [sig_r] + [w.status_fd for w in self.workers]
+            readable, _, _ = select.select(fds, [], [], _TICK_S)
+            if sig_r in readable:
+                for signum in os.read(sig_r, 64):
+                    self._on_signal(signum)
+                if self.stopping and deadline is None:
+                    deadline = time.monotonic() + self.args.graceful_timeout + 5.0
+            for w in list(self.workers):
+                if w.status_fd in readable:
+                    self._read_status(w)
+            self._reap()
+            if self.stopping:
+                if not self.workers:
+                    log.info("all workers stopped")
+                    return 0
+                if deadline is not None and time.monotonic() > deadline:
+                    log.error("workers still running after --graceful-timeout: killed")
+                    self._kill_all()
+                continue
+            self._advance_rolling()
+            now = time.monotonic()
+            while self.restart_at and self.restart_at[0] <= now:
+                self.restart_at.pop(0)
+                self._spawn()
+            for w in self.workers:
+                if not w.ready and now - w.started > _READY_TIMEOUT_S:
+                    raise CLIError(f"worker {w.proc.pid} was not ready after "
+                                   f"{_READY_TIMEOUT_S:.0f} s")
+
+    def _on_signal(self, signum: int) -> None:
+        if signum in (signal.SIGTERM, signal.SIGINT):
+            if not self.stopping:
+                log.info("stopping: draining %d workers", len(self.workers))
+                self.stopping = True
+                self.sock.close()  # the workers hold the socket until they stop accepting
+                for w in self.workers:
+                    self._retire(w)
+        elif signum == signal.SIGHUP and not self.rolling:
+            log.info("SIGHUP: replacing the workers one at a time")
+            self.rolling = [w for w in self.workers if not w.retiring]
+        elif signum == signal.SIGTTIN:
+            self.target += 1
+            log.info("SIGTTIN: %d workers", self.target)
+            self._spawn()
+        elif signum == signal.SIGTTOU and self.target > 1:
+            self.target -= 1
+            log.info("SIGTTOU: %d workers", self.target)
+            live = [w for w in self.workers if not w.retiring]
+            if live:
+                self._retire(live[-1])
+
+    def _retire(self, w: _Worker) -> None:
+        w.retiring = True
+        if w.proc.poll() is None:
+            w.proc.send_signal(signal.SIGTERM)
+
+    def _advance_rolling(self) -> None:
+        """SIGHUP: start one successor; once it is ready, retire one old worker."""
+        if self.successor is not None:
+            if not self.successor.ready:
+                return
+            self.successor = None
+            old = self.rolling.pop(0)
+            self._retire(old)
+        self.rolling = [w for w in self.rolling if w in self.workers and not w.retiring]
+        if self.rolling:
+            self.successor = self._spawn()
+
+    def _read_status(self, w: _Worker) -> None:
+        try:
+            data = os.read(w.status_fd, 4096)
+        except OSError:
+            data = b""
+        w.buf += data
+        while b"\n" in w.buf:
+            line, w.buf = w.buf.split(b"\n", 1)
+            text = line.decode("utf-8", "replace")
+            if text == "ready":
+                w.ready = True
+            elif text == "recycle":
+                if not w.retiring and not self.stopping:
+                    w.retiring = True
+                    log.info("worker %d reached --max-requests: replacing it", w.proc.pid)
+                    self._spawn()
+            elif text.startswith("error "):
+                w.error = text[6:]
+
+    def _reap(self) -> None:
+        for w in list(self.workers):
+            code = w.proc.poll()
+            if code is None:
+                continue
+            self._read_status(w)  # a last line may still be in the pipe
+            self.workers.remove(w)
+            os.close(w.status_fd)
+            if w.retiring or self.stopping:
+                continue
+            if not w.ready:
+                self._kill_all()
+                raise CLIError(w.error or f"worker {w.proc.pid} exited with status {code} "
+                                          "before it was ready")
+            how = f"signal {-code}" if code < 0 else f"status {code}"
+            if time.monotonic() - w.started > _STABLE_S:
+                self.crashes = 0
+            delay = 0.0 if self.crashes == 0 else min(_MAX_BACKOFF_S,
+                                                      0.1 * 2 ** (self.crashes - 1))
+            self.crashes += 1
+            log.error("worker %d died (%s); restarting it in %.1f s", w.proc.pid, how, delay)
+            self.restart_at.append(time.monotonic() + delay)
+            self.restart_at.sort()
+
+    def _kill_all(self) -> None:
+        for w in self.workers:
+            if w.proc.poll() is None:
+                w.proc.kill()
+        for w in self.workers:
+            try:
+                w.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                pass

@@ -1,0 +1,75 @@
+"""The `cymongoose` command line: what a user gets wrong is one line on stderr and exit
+status 2, never a traceback, whether one process serves or a supervisor runs workers."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+from support.cli_run import CLI, cli_env, run_cli
+from support.http_client import get
+from support.ports import free_port
+
+from cymongoose import __version__
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _one_line(err: str, message: str) -> None:
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err, err
+
+
+def test_serves_the_app_from_the_working_directory(tmp_path: Path) -> None:
+    port = free_port()
+    cli = CLI(tmp_path, "cli_app:app", "--port", str(port), "--threads", "2",
+              "--root-path", "/api")
+    cli.wait_http(port)
+    assert get(port, "/api/x").body.endswith(b"|/api|/x")
+    assert cli.stop() == 0, cli.err
+
+
+@pytest.mark.parametrize("args,message", [
+    (["no_such_module:app"], "cannot import module 'no_such_module'"),
+    (["cli_app:missing"], "has no attribute 'missing'"),
+    (["cli_app"], "module:attribute"),
+    (["cli_app:missing", "--workers", "2"], "has no attribute 'missing'"),
+    (["cli_app:app", "--uds", "/tmp/x.sock", "--fd", "3"], "either --uds or --fd"),
+    (["cli_app:app", "--ssl-certfile", "c.pem"], "needs both"),
+    (["cli_app:app", "--static", "/s=/no/such/dir"], "is not a directory"),
+    (["cli_app:app", "--forwarded-allow-ips", "10.0.0.300"], "is not an IP address"),
+    (["cli_app:app", "--access-log", "--access-log-format", "%(zz)s"], "unknown atom"),
+    (["cli_app:app", "--log-config", "nope.json"], "no such file"),
+    (["cli_app:app", "--interface", "asgi", "--uds", "/tmp/x.sock"], ""),
+    ([], "give the app"),
+])
+def test_a_mistake_is_one_line_and_exit_2(tmp_path: Path, args: list[str],
+                                          message: str) -> None:
+    done = run_cli(tmp_path, *args, "--port", str(free_port()))
+    assert done.returncode == 2
+    _one_line(done.stderr, message)
+
+
+def test_a_bad_environment_variable_is_one_line(tmp_path: Path) -> None:
+    done = run_cli(tmp_path, "cli_app:app", env=cli_env(CYMONGOOSE_PORT="eighty"))
+    assert done.returncode == 2
+    _one_line(done.stderr, "CYMONGOOSE_PORT='eighty'")
+    done = run_cli(tmp_path, env=cli_env(CYMONGOOSE_APP="cli_app:nothing"))
+    assert done.returncode == 2
+    _one_line(done.stderr, "has no attribute 'nothing'")
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path, workers: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        done = run_cli(tmp_path, "cli_app:app", "--port", str(taken.getsockname()[1]),
+                       "--workers", workers)
+    assert done.returncode == 2
+    _one_line(done.stderr, "is the port in use?")
+
+
+def test_version(tmp_path: Path) -> None:
+    done = run_cli(tmp_path, "--version")
+    assert done.returncode == 0 and done.stdout.strip() == f"cymongoose {__version__}"

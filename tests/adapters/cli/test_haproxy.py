@@ -1,0 +1,87 @@
+"""Debian's HAProxy in front of two cymongoose instances (TCP and Unix socket) with the
+configuration of docs/deployment.md: active health checks bring both up, `option forwardfor`
+appends the client to a forged X-Forwarded-For and the app still sees the real client, and
+the scheme of the TLS frontend reaches the app."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from support.cli_run import CLI, port_open, proxied_get, unix_answers
+from support.ports import free_port
+
+from conftest import tool_env, wait_until
+
+pytestmark = pytest.mark.timeout(60)  # haproxy: tools/debian-packages.txt
+
+HAPROXY_CONF = """
+global
+    log stderr format raw local0 warning
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 30s
+    timeout server 30s
+    option forwardfor
+    http-reuse safe
+frontend www
+    bind 127.0.0.1:{http_port}
+    bind 127.0.0.1:{https_port} ssl crt {tmp}/site.pem
+    http-request set-header X-Forwarded-Proto https if {{ ssl_fc }}
+    http-request set-header X-Forwarded-Proto http if !{{ ssl_fc }}
+    default_backend cymongoose
+backend cymongoose
+    balance roundrobin
+    option httpchk GET /healthz
+    http-check expect status 200
+    server tcp1 127.0.0.1:{tcp_port} check inter 200ms fall 3 rise 1
+    server sock unix@{uds} check inter 200ms fall 3 rise 1
+"""
+
+
+def test_haproxy_in_front_of_a_tcp_and_a_unix_instance(tmp_path: Path) -> None:
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "key.pem", "-out",
+                    "cert.pem", "-subj", "/CN=shop.example", "-days", "2"], cwd=tmp_path,
+                   env=tool_env(), check=True, capture_output=True)
+    (tmp_path / "site.pem").write_bytes((tmp_path / "cert.pem").read_bytes()
+                                        + (tmp_path / "key.pem").read_bytes())
+    tcp_port, http_port, https_port = free_port(), free_port(), free_port()
+    uds = str(tmp_path / "app.sock")
+    tcp = CLI(tmp_path, "cli_app:app", "--port", str(tcp_port), "--proxy-headers")
+    unix = CLI(tmp_path, "cli_app:app", "--uds", uds, "--proxy-headers")
+    haproxy = None
+    try:
+        tcp.wait_http(tcp_port)
+        assert wait_until(lambda: os.path.exists(uds) and unix_answers(uds), 20), unix.err
+        (tmp_path / "haproxy.cfg").write_text(HAPROXY_CONF.format(
+            tmp=tmp_path, uds=uds, tcp_port=tcp_port, http_port=http_port,
+            https_port=https_port))
+        haproxy = subprocess.Popen(
+            [shutil.which("haproxy") or "/usr/sbin/haproxy", "-db", "-f",
+             str(tmp_path / "haproxy.cfg")], env=tool_env(), stderr=subprocess.PIPE,
+            text=True)
+        assert wait_until(lambda: port_open(http_port), 10)
+
+        pids: set[str] = set()
+
+        def both_up() -> bool:  # health checks passed: round robin reaches both
+            body = proxied_get(http_port, "127.0.0.3", headers="X-Forwarded-For: 6.6.6.6\r\n")
+            pid, remote, scheme = body.decode().split("|")[:3]
+            assert (remote, scheme) == ("127.0.0.3", "http")
+            pids.add(pid)
+            return len(pids) == 2
+
+        assert wait_until(both_up, 10)
+        body = proxied_get(https_port, "127.0.0.4", tls=True)
+        assert body.decode().split("|")[1:3] == ["127.0.0.4", "https"]
+    finally:
+        if haproxy is not None:
+            haproxy.terminate()
+            haproxy.wait(10)
+        assert tcp.stop() == 0, tcp.err
+        assert unix.stop() == 0, unix.err

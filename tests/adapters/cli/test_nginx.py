@@ -1,0 +1,99 @@
+"""Debian's nginx in front of two cymongoose instances, one on TCP and one on a Unix socket,
+configured as docs/deployment.md says: the client's address and scheme reach the app through
+the trusted proxy headers, and a forged X-Forwarded-For does not, neither through nginx nor
+from a peer that talks to an instance directly."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from support.cli_run import CLI, port_open, proxied_get, unix_answers
+from support.ports import free_port
+
+from conftest import tool_env, wait_until
+
+pytestmark = pytest.mark.timeout(60)  # nginx: tools/debian-packages.txt
+
+NGINX_CONF = """
+{user}
+worker_processes 1;
+error_log stderr warn;
+pid {tmp}/nginx.pid;
+events {{ worker_connections 256; }}
+http {{
+    access_log off;
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    upstream cymongoose {{
+        server 127.0.0.1:{tcp_port};
+        server unix:{uds};
+        keepalive 16;
+    }}
+    server {{
+        listen 127.0.0.1:{http_port};
+        listen 127.0.0.1:{https_port} ssl;
+        ssl_certificate {tmp}/cert.pem;
+        ssl_certificate_key {tmp}/key.pem;
+        location / {{
+            proxy_pass http://cymongoose;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host $host;
+            proxy_set_header X-Forwarded-For $remote_addr;
+            proxy_set_header X-Forwarded-Proto $scheme;
+        }}
+    }}
+}}
+"""
+
+
+def test_nginx_in_front_of_a_tcp_and_a_unix_instance(tmp_path: Path) -> None:
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "key.pem", "-out",
+                    "cert.pem", "-subj", "/CN=shop.example", "-days", "2"], cwd=tmp_path,
+                   env=tool_env(), check=True, capture_output=True)
+    tcp_port, http_port, https_port = free_port(), free_port(), free_port()
+    uds = str(tmp_path / "app.sock")
+    trust = ["--proxy-headers"]  # the default --forwarded-allow-ips: 127.0.0.1, nginx here
+    tcp = CLI(tmp_path, "cli_app:app", "--port", str(tcp_port), *trust)
+    unix = CLI(tmp_path, "cli_app:app", "--uds", uds, *trust)
+    nginx = None
+    try:
+        tcp.wait_http(tcp_port)
+        assert wait_until(lambda: os.path.exists(uds) and unix_answers(uds), 20), unix.err
+        (tmp_path / "nginx.conf").write_text(NGINX_CONF.format(
+            user="user root;" if os.geteuid() == 0 else "", tmp=tmp_path, uds=uds,
+            tcp_port=tcp_port, http_port=http_port, https_port=https_port))
+        nginx = subprocess.Popen(
+            [shutil.which("nginx") or "/usr/sbin/nginx", "-p", str(tmp_path), "-c",
+             str(tmp_path / "nginx.conf"), "-g", "daemon off;"],
+            env=tool_env(), stderr=subprocess.PIPE, text=True)
+        assert wait_until(lambda: port_open(http_port), 10), nginx.stderr
+
+        pids = set()
+        for _ in range(6):  # round robin over both instances
+            body = proxied_get(http_port, "127.0.0.3", headers="X-Forwarded-For: 6.6.6.6\r\n")
+            pid, remote, scheme, host = body.decode().split("|")[:4]
+            assert (remote, scheme, host) == ("127.0.0.3", "http", "shop.example")
+            pids.add(pid)
+        assert len(pids) == 2
+        for _ in range(2):
+            body = proxied_get(https_port, "127.0.0.4", tls=True)
+            assert body.decode().split("|")[1:3] == ["127.0.0.4", "https"]
+        # A peer that is not the proxy forges in vain.
+        body = proxied_get(tcp_port, "127.0.0.5", headers="X-Forwarded-For: 6.6.6.6\r\n"
+                                                   "X-Forwarded-Proto: https\r\n")
+        assert body.decode().split("|")[1:3] == ["127.0.0.5", "http"]
+    finally:
+        if nginx is not None:
+            nginx.terminate()
+            nginx.wait(10)
+        assert tcp.stop() == 0, tcp.err
+        assert unix.stop() == 0, unix.err

@@ -1,0 +1,141 @@
+"""Command-line options end to end on one shared server process: trusted proxy headers (and
+an untrusted peer's ignored), root path, static files through sendfile, limits from options
+and CYMONGOOSE_* variables, and the access log it writes, parsed line by line."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from support.cli_run import CLI, cli_env
+from support.http_client import HttpConnection, get, raw_request
+from support.ports import free_port
+
+pytestmark = pytest.mark.timeout(60)
+
+# gunicorn's default atoms plus the duration: h l u t "r" s b "f" "a" L
+ACCESS_LINE = re.compile(r'^(?P<client>\S+) - - \[(?P<time>[^\]]+)\] "(?P<request>[^"]*)" '
+                         r'(?P<status>\d{3}) (?P<bytes>\d+|-) "(?P<referer>[^"]*)" '
+                         r'"(?P<agent>[^"]*)" (?P<seconds>\d+\.\d{6})$')
+
+
+@dataclass
+class Served:
+    port: int
+    cli: CLI
+    static: Path
+    access_log: Path
+    big: bytes
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    tmp = tmp_path_factory.mktemp("cli_options")
+    static = tmp / "public"
+    (static / "sub").mkdir(parents=True)
+    big = os.urandom(300_000)
+    (static / "big.bin").write_bytes(big)
+    (static / "sub" / "index.html").write_text("<p>index</p>")
+    access_log = tmp / "access.log"
+    port = free_port()
+    cli = CLI(tmp, "cli_app:app", "--port", str(port), "--threads", "2",
+              "--root-path", "/api", "--static", f"/s={static}", "--max-uri-size", "200",
+              "--access-log", "--access-log-file", str(access_log), "--log-level", "warning",
+              env=cli_env(CYMONGOOSE_PROXY_HEADERS="1", CYMONGOOSE_MAX_HEADER_COUNT="8",
+                          CYMONGOOSE_FORWARDED_ALLOW_IPS="127.0.0.0/8, ::1"))
+    cli.wait_http(port)
+    yield Served(port, cli, static, access_log, big)
+    assert cli.stop() == 0, cli.err
+    assert cli.err == "", cli.err  # --log-level warning: nothing to say
+
+
+def _fields(body: bytes) -> list[str]:
+    return body.decode().split("|")  # pid|REMOTE_ADDR|scheme|Host|SCRIPT_NAME|PATH_INFO
+
+
+def test_x_forwarded_headers_from_a_trusted_proxy(served: Served) -> None:
+    r = get(served.port, "/api/p", [("X-Forwarded-For", "198.51.100.9, 203.0.113.5"),
+                                    ("X-Forwarded-Proto", "https"),
+                                    ("X-Forwarded-Host", "shop.example")])
+    assert _fields(r.body)[1:] == ["203.0.113.5", "https", "shop.example", "/api", "/p"]
+    # A chain whose last hops are trusted proxies: the first untrusted hop is the client.
+    r = get(served.port, "/api/p", [("X-Forwarded-For", "198.51.100.9, 127.0.0.5")])
+    assert _fields(r.body)[1:3] == ["198.51.100.9", "http"]
+
+
+def test_rfc7239_forwarded_wins_over_x_forwarded(served: Served) -> None:
+    r = get(served.port, "/api/f", [
+        ("Forwarded", 'for="[2001:db8::7]:4711";proto=https;host=a.example'),
+        ("X-Forwarded-For", "198.51.100.1")])
+    assert _fields(r.body)[1:4] == ["2001:db8::7", "https", "a.example"]
+
+
+def test_proxy_headers_from_an_untrusted_peer_are_ignored(tmp_path: Path) -> None:
+    port = free_port()
+    cli = CLI(tmp_path, "cli_app:app", "--port", str(port), "--proxy-headers",
+              "--forwarded-allow-ips", "10.0.0.0/8")
+    try:
+        cli.wait_http(port)
+        r = get(port, "/", [("X-Forwarded-For", "6.6.6.6"), ("X-Forwarded-Proto", "https"),
+                            ("Forwarded", "for=6.6.6.6;proto=https")])
+        assert _fields(r.body)[1:3] == ["127.0.0.1", "http"]
+    finally:
+        assert cli.stop() == 0, cli.err
+
+
+def test_root_path(served: Served) -> None:
+    assert _fields(get(served.port, "/api/a/b").body)[4:] == ["/api", "/a/b"]
+    assert _fields(get(served.port, "/other").body)[4:] == ["", "/other"]
+
+
+def test_static_files(served: Served) -> None:
+    r = get(served.port, "/s/big.bin")
+    assert r.status == 200 and r.body == served.big
+    assert r.header("content-length") == str(len(served.big))
+    with HttpConnection(served.port) as c:
+        head = c.request("HEAD", "/s/big.bin")
+        assert head.status == 200 and head.body == b""
+        assert head.header("content-length") == str(len(served.big))
+        again = c.request("GET", "/s/big.bin",
+                          [("If-Modified-Since", head.header("last-modified") or "")])
+        assert again.status == 304 and again.body == b""
+        assert c.request("GET", "/s/sub/").body == b"<p>index</p>"
+        assert c.request("GET", "/s/nothing").status == 404
+        assert c.request("POST", "/s/big.bin").status == 405
+    for target in ("/s/../cli_app.py", "/s/%2e%2e/cli_app.py", "/s/sub/../../cli_app.py"):
+        with HttpConnection(served.port) as c:
+            c.send_raw(raw_request("GET", target))
+            r = c.read_response()
+            assert r.status in (400, 404) and b"def app" not in r.body, target
+
+
+def test_limits_from_options_and_environment(served: Served) -> None:
+    assert get(served.port, "/api/" + "a" * 300).status == 414
+    assert get(served.port, "/api/", [(f"X-{i}", "v") for i in range(10)]).status == 431
+    assert get(served.port, "/api/", [(f"X-{i}", "v") for i in range(5)]).status == 200
+
+
+def test_access_log_lines(served: Served) -> None:
+    get(served.port, "/api/logged?q=1", [("User-Agent", "probe/1"), ("Referer", "http://r/"),
+                                         ("X-Forwarded-For", "192.0.2.44")])
+    get(served.port, "/s/big.bin")
+    deadline = time.monotonic() + 5
+    while True:
+        lines = served.access_log.read_text().splitlines()
+        if any("/s/big.bin" in ln for ln in lines) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    parsed = [ACCESS_LINE.match(line) for line in lines]
+    assert all(parsed), [ln for ln, m in zip(lines, parsed, strict=True) if not m]
+    by_request = {m["request"]: m for m in parsed if m}
+    logged = by_request["GET /api/logged?q=1 HTTP/1.1"]
+    assert logged["client"] == "192.0.2.44" and logged["status"] == "200"
+    assert logged["agent"] == "probe/1" and logged["referer"] == "http://r/"
+    assert 0 < float(logged["seconds"]) < 5
+    static = by_request["GET /s/big.bin HTTP/1.1"]
+    assert static["bytes"] == str(len(served.big)) and static["client"] == "127.0.0.1"

@@ -1,0 +1,107 @@
+"""--reload picks up an edited file; --log-config as JSON, YAML and INI; the JSON access log."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from support.cli_run import CLI
+from support.http_client import get
+from support.ports import free_port
+
+from conftest import wait_until
+
+pytestmark = pytest.mark.timeout(60)
+
+VERSIONED = '''
+def app(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"version %d"]
+'''
+
+
+def test_reload_picks_up_an_edited_file(tmp_path: Path) -> None:
+    (tmp_path / "versioned.py").write_text(VERSIONED % 1)
+    port = free_port()
+    cli = CLI(tmp_path, "versioned:app", "--port", str(port), "--reload")
+    try:
+        cli.wait_http(port)
+        assert get(port, "/").body == b"version 1"
+        time.sleep(0.3)  # the watcher is up (it starts with the first child)
+        (tmp_path / "versioned.py").write_text(VERSIONED % 2)
+
+        def body() -> bytes:
+            try:
+                return get(port, "/").body
+            except OSError:
+                return b""
+
+        assert wait_until(lambda: body() == b"version 2", 20), cli.err
+    finally:
+        assert cli.stop() == 0, cli.err
+    assert "changed: restarting" in cli.err
+
+
+LOG_JSON = {
+    "version": 1,
+    "formatters": {"plain": {"format": "%(name)s %(levelname)s %(message)s"}},
+    "handlers": {"file": {"class": "logging.FileHandler", "filename": "{out}",
+                          "formatter": "plain"}},
+    "loggers": {"cymongoose": {"handlers": ["file"], "level": "INFO", "propagate": False},
+                "cymongoose.access": {"handlers": ["file"], "level": "INFO",
+                                      "propagate": False}},
+}
+
+LOG_INI = """\
+[loggers]
+keys=root,cymongoose
+[handlers]
+keys=file
+[formatters]
+keys=plain
+[logger_root]
+level=WARNING
+handlers=
+[logger_cymongoose]
+level=INFO
+handlers=file
+qualname=cymongoose
+propagate=0
+[handler_file]
+class=FileHandler
+formatter=plain
+args=('{out}',)
+[formatter_plain]
+format=%(name)s %(levelname)s %(message)s
+"""
+
+
+@pytest.mark.parametrize("kind", ["json", "yaml", "ini"])
+def test_log_config_files(tmp_path: Path, kind: str) -> None:
+    out = tmp_path / "server.log"
+    if kind == "ini":
+        text = LOG_INI.replace("{out}", str(out))
+    else:
+        config = json.loads(json.dumps(LOG_JSON).replace("{out}", str(out)))
+        text = json.dumps(config)  # JSON is YAML too
+    (tmp_path / f"log.{kind}").write_text(text)
+    port = free_port()
+    extra = ["--access-log-format", "json"] if kind == "yaml" else []
+    cli = CLI(tmp_path, "cli_app:app", "--port", str(port), "--log-config", f"log.{kind}",
+              *extra)
+    try:
+        cli.wait_http(port)
+        get(port, "/configured?x=1", [("User-Agent", "t/1")])
+    finally:
+        assert cli.stop() == 0, cli.err
+    lines = out.read_text().splitlines()
+    assert any(ln.startswith("cymongoose.error INFO serving cli_app:app") for ln in lines)
+    if kind == "yaml":  # the access log, as JSON, through the user's handler
+        records = [json.loads(ln.split(" ", 2)[2]) for ln in lines
+                   if ln.startswith("cymongoose.access INFO {")]
+        rec = next(r for r in records if r["path"] == "/configured")
+        assert rec["query"] == "x=1" and rec["status"] == 200 and rec["method"] == "GET"
+        assert rec["client"] == "127.0.0.1" and rec["user_agent"] == "t/1"
+        assert rec["bytes"] > 0 and 0 <= rec["duration_ms"] < 5000

@@ -1,0 +1,138 @@
+"""Where and how the command line serves: a Unix socket, an inherited descriptor, HTTPS
+from certificate files, a raw handler and an ASGI app detected by --interface auto, and a
+factory."""
+
+from __future__ import annotations
+
+import importlib.util
+import socket
+import ssl
+import subprocess
+from pathlib import Path
+
+import pytest
+from support.cli_run import CLI, run_cli, unix_get
+from support.http_client import get
+from support.ports import bound_listener, free_port
+
+from conftest import tool_env, wait_until
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_unix_socket(tmp_path: Path) -> None:
+    path = str(tmp_path / "app.sock")
+    (tmp_path / "app.sock").write_text("stale")  # not a socket: refused, never deleted
+    done = run_cli(tmp_path, "cli_app:app", "--uds", path)
+    assert done.returncode == 2 and "not a socket" in done.stderr, done.stderr
+    (tmp_path / "app.sock").unlink()
+    cli = CLI(tmp_path, "cli_app:app", "--uds", path, "--proxy-headers")
+    try:
+        assert wait_until(lambda: (tmp_path / "app.sock").is_socket(), 20), cli.err
+        out = wait_until(lambda: _try(unix_get, path, "/u"), 10)
+        assert out
+        head, _, body = unix_get(path, "/u").partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200") and body.split(b"|")[1:3] == [b"127.0.0.1",
+                                                                              b"http"]
+        # A Unix-socket peer is the local proxy: its forwarded headers are believed.
+        body = unix_get(path, "/", "X-Forwarded-For: 203.0.113.1\r\n"
+                                   "X-Forwarded-Proto: https\r\n").partition(b"\r\n\r\n")[2]
+        assert body.split(b"|")[1:3] == [b"203.0.113.1", b"https"]
+        # A second server on the same live socket is refused.
+        done = run_cli(tmp_path, "cli_app:app", "--uds", path)
+        assert done.returncode == 2 and "another server" in done.stderr
+    finally:
+        assert cli.stop() == 0, cli.err
+    assert not (tmp_path / "app.sock").exists()  # removed by the server that made it
+
+
+def _try(fn, *args):  # type: ignore[no-untyped-def]
+    try:
+        return fn(*args)
+    except OSError:
+        return None
+
+
+def test_inherited_descriptor(tmp_path: Path) -> None:
+    with bound_listener() as lsock:
+        port = lsock.getsockname()[1]
+        cli = CLI(tmp_path, "cli_app:app", "--fd", str(lsock.fileno()),
+                  pass_fds=(lsock.fileno(),))
+        try:
+            cli.wait_http(port)
+            assert get(port, "/fd").body.endswith(b"|/fd")
+        finally:
+            assert cli.stop() == 0, cli.err
+
+
+def test_https_from_certificate_files(tmp_path: Path) -> None:
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "key.pem", "-out",
+                    "cert.pem", "-subj", "/CN=localhost", "-days", "2", "-addext",
+                    "subjectAltName=IP:127.0.0.1"], cwd=tmp_path, env=tool_env(), check=True,
+                   capture_output=True)
+    port = free_port()
+    cli = CLI(tmp_path, "cli_app:app", "--port", str(port), "--ssl-certfile", "cert.pem",
+              "--ssl-keyfile", "key.pem")
+    ctx = ssl.create_default_context(cafile=str(tmp_path / "cert.pem"))
+
+    def fetch() -> bytes | None:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
+                    ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+                s.sendall(b"GET /tls HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+                out = b""
+                while chunk := s.recv(65536):
+                    out += chunk
+                return out
+        except OSError:
+            return None
+
+    try:
+        assert wait_until(lambda: fetch() is not None, 20), cli.err
+        out = fetch()
+        assert out is not None and out.startswith(b"HTTP/1.1 200")
+        assert out.split(b"\r\n\r\n")[1].split(b"|")[2:3] == [b"https"]
+    finally:
+        assert cli.stop() == 0, cli.err
+
+
+def test_raw_handler_detected_and_factory(tmp_path: Path) -> None:
+    port = free_port()
+    cli = CLI(tmp_path, "cli_app:handler", "--port", str(port))
+    try:
+        cli.wait_http(port)
+        assert get(port, "/r").body == b"raw:/r"
+    finally:
+        assert cli.stop() == 0, cli.err
+    port = free_port()
+    cli = CLI(tmp_path, "cli_app:make_app", "--factory", "--interface", "wsgi",
+              "--port", str(port))
+    try:
+        cli.wait_http(port)
+        assert get(port, "/made").body.endswith(b"|/made")
+    finally:
+        assert cli.stop() == 0, cli.err
+
+
+ASGI_APP = '''
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/plain")]})
+    await send({"type": "http.response.body", "body": b"asgi:" + scope["path"].encode()})
+'''
+
+
+@pytest.mark.skipif(importlib.util.find_spec("cymongoose.asgi") is None,
+                    reason="cymongoose.asgi is being merged from its own branch")
+def test_asgi_app_detected(tmp_path: Path) -> None:
+    (tmp_path / "asgi_app.py").write_text(ASGI_APP)
+    port = free_port()
+    cli = CLI(tmp_path, "asgi_app:app", "--port", str(port))
+    try:
+        cli.wait_http(port)
+        assert get(port, "/a").body == b"asgi:/a"
+    finally:
+        assert cli.stop() == 0, cli.err

@@ -1,0 +1,60 @@
+"""proxy_headers.ProxyHeaders: who may speak for a client, and what a chain of proxies says
+(X-Forwarded-* and RFC 7239 Forwarded), the way both app servers use it."""
+
+from __future__ import annotations
+
+import pytest
+
+from cymongoose.proxy_headers import ProxiedRequest, ProxyHeaders, parse_forwarded
+
+
+def test_trusted_addresses_networks_and_any() -> None:
+    p = ProxyHeaders("127.0.0.1, 10.0.0.0/8,2001:db8::/32")
+    assert p.is_trusted("127.0.0.1") and p.is_trusted("10.1.2.3")
+    assert p.is_trusted("2001:db8::5") and p.is_trusted("::ffff:10.0.0.1")
+    assert not p.is_trusted("127.0.0.2") and not p.is_trusted("unknown")
+    assert p.is_trusted(None)  # a Unix socket peer is local
+    assert ProxyHeaders("*").is_trusted("203.0.113.9")
+    assert ProxyHeaders(["192.0.2.1"]).is_trusted("192.0.2.1")
+    with pytest.raises(ValueError, match="not an IP address"):
+        ProxyHeaders("10.0.0.0/33")
+
+
+def test_untrusted_peer_is_ignored() -> None:
+    got = ProxyHeaders("127.0.0.1").resolve(
+        "192.0.2.7", x_forwarded_for="1.2.3.4", x_forwarded_proto="https",
+        forwarded="for=1.2.3.4")
+    assert got == ProxiedRequest()
+
+
+@pytest.mark.parametrize("xff,client", [
+    ("203.0.113.5", "203.0.113.5"),
+    ("198.51.100.1, 203.0.113.5", "203.0.113.5"),  # the forged entry is never chosen
+    ("198.51.100.1, 203.0.113.5, 10.0.0.2", "203.0.113.5"),  # behind two proxies
+    ("10.0.0.9, 10.0.0.2", "10.0.0.9"),  # all trusted: the first
+    ("[2001:db8::1]:443", "2001:db8::1"),
+    ("203.0.113.5:8080", "203.0.113.5"),
+])
+def test_x_forwarded_for_chain(xff: str, client: str) -> None:
+    got = ProxyHeaders("127.0.0.1,10.0.0.0/8").resolve("127.0.0.1", x_forwarded_for=xff)
+    assert got.client_host == client
+
+
+def test_proto_and_host_are_checked() -> None:
+    p = ProxyHeaders()
+    got = p.resolve("127.0.0.1", x_forwarded_proto="HTTPS", x_forwarded_host="a.example:8443")
+    assert got == ProxiedRequest(None, None, "https", "a.example:8443")
+    got = p.resolve("127.0.0.1", x_forwarded_proto="gopher", x_forwarded_host="bad host")
+    assert got.scheme is None and got.host is None
+
+
+def test_forwarded_rfc7239() -> None:
+    p = ProxyHeaders("127.0.0.1")
+    got = p.resolve("127.0.0.1", forwarded='for=192.0.2.60;proto=https;by=203.0.113.43, '
+                                           'for="[2001:db8:cafe::17]:4711";host="h.example"',
+                    x_forwarded_for="6.6.6.6")
+    assert got == ProxiedRequest("2001:db8:cafe::17", 4711, None, "h.example")
+    got = p.resolve("127.0.0.1", forwarded="for=unknown;proto=http")
+    assert got == ProxiedRequest(None, None, "http", None)
+    assert parse_forwarded('for="a;b,c";proto=https, junk') == [
+        {"for": "a;b,c", "proto": "https"}]

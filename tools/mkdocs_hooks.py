@@ -1,0 +1,24 @@
+"""mkdocs hooks for the docs site: the benchmark results (tests/benchmarks/results/, written
+by `make bench`) become the Benchmarks page with its chart, without copies kept in docs/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mkdocs.structure.files import File, Files
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "tests" / "benchmarks" / "results"
+
+
+def on_files(files: Files, config: Any) -> Files:
+    table = (RESULTS / "results.md").read_text(encoding="utf-8")
+    title, _, rest = table.partition("\n")
+    page = (f"{title}\n\n![Benchmark chart](results.svg)\n{rest}\n\n"
+            "How these are measured, and what the figures mean: "
+            "[Performance](performance.md).\n")
+    files.append(File.generated(config, "benchmarks.md", content=page))
+    files.append(File.generated(config, "results.svg",
+                                content=(RESULTS / "results.svg").read_bytes()))
+    return files
