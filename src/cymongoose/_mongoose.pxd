@@ -121,6 +121,9 @@ cdef class Connection:
     cdef object _mask_handler  # the handler _mask was computed for (see handles())
     cdef bint _recv_capped  # raw TCP/UDP and MQTT: Manager.max_recv_size applies
     cdef uint64_t _mask
+    # The handler's mask leaves MG_EV_POLL out: _on_event skips the event without the GIL.
+    # Cleared when the handler changes, set again by _deliver() once it read the new mask.
+    cdef bint _skip_poll
     cdef bint _head_request
     cdef bint _bound
     cdef HttpLimits _limits

@@ -299,20 +299,31 @@ def get(port: int, path: str = "/", timeout: float = 5.0) -> tuple[int, bytes]:
 class ServerProcess:
     """tests/reliability/server_main.py in a child process (RSS and fds of the server alone)."""
 
-    def __init__(self, app: str = "ok", **limits: int) -> None:
+    def __init__(self, app: str = "ok", nofile: tuple[int, int] | None = None,
+                 capture_stderr: bool = False, **limits: int) -> None:
+        """nofile: the (soft, hard) open-file limits the server starts with; the soft limit
+        it serves with (after listen() raised it) is in self.nofile_soft. capture_stderr:
+        keep its log output for self.stderr_text() instead of passing it through."""
         import json
         import subprocess
+        import tempfile
 
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "server_main.py")
-        self.proc = subprocess.Popen(
-            [sys.executable, script, "--app", app, "--limits", json.dumps(limits)],
-            stdout=subprocess.PIPE, text=True)
+        args = [sys.executable, script, "--app", app, "--limits", json.dumps(limits)]
+        if nofile is not None:
+            args += ["--nofile", f"{nofile[0]},{nofile[1]}"]
+        # A file, not a pipe: a server that logs a lot must never block on a full pipe.
+        self._stderr = tempfile.TemporaryFile() if capture_stderr else None
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._stderr,
+                                     text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line.strip():
             self.proc.kill()
             raise RuntimeError("the server process did not start")
-        self.port = int(line)
+        port, soft = line.split()
+        self.port = int(port)
+        self.nofile_soft = int(soft)
         self.pid = self.proc.pid
         self.summary: dict[str, int] = {}
 
@@ -337,6 +348,18 @@ class ServerProcess:
             if out.strip():
                 self.summary = json.loads(out.strip().splitlines()[-1])
         return self.summary
+
+    def cpu_seconds(self) -> float:
+        """User plus system CPU time the server process has used so far."""
+        with open(f"/proc/{self.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stderr_text(self) -> str:
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0)
+        return self._stderr.read().decode("utf-8", "replace")
 
 
 def read_response(sock: socket.socket, buf: bytearray) -> tuple[int, bytes, bool]:

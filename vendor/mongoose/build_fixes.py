@@ -78,16 +78,84 @@ EPOLL_RESPECTS_IS_FULL = """\
 #endif
 """
 
+# Mongoose 7.23 accepts one connection per listener per poll iteration, so a burst of 10,000
+# clients needs 10,000 iterations, each walking every connection; and when accept() fails
+# (EMFILE: out of file descriptors) it logs and returns, and the level-triggered listener
+# wakes the next epoll_wait() at once: the loop spins at 100% CPU logging the same error.
+# Ours accepts until the backlog is empty or CYM_ACCEPT_BURST connections (so a storm
+# cannot starve established clients), and on a resource error takes the listener out of
+# epoll (is_full, see EPOLL_RESPECTS_IS_FULL) for CYM_ACCEPT_PAUSE_MS, telling cymongoose
+# once per episode through cym_accept_paused_hook (it logs). The pause is process-wide,
+# like the descriptor table that ran out.
+ACCEPT_STATE = """\
+#define CYM_ACCEPT_BURST 128     /* cymongoose build fix: accept bursts and EMFILE pause */
+#define CYM_ACCEPT_PAUSE_MS 100
+void (*cym_accept_paused_hook)(struct mg_connection *lsn, int err) = NULL;
+static uint64_t s_cym_accept_resume_ms;  /* 0: accepting */
+static _Thread_local int s_cym_accept_stop;
+static void cym_accept_failed(struct mg_connection *lsn, int err) {
+  s_cym_accept_stop = 1;
+  if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
+    uint64_t was = __atomic_exchange_n(&s_cym_accept_resume_ms,
+                                       mg_millis() + CYM_ACCEPT_PAUSE_MS, __ATOMIC_RELAXED);
+    lsn->is_full = 1;
+    MG_EPOLL_MOD(lsn, 0);
+    if (was == 0 && cym_accept_paused_hook != NULL) cym_accept_paused_hook(lsn, err);
+  } else if (err != EAGAIN && err != EWOULDBLOCK && err != ECONNABORTED && err != EPROTO) {
+    MG_ERROR(("%lu accept failed, errno %d", lsn->id, err));
+  }
+}
+static void cym_accept_resume(struct mg_connection *lsn, uint64_t now) {
+  uint64_t until = __atomic_load_n(&s_cym_accept_resume_ms, __ATOMIC_RELAXED);
+  if (until != 0 && now < until) return;
+  lsn->is_full = 0;
+  MG_EPOLL_MOD(lsn, 0);
+}
+"""
+
+ACCEPT_FAILED = """\
+  if (fd == MG_INVALID_SOCKET) {  /* cymongoose build fix: quiet EAGAIN, EMFILE pause */
+    cym_accept_failed(lsn, errno);
+    return;
+  }
+  if (__atomic_load_n(&s_cym_accept_resume_ms, __ATOMIC_RELAXED) != 0)
+    __atomic_store_n(&s_cym_accept_resume_ms, 0, __ATOMIC_RELAXED);  /* episode over */
+"""
+
+ACCEPT_BURST = """\
+static void cym_accept_burst(struct mg_mgr *mgr, struct mg_connection *lsn) {
+  int i;  /* cymongoose build fix: accept until the backlog is empty, bounded */
+  s_cym_accept_stop = 0;
+  for (i = 0; i < CYM_ACCEPT_BURST && !s_cym_accept_stop && !lsn->is_closing; i++)
+    accept_conn(mgr, lsn);
+}
+
+"""
+
+# (old text, new text): each old text must occur exactly once
+REPLACEMENTS = [
+    ("      if (c->is_readable) accept_conn(mgr, c);\n",
+     "      if (c->is_full) cym_accept_resume(c, now);  /* cymongoose build fix */\n"
+     "      if (c->is_readable) cym_accept_burst(mgr, c);\n"),
+    ("static bool can_read(const struct mg_connection *c) {\n",
+     ACCEPT_BURST + "static bool can_read(const struct mg_connection *c) {\n"),
+]
+
 # (anchor line, code inserted after it)
 FIXES = [
     ("    sigsz = (size_t) (70 + neg1 + neg2);\n", ECDSA_MINIMAL_DER),
     ("void mg_bzero(volatile unsigned char *buf, size_t len) {\n", FAST_BZERO),
-    ('#include "mongoose.h"\n', EPOLL_RESPECTS_IS_FULL),
+    ('#include "mongoose.h"\n', EPOLL_RESPECTS_IS_FULL + ACCEPT_STATE),
+    ("  MG_SOCKET_TYPE fd = raccept(FD(lsn), &usa, &sa_len);\n", ACCEPT_FAILED),
 ]
 
 
 def apply(source: bytes) -> bytes:
     text = source.decode("utf-8")
+    for old, new in REPLACEMENTS:
+        if text.count(old) != 1:
+            raise SystemExit(f"build_fixes.py: text not found exactly once: {old.strip()!r}")
+        text = text.replace(old, new)
     for anchor, block in FIXES:
         if text.count(anchor) != 1:
             raise SystemExit(f"build_fixes.py: anchor not found exactly once: {anchor.strip()!r}")

@@ -30,8 +30,13 @@ cdef void _on_event(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
         return
     if ev != mg.MG_EV_POLL:
         (<GilSlot *>c.mgr.userdata).io_events += 1
-    elif c.is_tls and c.rtls.len > 0:
-        _tls_screen(c)  # tls.pxi: refuse what Mongoose's TLS would wait on forever
+    else:
+        if c.is_tls and c.rtls.len > 0:
+            _tls_screen(c)  # tls.pxi: refuse what Mongoose's TLS would wait on forever
+        if (<Connection>c.fn_data)._skip_poll:
+            # Every connection gets MG_EV_POLL every iteration: with 10,000 idle clients,
+            # taking the GIL and entering Python dispatch for each would dominate the loop.
+            return
     _take_gil_back(<GilSlot *>c.mgr.userdata)
     _dispatch_gil_held(c, ev, ev_data)
 
@@ -54,6 +59,9 @@ cdef Connection _bind(mg.mg_connection *c):
     child._bound = True
     child._manager = conn._manager
     child._handler = conn._handler
+    child._mask = conn._mask
+    child._mask_handler = conn._mask_handler
+    child._skip_poll = conn._skip_poll
     child._limits = conn._limits
     child._recv_capped = conn._recv_capped
     Py_INCREF(child)  # owned by c->fn_data until MG_EV_CLOSE
@@ -112,6 +120,7 @@ cdef void _deliver(Manager manager, Connection conn, mg.mg_connection *c, int ev
     if handler is not conn._mask_handler:  # handler changed: read its @handles() once
         conn._mask = _event_mask(handler)
         conn._mask_handler = handler
+        conn._skip_poll = not (conn._mask >> mg.MG_EV_POLL) & 1
     if ev < 64 and not (conn._mask >> ev) & 1:
         return
     if ev == mg.MG_EV_POLL or ev == mg.MG_EV_READ or ev == mg.MG_EV_WRITE:

@@ -320,6 +320,7 @@ cdef Connection _mqtt_listen(Manager manager, str url, object handler):
     conn._manager = <void *>manager
     conn._limits = manager._limits
     conn._recv_capped = True
+    _raise_open_file_limit()
     Py_INCREF(conn)  # the reference c->fn_data will own until MG_EV_CLOSE
     cdef mg.mg_connection *c = mg.mg_mqtt_listen(&manager._mgr, burl, _on_event,
                                                  <void *>conn)

@@ -7,4 +7,9 @@
 /* Defined in mongoose.c (src/sntp.c): wall-clock milliseconds at mg_millis() == 0. */
 extern uint64_t mg_boot_timestamp_ms;
 
+/* Defined by vendor/mongoose/build_fixes.py: called (with the GIL released or held, from
+   the polling thread) when accept() fails for lack of descriptors or memory and the
+   listeners pause; once per episode. */
+extern void (*cym_accept_paused_hook)(struct mg_connection *lsn, int err);
+
 #endif

@@ -420,3 +420,5 @@ cdef extern from "cym_extra.h" nogil:
     # Defined in mongoose.c but not declared by mongoose.h: the wall-clock offset that
     # mg_now() adds to mg_millis(); seeded at import so TLS validity checks work without SNTP.
     uint64_t mg_boot_timestamp_ms
+    # vendor/mongoose/build_fixes.py: told once per EMFILE episode that accepting paused.
+    void (*cym_accept_paused_hook)(mg_connection *lsn, int err)
