@@ -11,8 +11,8 @@ in each of its servers' environments; before the servers start and at each hello
 its own CPU cost per call, which the report subtracts from each server's CPU per request: the
 server's overhead. The connections phase runs the contenders that declare it (ours, Mongoose in C,
 nginx with its defaults and nginx tuned) at 1,000 and 10,000 keep-alive connections (wrk -cN)
-and reports socket errors and p99 beside req/s. Everything, with every version and build flag, goes to
-results/results.json, results.md, results.png/.svg, and the README's Performance block.
+and reports socket errors and p99 beside req/s. Everything, with every version and build flag,
+goes to results/results.json, results.md, results.png/.svg, and the README's Performance block.
 
     python tests/benchmarks/run.py [--quick] [--only a,b] [--skip a,b] [--list] ...
 """
