@@ -35,6 +35,7 @@ cdef struct HttpLimits:
     uint64_t body_timeout_ms
     uint64_t keepalive_timeout_ms
     uint64_t tls_handshake_timeout_ms
+    uint64_t send_timeout_ms  # a response must make write progress within this (0: never)
     # Not a limit but a listener setting carried the same way: deliver each request's head
     # as MG_EV_HTTP_HDRS and hand its body out as it arrives (http_stream.pxi).
     bint stream_body
@@ -77,6 +78,10 @@ cdef struct HttpGuard:
     int file_fd
     int64_t file_off
     size_t file_left
+    # Slow readers (limits.pxi): when output last made progress (0: at the next poll), and
+    # whether the client half-closed (its reads are paused; we finish what is owed).
+    uint64_t send_since_ms
+    bint peer_eof
 
 
 cdef struct TimerBox:

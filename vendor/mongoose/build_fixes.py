@@ -132,8 +132,27 @@ static void cym_accept_burst(struct mg_mgr *mgr, struct mg_connection *lsn) {
 
 """
 
+# Mongoose 7.23 closes a connection as soon as recv() returns 0, so a client that half-closes
+# after its request (shutdown(SHUT_WR), `nc -N`) loses the response not yet written, and
+# any response a handler would give later. Ours asks cymongoose first (cym_peer_eof_hook):
+# for a guarded HTTP connection it stops reading and closes once what is owed has been sent.
+READ_EOF_STATE = """\
+int (*cym_peer_eof_hook)(struct mg_connection *c) = NULL;  /* cymongoose build fix */
+static _Thread_local int s_cym_read_eof;  /* the last recv() returned 0: orderly EOF */
+static int cym_read_eof(struct mg_connection *c) {
+  int eof = s_cym_read_eof;
+  s_cym_read_eof = 0;
+  return eof && !c->is_tls && !c->is_udp && cym_peer_eof_hook != NULL &&
+         cym_peer_eof_hook(c);
+}
+"""
+
 # (old text, new text): each old text must occur exactly once
 REPLACEMENTS = [
+    ("  } else if (n <= 0) {\n    c->is_closing = 1;  // Termination. Don't call mg_error(): #1529\n",
+     "  } else if (n <= 0 && r && cym_read_eof(c)) {\n"
+     "    /* cymongoose build fix: half-closed by the client, cymongoose finishes the reply */\n"
+     "  } else if (n <= 0) {\n    c->is_closing = 1;  // Termination. Don't call mg_error(): #1529\n"),
     ("      if (c->is_readable) accept_conn(mgr, c);\n",
      "      if (c->is_full) cym_accept_resume(c, now);  /* cymongoose build fix */\n"
      "      if (c->is_readable) cym_accept_burst(mgr, c);\n"),
@@ -145,7 +164,9 @@ REPLACEMENTS = [
 FIXES = [
     ("    sigsz = (size_t) (70 + neg1 + neg2);\n", ECDSA_MINIMAL_DER),
     ("void mg_bzero(volatile unsigned char *buf, size_t len) {\n", FAST_BZERO),
-    ('#include "mongoose.h"\n', EPOLL_RESPECTS_IS_FULL + ACCEPT_STATE),
+    ('#include "mongoose.h"\n', EPOLL_RESPECTS_IS_FULL + ACCEPT_STATE + READ_EOF_STATE),
+    ("    n = recv(FD(c), (char *) buf, len, MSG_NONBLOCKING);\n",
+     "    s_cym_read_eof = (n == 0);  /* cymongoose build fix: see READ_EOF_STATE */\n"),
     ("  MG_SOCKET_TYPE fd = raccept(FD(lsn), &usa, &sa_len);\n", ACCEPT_FAILED),
 ]
 

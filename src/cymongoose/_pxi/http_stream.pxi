@@ -27,20 +27,24 @@ cdef enum:
 
 
 cdef void _set_reading(mg.mg_connection *c, HttpGuard *g, bint on) noexcept nogil:
-    # Mongoose's epoll interest is rewritten by the build fix to respect is_full; here we
-    # apply the change at once, as Mongoose would only on its next write-state change.
-    cdef mg.epoll_event ev
-    if on == (not c.is_full):
+    if on == (not c.is_full) or (on and g.peer_eof):  # after EOF there is nothing to read
         return
     c.is_full = 0 if on else 1
     if on:
         g.flags &= ~_GF_PAUSED
     else:
         g.flags |= _GF_PAUSED
+    _apply_is_full(c)
+
+
+cdef void _apply_is_full(mg.mg_connection *c) noexcept nogil:
+    # Mongoose's epoll interest is rewritten by the build fix to respect is_full; here we
+    # apply the change at once, as Mongoose would only on its next write-state change.
+    cdef mg.epoll_event ev
     if c.mgr.epoll_fd < 0:
         return
     ev.events = mg.EPOLLERR | mg.EPOLLHUP
-    if on:
+    if not c.is_full:
         ev.events |= mg.EPOLLIN
     if c.send.len > 0 or c.is_connecting:
         ev.events |= mg.EPOLLOUT

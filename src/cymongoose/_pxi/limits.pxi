@@ -20,11 +20,12 @@ cdef extern from "<sys/socket.h>" nogil:
 cdef HttpLimits _DEFAULT_LIMITS = HttpLimits(
     max_header_count=100, max_header_size=16384, max_uri_size=8192,
     max_body_size=16 * 1024 * 1024, header_timeout_ms=30000, body_timeout_ms=60000,
-    keepalive_timeout_ms=5000, tls_handshake_timeout_ms=10000)
+    keepalive_timeout_ms=5000, tls_handshake_timeout_ms=10000, send_timeout_ms=60000)
 
 cdef tuple _LIMIT_NAMES = (
     "max_header_count", "max_header_size", "max_uri_size", "max_body_size",
-    "header_timeout_ms", "body_timeout_ms", "keepalive_timeout_ms", "tls_handshake_timeout_ms")
+    "header_timeout_ms", "body_timeout_ms", "keepalive_timeout_ms", "tls_handshake_timeout_ms",
+    "send_timeout_ms")
 
 cdef enum:
     # After refusing a request the server keeps reading (and discarding) for a while before
@@ -848,6 +849,47 @@ cdef void _check_clock(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept
         c.is_closing = 1
 
 
+cdef void _check_send_progress(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nogil:
+    # nginx's send_timeout: output queued for the client must make progress (MG_EV_WRITE
+    # resets send_since_ms) within send_timeout_ms, or the client is not reading: close it,
+    # which frees what was queued for it.
+    if c.send.len == 0 or g.limits.send_timeout_ms == 0 or c.is_closing:
+        g.send_since_ms = 0
+    elif g.send_since_ms == 0:
+        g.send_since_ms = now
+    elif now - g.send_since_ms >= g.limits.send_timeout_ms:
+        _log_event(c, 0, b"response not read by the client within send_timeout_ms")
+        c.is_closing = 1
+
+
+cdef void _finish_after_eof(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
+    # The client half-closed: no request can arrive any more. Close once the responses owed
+    # (a deferred one, a file being sent, pipelined requests still queued) are written.
+    if (c.is_closing or c.is_draining or c.is_resp or g.inner != NULL or g.file_fd >= 0
+            or g.phase == _PH_RESP or g.phase == _PH_STREAM):
+        return
+    c.is_draining = 1
+
+
+cdef int _on_peer_eof(mg.mg_connection *c) noexcept nogil:
+    # build_fixes.py asks this when recv() returns 0 (Mongoose would close at once). An
+    # accepted, guarded HTTP connection stays open with its reads paused (EOF stays
+    # readable forever: reading on would spin); anything else closes as before.
+    cdef HttpGuard *g
+    if c.pfn != <mg.mg_event_handler_t>_http_guard or c.pfn_data == NULL or c.is_listening:
+        return 0
+    g = <HttpGuard *>c.pfn_data
+    if g.phase == _PH_STREAM and not (g.flags & _GF_BODY_DONE):
+        return 0  # a streamed body cut short: close, so the app's read fails at once
+    g.peer_eof = True
+    c.is_full = 1
+    _apply_is_full(c)
+    return 1
+
+
+mg.cym_peer_eof_hook = _on_peer_eof
+
+
 cdef HttpGuard *_attach(mg.mg_connection *c) noexcept nogil:
     # First guarded event of a connection: find its Connection (bound at MG_EV_OPEN by
     # _on_event, which runs after this guard, so from MG_EV_ACCEPT on).
@@ -890,6 +932,10 @@ cdef void _http_guard(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil
         if ev == mg.MG_EV_HTTP_MSG:
             g.flags |= _GF_DELIVERED
         return
+    if ev == mg.MG_EV_WRITE:
+        g.send_since_ms = 0  # progress: the send clock restarts at the next poll
+    elif ev == mg.MG_EV_POLL:
+        _check_send_progress(c, g, (<uint64_t *>ev_data)[0])
     if g.file_fd >= 0:
         if ev == mg.MG_EV_CLOSE:
             _file_done(g)
@@ -912,6 +958,8 @@ cdef void _http_guard(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil
         _advance(c, g, now)
         if ev == mg.MG_EV_POLL:
             _check_clock(c, g, now)
+            if g.peer_eof:
+                _finish_after_eof(c, g)
     elif ev == mg.MG_EV_WRITE and g.phase == _PH_LINGER:
         _check_clock(c, g, mg.mg_millis())
 
@@ -969,6 +1017,8 @@ cdef int _update_limits(HttpLimits *lim, dict changes) except -1:
             out.body_timeout_ms = value
         elif name == "keepalive_timeout_ms":
             out.keepalive_timeout_ms = value
+        elif name == "send_timeout_ms":
+            out.send_timeout_ms = value
         else:
             out.tls_handshake_timeout_ms = value
     lim[0] = out
@@ -985,4 +1035,5 @@ cdef dict _limits_dict(const HttpLimits *lim):
         "body_timeout_ms": lim.body_timeout_ms,
         "keepalive_timeout_ms": lim.keepalive_timeout_ms,
         "tls_handshake_timeout_ms": lim.tls_handshake_timeout_ms,
+        "send_timeout_ms": lim.send_timeout_ms,
     }

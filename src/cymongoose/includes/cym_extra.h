@@ -12,4 +12,8 @@ extern uint64_t mg_boot_timestamp_ms;
    listeners pause; once per episode. */
 extern void (*cym_accept_paused_hook)(struct mg_connection *lsn, int err);
 
+/* Defined by vendor/mongoose/build_fixes.py: asked when recv() on a TCP connection returns 0;
+   non-zero keeps the connection open (cymongoose finishes the response it owes). */
+extern int (*cym_peer_eof_hook)(struct mg_connection *c);
+
 #endif

@@ -422,3 +422,5 @@ cdef extern from "cym_extra.h" nogil:
     uint64_t mg_boot_timestamp_ms
     # vendor/mongoose/build_fixes.py: told once per EMFILE episode that accepting paused.
     void (*cym_accept_paused_hook)(mg_connection *lsn, int err)
+    # vendor/mongoose/build_fixes.py: a client's orderly EOF (recv() == 0); non-zero: handled.
+    int (*cym_peer_eof_hook)(mg_connection *c)
