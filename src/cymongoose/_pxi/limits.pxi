@@ -81,6 +81,10 @@ cdef enum:
     _C_VCHAR = 2  # visible ASCII, the request-target alphabet
     _C_FIELD = 4  # field-value character: VCHAR, SP, HTAB, obs-text
     _C_HEX = 8
+    _C_REGNAME = 16  # unreserved / sub-delims (RFC 3986): a reg-name without pct-encoding
+
+cdef enum:
+    _CHUNK_LINE_MAX = 4096  # a chunk-size line with its extensions
 
 cdef unsigned char _CC[256]
 
@@ -88,6 +92,7 @@ cdef unsigned char _CC[256]
 cdef void _init_char_classes() noexcept:
     cdef int ch
     cdef bytes extra = b"!#$%&'*+-.^_`|~"
+    cdef bytes regname = b"-._~!$&'()*+,;="
     for ch in range(256):
         _CC[ch] = 0
         if 0x21 <= ch <= 0x7e:
@@ -95,6 +100,9 @@ cdef void _init_char_classes() noexcept:
             if (0x30 <= ch <= 0x39 or 0x41 <= ch <= 0x5a or 0x61 <= ch <= 0x7a
                     or ch in extra):
                 _CC[ch] |= _C_TCHAR
+            if (0x30 <= ch <= 0x39 or 0x41 <= ch <= 0x5a or 0x61 <= ch <= 0x7a
+                    or ch in regname):
+                _CC[ch] |= _C_REGNAME
             if 0x30 <= ch <= 0x39 or 0x41 <= ch <= 0x46 or 0x61 <= ch <= 0x66:
                 _CC[ch] |= _C_HEX
         elif ch == 0x20 or ch == 0x09 or ch >= 0x80:
@@ -144,31 +152,172 @@ cdef bint _ieq(const unsigned char *p, size_t n, const char *lower) noexcept nog
     return lower[n] == 0
 
 
-cdef bint _target_ok(const unsigned char *p, size_t n, bint connect) noexcept nogil:
-    # origin-form, asterisk-form, absolute-form (scheme ":"), or authority-form for CONNECT.
-    # Mongoose splits the query at '?', so a target that starts with it would leave the
-    # parser an empty URI: refused here, with a status, instead.
+cdef const char *_target_error(const unsigned char *p, size_t n, bint connect) noexcept nogil:
+    """NULL when p[:n] is a request target this method may have (RFC 9112 §3.2): origin-form,
+    asterisk-form, absolute-form (scheme "://"), and authority-form for CONNECT only.
+    Mongoose splits the query at '?', so a target that starts with it would leave the parser
+    an empty URI: refused here, with a status, instead."""
     cdef size_t k = 1
-    if p[0] == c'/' or (n == 1 and p[0] == c'*') or connect:
-        return True
+    if connect:
+        if _authority_ok(p, n, True):
+            return NULL
+        return b"CONNECT target not host:port"
+    if p[0] == c'/' or (n == 1 and p[0] == c'*'):
+        return NULL
     if not _alpha(p[0]):
-        return False
+        return b"malformed request target"
     while k < n and (_alpha(p[k]) or 0x30 <= p[k] <= 0x39 or p[k] == c'+' or p[k] == c'-'
                      or p[k] == c'.'):
         k += 1
-    return k < n and p[k] == c':'
+    if k + 2 < n and p[k] == c':' and p[k + 1] == c'/' and p[k + 2] == c'/':
+        return NULL
+    if _authority_ok(p, n, True):
+        return b"authority-form target on a request other than CONNECT"
+    return b"malformed request target"
+
+
+cdef bint _authority_ok(const unsigned char *p, size_t n, bint need_port) noexcept nogil:
+    # uri-host [ ":" port ] (RFC 9110 §7.2, RFC 3986 §3.2.2): an IP-literal in brackets or a
+    # reg-name (IPv4 included), no userinfo; the port digits only. Host may be empty (§7.2).
+    cdef size_t i = 0
+    if n == 0:
+        return not need_port
+    if p[0] == c'[':
+        i = 1
+        while i < n and (_CC[p[i]] & _C_REGNAME or p[i] == c':'):
+            i += 1
+        if i == 1 or i == n or p[i] != c']':
+            return False
+        i += 1
+    else:
+        while i < n:
+            if _CC[p[i]] & _C_REGNAME:
+                i += 1
+            elif p[i] == c'%' and i + 2 < n and _CC[p[i + 1]] & _C_HEX and _CC[p[i + 2]] & _C_HEX:
+                i += 3
+            else:
+                break
+    if i == n:
+        return not need_port
+    if p[i] != c':' or (need_port and i + 1 == n):
+        return False
+    i += 1
+    while i < n:
+        if not 0x30 <= p[i] <= 0x39:
+            return False
+        i += 1
+    return True
+
+
+cdef inline size_t _skip_ows(const unsigned char *p, size_t i, size_t n) noexcept nogil:
+    while i < n and (p[i] == 32 or p[i] == 9):
+        i += 1
+    return i
+
+
+cdef size_t _quoted_string_end(const unsigned char *p, size_t i, size_t n) noexcept nogil:
+    """p[i] is a DQUOTE: the index after the closing one, or 0 if the quoted-string is
+    malformed (RFC 9110 §5.6.4)."""
+    cdef unsigned char ch
+    i += 1
+    while i < n:
+        ch = p[i]
+        if ch == 34:
+            return i + 1
+        if ch == 92:
+            if i + 1 == n or not (_CC[p[i + 1]] & _C_FIELD):
+                return 0
+            i += 2
+        elif _CC[ch] & _C_FIELD:
+            i += 1
+        else:
+            return 0
+    return 0
+
+
+cdef bint _chunk_ext_ok(const unsigned char *p, size_t n) noexcept nogil:
+    """p[:n], everything between a chunk size and its CRLF, is a valid chunk-ext (RFC 9112
+    §7.1.1): *( BWS ";" BWS name [ BWS "=" BWS ( token / quoted-string ) ] ). Unknown
+    extensions must be ignored, so valid ones are accepted and dropped, never interpreted."""
+    cdef size_t i = 0, start, j
+    while i < n:
+        i = _skip_ows(p, i, n)
+        if i == n or p[i] != c';':
+            return False
+        i = _skip_ows(p, i + 1, n)
+        start = i
+        while i < n and _CC[p[i]] & _C_TCHAR:
+            i += 1
+        if i == start:
+            return False
+        j = _skip_ows(p, i, n)
+        if j < n and p[j] == c'=':
+            i = _skip_ows(p, j + 1, n)
+            if i < n and p[i] == 34:
+                i = _quoted_string_end(p, i, n)
+                if i == 0:
+                    return False
+            else:
+                start = i
+                while i < n and _CC[p[i]] & _C_TCHAR:
+                    i += 1
+                if i == start:
+                    return False
+    return True
+
+
+cdef bint _field_line_ok(const unsigned char *p, size_t n) noexcept nogil:
+    """p[:n] (without CRLF) is a field line: token ":" then field-value characters. Used for
+    trailer fields (RFC 9112 §7.1.2), which are checked and then discarded."""
+    cdef size_t i = 0
+    while i < n and _CC[p[i]] & _C_TCHAR:
+        i += 1
+    if i == 0 or i == n or p[i] != c':':
+        return False
+    i += 1
+    while i < n:
+        if not (_CC[p[i]] & _C_FIELD):
+            return False
+        i += 1
+    return True
+
+
+cdef const char *_transfer_coding_error(const unsigned char *p, size_t n,
+                                        int *status) noexcept nogil:
+    """For a Transfer-Encoding other than exactly "chunked": RFC 9112 §6.3 wants 400 and a
+    close when chunked is not the final coding (the body's end cannot be known); §6.1 lets
+    a server answer 501 to a coding it does not implement (gzip, chunked)."""
+    cdef size_t i = 0, start, end, codings = 0, chunked = 0
+    cdef bint last_chunked = False
+    while i < n:
+        i = _skip_ows(p, i, n)
+        start = i
+        while i < n and _CC[p[i]] & _C_TCHAR:
+            i += 1
+        end = i
+        i = _skip_ows(p, i, n)
+        if i < n and p[i] != c',':
+            status[0] = 400
+            return b"malformed Transfer-Encoding"
+        i += 1
+        if end == start:
+            continue  # empty list element (RFC 9110 §5.6.1)
+        codings += 1
+        last_chunked = _ieq(p + start, end - start, b"chunked")
+        if last_chunked:
+            chunked += 1
+    if codings == 0:
+        status[0] = 400
+        return b"malformed Transfer-Encoding"
+    if not last_chunked or chunked > 1:
+        status[0] = 400
+        return b"chunked is not the final transfer coding, once"
+    status[0] = 501
+    return b"transfer coding other than chunked"
 
 
 cdef inline bint _alpha(unsigned char ch) noexcept nogil:
     return 0x41 <= ch <= 0x5a or 0x61 <= ch <= 0x7a
-
-
-cdef bint _token_list(const unsigned char *p, size_t n) noexcept nogil:
-    cdef size_t i
-    for i in range(n):
-        if not (_CC[p[i]] & _C_TCHAR or p[i] == c',' or p[i] == 32 or p[i] == 9):
-            return False
-    return True
 
 
 cdef void _connection_tokens(const unsigned char *v, size_t n, int *flags) noexcept nogil:
@@ -216,6 +365,8 @@ cdef int _field(HeadInfo *h, const unsigned char *name, size_t nlen,
         if seen[0] & _SEEN_HOST:
             return _bad(h, 400, b"duplicate Host")
         seen[0] |= _SEEN_HOST
+        if not _authority_ok(v, vlen, False):
+            return _bad(h, 400, b"Host is not a valid authority")
     elif nlen == 10 and _ieq(name, nlen, b"connection"):
         if seen[0] & _SEEN_CONNECTION:
             return _bad(h, 400, b"duplicate Connection")
@@ -250,6 +401,8 @@ cdef int _parse_head(const unsigned char *p, size_t n, const HttpLimits *lim,
     cdef int seen = _SEEN_COOKIES_OK if lim.stream_body else 0
     cdef int r
     cdef bint connect, ok
+    cdef const char *why
+    cdef int status
     cdef const unsigned char *te = NULL
     cdef size_t te_len = 0
     cdef const char *version = b"HTTP/"
@@ -274,8 +427,9 @@ cdef int _parse_head(const unsigned char *p, size_t n, const HttpLimits *lim,
         return _more(h, n, lim)
     if p[i] != 32 or i == t0:
         return _bad(h, 400, b"malformed request line")
-    if not _target_ok(p + t0, i - t0, connect):
-        return _bad(h, 400, b"malformed request target")
+    why = _target_error(p + t0, i - t0, connect)
+    if why != NULL:
+        return _bad(h, 400, why)
     i += 1
     for k in range(10):  # "HTTP/" DIGIT "." DIGIT CRLF, checked as it arrives
         if i + k >= m:
@@ -360,9 +514,8 @@ cdef int _parse_head(const unsigned char *p, size_t n, const HttpLimits *lim,
         if seen & _SEEN_CL:
             return _bad(h, 400, b"both Content-Length and Transfer-Encoding")
         if not _ieq(te, te_len, b"chunked"):
-            if te_len and _token_list(te, te_len):
-                return _bad(h, 501, b"Transfer-Encoding other than chunked")
-            return _bad(h, 400, b"malformed Transfer-Encoding")
+            why = _transfer_coding_error(te, te_len, &status)
+            return _bad(h, status, why)
         h.body_kind = _BODY_CHUNKED
     elif seen & _SEEN_CL:
         if h.content_length > lim.max_body_size:
@@ -387,15 +540,22 @@ cdef inline size_t _hexval(unsigned char ch) noexcept nogil:
     return (ch | 0x20) - 0x61 + 10
 
 
-cdef int _scan_chunks(const unsigned char *q, size_t avail, HttpGuard *g,
-                      const HttpLimits *lim, HeadInfo *h) noexcept nogil:
-    """Validate the chunked body q[:avail] from where the last call stopped. 1: complete
-    (g.frame_len set), 0: need more, -1: refused. Linear overall: finished chunks are never
-    looked at again."""
-    cdef size_t pos = g.chunk_pos, j, size, digits
+cdef int _scan_chunks(mg.mg_connection *c, HttpGuard *g, const HttpLimits *lim,
+                      HeadInfo *h) noexcept nogil:
+    """Validate the chunked body after the head from where the last call stopped, and
+    normalise it in place for Mongoose's decoder, which knows neither chunk extensions nor
+    trailer fields: both are checked against RFC 9112 §7.1 and cut out (extensions must be
+    ignored, trailers may be discarded). 1: complete (g.frame_len set), 0: need more, -1:
+    refused. Linear overall: finished chunks are never looked at again, and what is cut
+    out is closed up with one move per call (r reads the wire, w writes the normal form)."""
+    cdef unsigned char *q = c.recv.buf + g.head_len
+    cdef size_t avail = c.recv.len - g.head_len
+    cdef size_t r = g.chunk_pos, w = g.chunk_pos
+    cdef size_t j, e, t, k, size, digits, data
     cdef size_t wire_cap = 2 * lim.max_body_size + 65536
+    cdef int result = 0
     while True:
-        j = pos
+        j = r
         size = 0
         digits = 0
         while j < avail and (_CC[q[j]] & _C_HEX):
@@ -405,41 +565,82 @@ cdef int _scan_chunks(const unsigned char *q, size_t avail, HttpGuard *g,
             size = size * 16 + _hexval(q[j])
             j += 1
         if j >= avail:
-            return 0
+            break
         if digits == 0:
             return _bad(h, 400, b"invalid chunk size")
-        if q[j] == c';':
-            # Mongoose's chunk decoder has no extension support: refuse, never misparse.
-            return _bad(h, 400, b"chunk extensions are not supported")
-        if q[j] != 13:
-            return _bad(h, 400, b"invalid chunk size line")
-        if j + 1 >= avail:
-            return 0
-        if q[j + 1] != 10:
+        e = j
+        while e < avail and q[e] != 13 and q[e] != 10:
+            e += 1
+        if e - r > _CHUNK_LINE_MAX:
+            return _bad(h, 400, b"chunk-size line longer than 4 KiB")
+        if e + 1 >= avail:
+            break
+        if q[e] != 13:
+            return _bad(h, 400, b"bare LF in chunk size line")
+        if q[e + 1] != 10:
             return _bad(h, 400, b"bare CR in chunk size line")
-        j += 2
+        if not _chunk_ext_ok(q + j, e - j):
+            return _bad(h, 400, b"invalid chunk size line or extension")
+        data = e + 2
         if size == 0:
-            if j >= avail:
-                return 0
-            if q[j] != 13:
-                return _bad(h, 400, b"chunked trailer fields are not supported")
-            if j + 1 >= avail:
-                return 0
-            if q[j + 1] != 10:
-                return _bad(h, 400, b"bare CR after the last chunk")
-            g.frame_len = g.head_len + j + 2
-            return 1
+            # Trailer fields up to an empty line, counted against max_header_size.
+            t = data
+            while True:
+                k = t
+                while k < avail and q[k] != 13 and q[k] != 10:
+                    k += 1
+                if k - data > lim.max_header_size:
+                    return _bad(h, 431, b"trailer fields larger than max_header_size")
+                if k + 1 >= avail:
+                    break
+                if q[k] != 13:
+                    return _bad(h, 400, b"bare LF in trailer fields")
+                if q[k + 1] != 10:
+                    return _bad(h, 400, b"bare CR in trailer fields")
+                if k == t:
+                    result = 1
+                    break
+                if not _field_line_ok(q + t, k - t):
+                    return _bad(h, 400, b"malformed trailer field")
+                t = k + 2
+            if result == 0:
+                break
+            # The last chunk in its normal form: the size digits, CRLF, CRLF.
+            memmove(q + w, q + r, j - r)
+            w += j - r
+            memcpy(q + w, b"\r\n\r\n", 4)
+            w += 4
+            r = k + 2
+            break
         if g.decoded + size > lim.max_body_size:
             return _bad(h, 413, b"chunked body larger than max_body_size")
-        if j + size + 2 > avail:
-            return 0
-        if q[j + size] != 13 or q[j + size + 1] != 10:
+        if data + size + 2 > avail:
+            break
+        if q[data + size] != 13 or q[data + size + 1] != 10:
             return _bad(h, 400, b"chunk data not followed by CRLF")
+        if w == r and e == j:
+            w = data + size + 2  # already in normal form: nothing to move
+        else:
+            memmove(q + w, q + r, j - r)
+            w += j - r
+            q[w] = 13
+            q[w + 1] = 10
+            w += 2
+            memmove(q + w, q + data, size + 2)
+            w += size + 2
+        r = data + size + 2
         g.decoded += size
-        pos = j + size + 2
-        g.chunk_pos = pos
-        if pos > wire_cap:
+        if w > wire_cap:
             return _bad(h, 413, b"chunked body framing overhead too large")
+    if w != r:
+        # Close up what was cut out; bytes after the body (a pipelined request) follow it.
+        memmove(q + w, q + r, avail - r)
+        c.recv.len -= r - w
+    if result:
+        g.frame_len = g.head_len + w
+    else:
+        g.chunk_pos = w
+    return result
 
 
 cdef size_t _find_head_end(const unsigned char *buf, size_t start, size_t end) noexcept nogil:
@@ -766,10 +967,16 @@ cdef void _advance(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nog
                 _stream_begin(c, g, now)
                 continue
         if g.frame_len == 0:
-            r = _scan_chunks(c.recv.buf + g.head_len, c.recv.len - g.head_len, g, lim, &h)
+            r = _scan_chunks(c, g, lim, &h)
             if r < 0:
                 _refuse(c, g, h.status, h.why, (g.flags & _GF_HEAD) != 0, now)
                 return
+            # Cutting out extensions and trailers shrinks the buffer: keep the progress
+            # marks within it.
+            if g.progress_mark > c.recv.len:
+                g.progress_mark = c.recv.len
+            if g.seen_len > c.recv.len:
+                g.seen_len = c.recv.len
         if g.frame_len and c.recv.len >= g.frame_len:
             _deliver_front(c, g)
             if c.pfn != <mg.mg_event_handler_t>_http_guard or g.inner != NULL:
