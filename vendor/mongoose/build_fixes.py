@@ -147,6 +147,48 @@ static int cym_read_eof(struct mg_connection *c) {
 }
 """
 
+# The Mongoose internals cymongoose reaches, exported by name at the end of the file and
+# checked at compile time (src/cymongoose/includes/cym_extra.h declares them): the static
+# protocol handlers it runs behind its own (http_cb, static_cb, mg_ws_cb, mqtt_cb, sntp_cb,
+# dns_cb) and the two private c->data layouts it reads (static_cb's bytes still to send,
+# sntp_cb's expiry). A Mongoose update that renames or retypes a handler fails to compile;
+# one that moves a layout fails LAYOUTS below (their defining lines must be there, once).
+INTERNALS = """\
+
+/* cymongoose build fix: Mongoose internals cymongoose uses, exported and checked. */
+#define CYM_HANDLER(fn)                                                         \\
+  _Static_assert(__builtin_types_compatible_p(__typeof__(&fn), mg_event_handler_t), \\
+                 #fn " is no longer an mg_event_handler_t");                    \\
+  const mg_event_handler_t cym_##fn = fn;
+CYM_HANDLER(http_cb)
+CYM_HANDLER(static_cb)
+CYM_HANDLER(mg_ws_cb)
+CYM_HANDLER(mqtt_cb)
+CYM_HANDLER(sntp_cb)
+CYM_HANDLER(dns_cb)
+/* static_cb: the file bytes still to send, in the last aligned size_t of c->data. */
+_Static_assert(sizeof(((struct mg_connection *) 0)->data) >= sizeof(size_t),
+               "c->data cannot hold static_cb's length");
+size_t *cym_static_left(struct mg_connection *c) {
+  return (size_t *) &c->data[(sizeof(c->data) - sizeof(size_t)) / sizeof(size_t) *
+                             sizeof(size_t)];
+}
+/* sntp_cb: a uint64_t expiry at the start of c->data; cymongoose keeps a flag after it. */
+_Static_assert(sizeof(((struct mg_connection *) 0)->data) > sizeof(uint64_t),
+               "c->data has no byte free after sntp_cb's expiry");
+char *cym_sntp_flag(struct mg_connection *c) {
+  return &c->data[sizeof(uint64_t)];
+}
+"""
+
+# Lines of mongoose.c that define the c->data layouts INTERNALS relies on: each must occur
+# exactly once, or the build stops (the layout may have moved).
+LAYOUTS = [
+    "    size_t *cl = (size_t *) &c->data[(sizeof(c->data) - sizeof(size_t)) /\n"
+    "                                     sizeof(size_t) * sizeof(size_t)];\n",
+    "  uint64_t *expiration_time = (uint64_t *) c->data;\n",
+]
+
 # (old text, new text): each old text must occur exactly once
 REPLACEMENTS = [
     ("  } else if (n <= 0) {\n    c->is_closing = 1;  // Termination. Don't call mg_error(): #1529\n",
@@ -173,6 +215,9 @@ FIXES = [
 
 def apply(source: bytes) -> bytes:
     text = source.decode("utf-8")
+    for layout in LAYOUTS:
+        if text.count(layout) != 1:
+            raise SystemExit(f"build_fixes.py: c->data layout changed: {layout.strip()!r}")
     for old, new in REPLACEMENTS:
         if text.count(old) != 1:
             raise SystemExit(f"build_fixes.py: text not found exactly once: {old.strip()!r}")
@@ -181,7 +226,7 @@ def apply(source: bytes) -> bytes:
         if text.count(anchor) != 1:
             raise SystemExit(f"build_fixes.py: anchor not found exactly once: {anchor.strip()!r}")
         text = text.replace(anchor, anchor + block)
-    return text.encode("utf-8")
+    return (text + INTERNALS).encode("utf-8")
 
 
 def main(argv: list[str]) -> int:

@@ -41,6 +41,18 @@ cdef void _on_event(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
     _dispatch_gil_held(c, ev, ev_data)
 
 
+cdef inline bint _put_in_front(mg.mg_connection *c, mg.mg_event_handler_t theirs,
+                               mg.mg_event_handler_t ours) noexcept nogil:
+    """The one way cymongoose extends a Mongoose protocol: where c runs Mongoose's handler
+    `theirs` (a static of mongoose.c, exported by build_fixes.py), run `ours`, which calls
+    `theirs` and adds what it lacks. False when c runs something else (already ours, or
+    the user's)."""
+    if c == NULL or c.pfn != theirs:
+        return False
+    c.pfn = ours
+    return True
+
+
 cdef Connection _bind(mg.mg_connection *c):
     """The Connection owned by c, created on first sight of an accepted connection."""
     cdef Connection conn = <Connection>c.fn_data

@@ -111,8 +111,8 @@ cdef void _init_char_classes() noexcept:
 
 _init_char_classes()
 
-# Mongoose's http_cb (static in mongoose.c), taken from the first HTTP listener.
-cdef mg.mg_event_handler_t _mg_http_cb = NULL
+# Mongoose's http_cb (static in mongoose.c, exported by build_fixes.py).
+cdef mg.mg_event_handler_t _mg_http_cb = mg.cym_http_cb
 
 
 cdef struct HeadInfo:
@@ -1172,11 +1172,7 @@ cdef void _http_guard(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil
 
 
 cdef void _install_http_guard(mg.mg_connection *c) noexcept:
-    global _mg_http_cb
-    if _mg_http_cb == NULL:
-        _mg_http_cb = c.pfn
-    if c.pfn == _mg_http_cb:
-        c.pfn = <mg.mg_event_handler_t>_http_guard
+    _put_in_front(c, _mg_http_cb, <mg.mg_event_handler_t>_http_guard)
 
 
 cdef int _update_limits(HttpLimits *lim, dict changes) except -1:

@@ -23,9 +23,9 @@ from libc.stdio cimport snprintf
 # the reason, and drains the connection; bytes after a CLOSE frame are ignored.
 # Not checked: UTF-8 validity of TEXT payloads (WsMessage.text decodes with surrogateescape).
 
-# Mongoose's own frame parser (static mg_ws_cb in ws.c), learnt from the first WebSocket
-# connection: the guard calls it once the bytes are known to be valid.
-cdef mg.mg_event_handler_t _mg_ws_cb = NULL
+# Mongoose's own frame parser (static mg_ws_cb, exported by build_fixes.py): the guard
+# calls it once the bytes are known to be valid.
+cdef mg.mg_event_handler_t _mg_ws_cb = mg.cym_mg_ws_cb
 
 # Mongoose ignores frames over 1 GiB without an error (ws_process returns 0 and waits).
 DEF _WS_HARD_LIMIT = 1024 * 1024 * 1024
@@ -58,13 +58,7 @@ cdef Connection _ws_connect(Manager manager, str url, object handler):
 
 
 cdef inline void _ws_install_guard(mg.mg_connection *c) noexcept:
-    global _mg_ws_cb
-    if c.pfn == NULL or c.pfn == _ws_guard or c.pfn == _ws_discard:
-        return
-    if _mg_ws_cb == NULL:
-        _mg_ws_cb = c.pfn
-    if c.pfn == _mg_ws_cb:
-        c.pfn = _ws_guard
+    _put_in_front(c, _mg_ws_cb, _ws_guard)
 
 
 cdef tuple _ws_header_block(object extra_headers):

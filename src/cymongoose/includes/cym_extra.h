@@ -16,4 +16,15 @@ extern void (*cym_accept_paused_hook)(struct mg_connection *lsn, int err);
    non-zero keeps the connection open (cymongoose finishes the response it owes). */
 extern int (*cym_peer_eof_hook)(struct mg_connection *c);
 
+/* Defined by vendor/mongoose/build_fixes.py (INTERNALS), checked there at compile time:
+   Mongoose's static protocol handlers, and its private c->data fields cymongoose reads. */
+extern const mg_event_handler_t cym_http_cb;
+extern const mg_event_handler_t cym_static_cb;
+extern const mg_event_handler_t cym_mg_ws_cb;
+extern const mg_event_handler_t cym_mqtt_cb;
+extern const mg_event_handler_t cym_sntp_cb;
+extern const mg_event_handler_t cym_dns_cb;
+size_t *cym_static_left(struct mg_connection *c);
+char *cym_sntp_flag(struct mg_connection *c);
+
 #endif
