@@ -215,9 +215,10 @@ cdef class Manager:
     def poll(self, int timeout_ms=0):
         self._ensure_open()
         if self._polling:
+            # "not reentrant" is the 0.2.x wording, kept so code matching on it still works.
             raise RuntimeError(
-                "poll() is already running on this Manager (re-entrant call from a handler, "
-                "or a second thread); only one thread may poll a Manager")
+                "poll() is not reentrant: it is already running on this Manager (a call from "
+                "a handler, or a second thread); only one thread may poll a Manager")
         self._reap_timers()
         _dns_wrap(&self._mgr)  # dns_sntp.pxi: resolver sockets opened since the last poll
         self._polling = True
