@@ -27,13 +27,6 @@ def tool_env() -> dict[str, str]:
     return env
 
 
-def free_port(kind: int = socket.SOCK_STREAM, host: str = "127.0.0.1") -> int:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, kind) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
 def poll_until(mgr: Manager, done: Callable[[], bool], timeout: float = 5.0) -> bool:
     """Poll mgr in this thread until done() or timeout; returns done()."""
     deadline = time.monotonic() + timeout
