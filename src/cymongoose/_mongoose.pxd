@@ -26,7 +26,7 @@ cdef struct GilSlot:
 
 
 cdef struct HttpLimits:
-    # Per-listener HTTP limits, copied onto accepted connections (reliability/limits.pxi).
+    # Per-listener HTTP limits, copied onto accepted connections (http_limits.pxi).
     size_t max_header_count
     size_t max_header_size
     size_t max_uri_size
@@ -42,7 +42,7 @@ cdef struct HttpLimits:
 
 
 cdef struct HttpGuard:
-    # Per-connection state of the HTTP guard (limits.pxi). It lives inside the Connection
+    # Per-connection state of the HTTP guard (http_guard.pxi). It lives inside the Connection
     # and c->pfn_data points at it while the guard is the connection's protocol handler, so
     # the guard runs without the GIL. Valid until MG_EV_CLOSE, which unbinds the Connection
     # only after the guard's last call (mg_call runs pfn before fn).
@@ -78,7 +78,7 @@ cdef struct HttpGuard:
     int file_fd
     int64_t file_off
     size_t file_left
-    # Slow readers (limits.pxi): when output last made progress (0: at the next poll), and
+    # Slow readers (http_guard.pxi): when output last made progress (0: at the next poll), and
     # whether the client half-closed (its reads are paused; we finish what is owed).
     uint64_t send_since_ms
     bint peer_eof

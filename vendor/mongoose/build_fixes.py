@@ -189,12 +189,15 @@ LAYOUTS = [
     "  uint64_t *expiration_time = (uint64_t *) c->data;\n",
 ]
 
+IOLOG_CLOSE = ("  } else if (n <= 0) {\n"
+               "    c->is_closing = 1;  // Termination. Don't call mg_error(): #1529\n")
+
 # (old text, new text): each old text must occur exactly once
 REPLACEMENTS = [
-    ("  } else if (n <= 0) {\n    c->is_closing = 1;  // Termination. Don't call mg_error(): #1529\n",
+    (IOLOG_CLOSE,
      "  } else if (n <= 0 && r && cym_read_eof(c)) {\n"
      "    /* cymongoose build fix: half-closed by the client, cymongoose finishes the reply */\n"
-     "  } else if (n <= 0) {\n    c->is_closing = 1;  // Termination. Don't call mg_error(): #1529\n"),
+     + IOLOG_CLOSE),
     ("      if (c->is_readable) accept_conn(mgr, c);\n",
      "      if (c->is_full) cym_accept_resume(c, now);  /* cymongoose build fix */\n"
      "      if (c->is_readable) cym_accept_burst(mgr, c);\n"),

@@ -156,7 +156,7 @@ cdef int _send_response(Connection conn, int status_code, object headers, bint j
         total += PyBytes_GET_SIZE(_DEFAULT_CONTENT_TYPE)
     if json_type:
         total += PyBytes_GET_SIZE(_JSON_CONTENT_TYPE)
-    # Connection: close / keep-alive as the request's framing requires (limits.pxi).
+    # Connection: close / keep-alive as the request's framing requires (http_guard.pxi).
     conn_field = _connection_field(conn, has_connection, (conn_tokens & _GF_CLOSE) != 0)
     if conn_field != NULL:
         total += <Py_ssize_t>strlen(conn_field)

@@ -98,7 +98,7 @@ cdef int _dechunk(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
             return _stream_fail(c, b"chunk-size line or trailer too long")
         if g.chunk_state == _CK_TRAILER:
             # RFC 9112 §7.1.2: trailer fields may be discarded; they are checked as field
-            # lines (the same rule as limits.pxi's _scan_chunks) and dropped.
+            # lines (the same rule as http_request_parser.pxi's _scan_chunks) and dropped.
             if e - 1 == w:
                 _cut(c, w, 2)
                 g.flags |= _GF_BODY_DONE
@@ -122,7 +122,7 @@ cdef int _dechunk(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
         if digits == 0:
             return _stream_fail(c, b"invalid chunk size")
         # RFC 9112 §7.1.1: unknown chunk extensions must be ignored, once they match the
-        # grammar (the same rule as limits.pxi's _scan_chunks).
+        # grammar (the same rule as http_request_parser.pxi's _scan_chunks).
         if not _chunk_ext_ok(b + j, e - 1 - j):
             return _stream_fail(c, b"invalid chunk size line or extension")
         if g.decoded + size > lim.max_body_size:

@@ -18,7 +18,7 @@ from libc.stdio cimport snprintf
 # What Mongoose does not check, the guard below does before Mongoose parses: reserved bits,
 # unknown opcodes, masking direction, control-frame size/fragmentation, stray or interleaved
 # continuation frames, invalid close codes, and message size: a frame or reassembled message
-# over the connection's max_body_size (limits.pxi; Mongoose itself silently waits forever for
+# over the connection's max_body_size (http_limits.pxi; Mongoose itself silently waits forever for
 # a frame over 1 GiB). A violation sends CLOSE 1002 (1009 for size), fires MG_EV_ERROR with
 # the reason, and drains the connection; bytes after a CLOSE frame are ignored.
 # Not checked: UTF-8 validity of TEXT payloads (WsMessage.text decodes with surrogateescape).
@@ -285,7 +285,7 @@ cdef int _ws_scan(const uint8_t *buf, size_t length, size_t pos, bint is_client,
 
 
 cdef size_t _ws_limit(mg.mg_connection *c) noexcept with gil:
-    # The connection's body limit (limits.pxi) bounds a message, whole or reassembled.
+    # The connection's body limit (http_guard.pxi) bounds a message, whole or reassembled.
     cdef size_t limit = _WS_HARD_LIMIT
     cdef Connection conn
     if c.fn_data != NULL:

@@ -1,0 +1,573 @@
+# The HTTP guard: a per-connection state machine in front of Mongoose's HTTP parser that
+# enforces the limits (http_limits.pxi) and timeouts, and frames requests strictly (the
+# parser is http_request_parser.pxi).
+#
+# mg_http_listen() installs Mongoose's http_cb as the listener's protocol handler (c->pfn) and
+# accepted connections inherit it. _install_http_guard() swaps in _http_guard, which sees every
+# event of an accepted connection before the user's handler (mg_call runs pfn, then fn). The
+# guard validates the request at the front of c->recv with rules stricter than Mongoose's
+# (see docs/server-behaviour.md) and only then lets http_cb parse it, one request at a time:
+# http_cb is handed a receive buffer cut just after that request, so a request the guard has
+# not checked is never parsed, and pipelined requests are answered strictly in order.
+# The guard is plain C on the connection's HttpGuard (reached through c->pfn_data): it runs
+# without the GIL and takes it only to log a refusal.
+
+from libc.string cimport memmove
+
+cdef extern from "<sys/socket.h>" nogil:
+    int shutdown(int fd, int how)
+    enum:
+        SHUT_WR
+
+cdef enum:
+    # After refusing a request the server keeps reading (and discarding) for a while before
+    # it closes: closing a socket with unread input makes the kernel send a reset, which can
+    # destroy the refusal before the client reads it (a client still uploading a 413 body).
+    _LINGER_MAX_MS = 10000
+    _LINGER_IDLE_MS = 1000
+    # Body progress: bytes each body_timeout_ms window must bring (or the rest of the body).
+    _MIN_PROGRESS = 1024
+
+cdef enum:
+    _PH_NONE = 0  # not guarded (client connections, or not attached yet)
+    _PH_WAIT = 1  # waiting for the first byte of a request (new or keep-alive connection)
+    _PH_HEAD = 2  # part of a request head buffered
+    _PH_BODY = 3  # head accepted, body still arriving
+    _PH_RESP = 4  # request handed to the handler, response not complete yet
+    _PH_LINGER = 5  # refused: input discarded until the client goes or the linger ends
+    _PH_STREAM = 6  # head handed to the handler, body streaming (http_stream.pxi)
+
+# Mongoose's http_cb (static in mongoose.c, exported by build_fixes.py).
+cdef mg.mg_event_handler_t _mg_http_cb = mg.cym_http_cb
+
+
+cdef size_t _find_head_end(const unsigned char *buf, size_t start, size_t end) noexcept nogil:
+    """Offset just past the first CRLFCRLF in buf[start:end], or 0."""
+    cdef size_t i = start
+    while i + 3 < end:
+        if buf[i] == 13 and buf[i + 1] == 10 and buf[i + 2] == 13 and buf[i + 3] == 10:
+            return i + 4
+        i += 1
+    return 0
+
+
+cdef void _scan_connection(const unsigned char *p, size_t n, bint *has,
+                           bint *close) noexcept nogil:
+    """Look for a Connection field (and its close token) in CRLF-separated field lines."""
+    cdef size_t i = 0, s, c
+    cdef int flags = 0
+    cdef size_t e
+    while i < n:
+        s = i
+        while i < n and p[i] != 10:
+            i += 1
+        e = i - 1 if i > s and p[i - 1] == 13 else i
+        c = s
+        while c < e and p[c] != c':':
+            c += 1
+        if c < e and _ieq(p + s, c - s, b"connection"):
+            has[0] = True
+            _connection_tokens(p + c + 1, e - c - 1, &flags)
+        i += 1
+    close[0] = (flags & _GF_CLOSE) != 0
+
+
+cdef void _fix_response(mg.mg_connection *c, HttpGuard *g, size_t mark) noexcept nogil:
+    """Make the response written since `mark` (synchronously, by any API: reply, serve_dir,
+    Mongoose's own error pages) say and do what the request's framing requires."""
+    cdef size_t s = mark, he = 0, n
+    cdef bint has = False, close = False
+    cdef const char *field = NULL
+    while True:
+        he = _find_head_end(c.send.buf, s, c.send.len)
+        if he == 0:
+            return
+        if not (he - s > 12 and memcmp(c.send.buf + s, b"HTTP/1.", 7) == 0
+                and c.send.buf[s + 9] == c'1'):
+            break
+        if c.send.buf[s + 10] == c'0' and c.send.buf[s + 11] == c'1':
+            return  # 101 Switching Protocols: no longer HTTP
+        s = he  # an interim 1xx response; the final one follows
+    _scan_connection(c.send.buf + s, he - 2 - s, &has, &close)
+    if close:
+        g.flags |= _GF_CLOSE
+    elif not has:
+        if g.flags & _GF_CLOSE:
+            field = b"Connection: close\r\n"
+        elif g.flags & _GF_KEEPALIVE:
+            field = b"Connection: keep-alive\r\n"
+        if field != NULL:
+            n = strlen(field)
+            if mg.mg_iobuf_add(&c.send, he - 2, field, n):
+                he += n
+    if (g.flags & _GF_HEAD) and not c.is_resp and c.send.len > he:
+        c.send.len = he  # RFC 9110 §9.3.2: whatever body was written is not sent
+
+
+cdef const char *_connection_field(Connection conn, bint user_set,
+                                   bint user_close) noexcept:
+    """The Connection field reply() adds to its response (NULL: none), after noting a
+    user-set one."""
+    if conn._guard.phase != _PH_RESP and conn._guard.phase != _PH_STREAM:
+        return NULL
+    if user_close:
+        conn._guard.flags |= _GF_CLOSE
+    if user_set:
+        return NULL
+    if conn._guard.flags & _GF_CLOSE:
+        return b"Connection: close\r\n"
+    if conn._guard.flags & _GF_KEEPALIVE:
+        return b"Connection: keep-alive\r\n"
+    return NULL
+
+
+# Prebuilt refusals (with and without body, the latter for HEAD), so that refusing needs
+# neither the GIL nor any formatting.
+cdef enum:
+    _N_REFUSALS = 7
+cdef int _REFUSAL_CODES[_N_REFUSALS]
+cdef const char *_REFUSAL_DATA[_N_REFUSALS][2]
+cdef size_t _REFUSAL_LEN[_N_REFUSALS][2]
+cdef list _REFUSAL_KEEP = []
+
+
+cdef void _init_refusals() noexcept:
+    cdef int i
+    cdef bytes full, head
+    for i, code in enumerate((400, 408, 413, 414, 431, 501, 505)):
+        reason = {400: "Bad Request", 408: "Request Timeout", 413: "Content Too Large",
+                  414: "URI Too Long", 431: "Request Header Fields Too Large",
+                  501: "Not Implemented", 505: "HTTP Version Not Supported"}[code]
+        body = f"{reason}\n".encode("ascii")
+        head = (f"HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode("ascii")
+        full = head + body
+        _REFUSAL_KEEP.extend((full, head))
+        _REFUSAL_CODES[i] = code
+        _REFUSAL_DATA[i][0] = full
+        _REFUSAL_LEN[i][0] = len(full)
+        _REFUSAL_DATA[i][1] = head
+        _REFUSAL_LEN[i][1] = len(head)
+
+
+_init_refusals()
+
+
+cdef void _log_event(mg.mg_connection *c, int status, const char *why) noexcept nogil:
+    """Debug entry on the `cymongoose` logger for a refusal (status > 0) or a close."""
+    _take_gil_back(<GilSlot *>c.mgr.userdata)
+    _log_event_gil(c, status, why)
+
+
+cdef void _log_event_gil(mg.mg_connection *c, int status, const char *why) noexcept with gil:
+    try:
+        if _log.isEnabledFor(10):
+            ip, port, _ = _addr_tuple(&c.rem)
+            if status:
+                _log.debug("refused a request from %s:%d (connection %d): %d, %s",
+                           ip, port, c.id, status, why.decode("ascii"))
+            else:
+                _log.debug("closed connection %d from %s:%d: %s", c.id, ip, port,
+                           why.decode("ascii"))
+    except BaseException:
+        pass
+
+
+cdef inline void _reset_front(HttpGuard *g) noexcept nogil:
+    g.head_len = 0
+    g.frame_len = 0
+    g.content_length = 0
+    g.chunk_pos = 0
+    g.decoded = 0
+    g.body_kind = _BODY_NONE
+
+
+cdef void _refuse(mg.mg_connection *c, HttpGuard *g, int status, const char *why,
+                  bint head, uint64_t now) noexcept nogil:
+    cdef int i = 0
+    while i < _N_REFUSALS - 1 and _REFUSAL_CODES[i] != status:
+        i += 1
+    _log_event(c, status, why)
+    mg.mg_send(c, _REFUSAL_DATA[i][head], _REFUSAL_LEN[i][head])
+    c.recv.len = 0  # never parsed: not one byte of a refused request reaches a handler
+    c.is_resp = 0
+    _reset_front(g)
+    g.flags = 0
+    g.linger_until_ms = now + _LINGER_MAX_MS
+    g.phase = _PH_LINGER
+    g.deadline_ms = now + _LINGER_IDLE_MS
+
+
+cdef void _response_done(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nogil:
+    cdef int flags = g.flags
+    cdef uint64_t ka = g.limits.keepalive_timeout_ms
+    g.requests_seen += 1
+    if g.body_ready:
+        _cut(c, 0, g.body_ready)  # the unread rest of a streamed body
+        g.body_ready = 0
+    _reset_front(g)
+    g.flags = 0
+    g.seen_len = 0
+    g.phase = _PH_WAIT
+    g.deadline_ms = now + ka if ka else 0
+    if flags & _GF_CLOSE:
+        c.is_draining = 1  # flush the response, then close (Connection: close, HTTP/1.0)
+
+
+cdef void _run_parser(mg.mg_connection *c, HttpGuard *g, size_t window) noexcept nogil:
+    """Run Mongoose's http_cb on c->recv cut to its first `window` bytes, then put the rest
+    back behind whatever http_cb left."""
+    cdef size_t total = c.recv.len
+    cdef unsigned char *buf = c.recv.buf
+    cdef long zero = 0
+    if window < total:
+        c.recv.len = window
+    g.flags |= _GF_IN_PARSER
+    _mg_http_cb(c, mg.MG_EV_READ, <void *>&zero)
+    g.flags &= ~_GF_IN_PARSER
+    if window < total:
+        # http_cb only deletes from the front (mg_iobuf_del moves and zeroes bytes below
+        # `window`), so the cut-off tail is intact at buf + window.
+        if c.recv.buf == buf and c.recv.len <= window:
+            memmove(buf + c.recv.len, buf + window, total - window)
+            c.recv.len += total - window
+        else:
+            c.is_closing = 1
+
+
+cdef bint _adopt_protocol(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
+    """After a handler ran: keep the guard in front if it still should be. False when the
+    connection has left HTTP (WebSocket, upload handler, user took the buffer)."""
+    cdef mg.mg_event_handler_t pfn = c.pfn
+    if pfn == <mg.mg_event_handler_t>_http_guard:
+        return True
+    if pfn == _mg_http_cb:
+        c.pfn = <mg.mg_event_handler_t>_http_guard
+        c.pfn_data = <void *>g
+        return True
+    if pfn == NULL or c.is_websocket or c.is_draining or c.is_closing or not c.is_resp:
+        return False
+    # serve_dir/serve_file installed Mongoose's file sender (c->pfn_data: its file), which
+    # puts http_cb back when done (restore_http_cb). Run it from the guard so the guard
+    # stays first.
+    g.inner = pfn
+    g.inner_data = c.pfn_data
+    c.pfn = <mg.mg_event_handler_t>_http_guard
+    c.pfn_data = <void *>g
+    return True
+
+
+cdef void _run_inner(mg.mg_connection *c, HttpGuard *g, int ev, void *ev_data) noexcept nogil:
+    if g.inner == _mg_file_sender and (ev == mg.MG_EV_WRITE or ev == mg.MG_EV_POLL):
+        _sendfile_body(c, <mg.mg_fd *>g.inner_data)  # http.pxi: zero-copy file bodies
+    c.pfn_data = g.inner_data
+    g.inner(c, ev, ev_data)
+    if c.pfn != <mg.mg_event_handler_t>_http_guard:
+        g.inner = NULL  # the file is sent; restore_http_cb put http_cb back
+        g.inner_data = NULL
+        c.pfn = <mg.mg_event_handler_t>_http_guard
+    else:
+        g.inner_data = c.pfn_data
+    c.pfn_data = <void *>g
+
+
+cdef void _deliver_front(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
+    cdef size_t mark = c.send.len
+    g.phase = _PH_RESP
+    g.deadline_ms = 0
+    g.flags &= ~_GF_DELIVERED
+    _run_parser(c, g, g.frame_len)
+    if not _adopt_protocol(c, g):
+        return
+    if not (g.flags & _GF_DELIVERED):
+        # http_cb refused what the guard accepted: a disagreement to look into, never a
+        # reason to guess. It has already marked the connection for closing.
+        c.is_draining = 1
+        return
+    _reset_front(g)
+    if c.send.len > mark:
+        _fix_response(c, g, mark)
+
+
+cdef size_t _pipeline_cap(const HttpLimits *lim) noexcept nogil:
+    return lim.max_header_size + 2 * lim.max_body_size + 65536
+
+
+cdef void _grow_recv(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
+    # Mongoose grows a full receive buffer by MG_IO_SIZE, copying it each time: quadratic in
+    # the body size (a 15 MiB upload took seconds). Double it instead, up to the request's
+    # known size; never beyond what has arrived times two, so a large Content-Length that
+    # is never sent costs no memory.
+    cdef size_t want
+    if c.recv.size - c.recv.len >= 16384 or c.recv.size < 65536:
+        return
+    want = c.recv.size * 2
+    if g.body_kind == _BODY_LENGTH and want > g.frame_len:
+        want = g.frame_len
+    if want > c.recv.size:
+        mg.mg_iobuf_resize(&c.recv, want)
+
+
+cdef void _advance(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nogil:
+    """Move the connection's request state as far as its buffered input allows."""
+    cdef const HttpLimits *lim = g.limits
+    cdef HeadInfo h
+    cdef int r
+    cdef bint fresh
+    cdef size_t need
+    cdef const char *cont = b"HTTP/1.1 100 Continue\r\n\r\n"
+    while not c.is_closing:
+        if g.phase == _PH_STREAM:
+            if _stream_advance(c, g, now) <= 0:
+                return
+            g.phase = _PH_RESP
+            continue
+        if g.phase == _PH_LINGER:
+            if c.recv.len:
+                c.recv.len = 0
+                g.deadline_ms = now + _LINGER_IDLE_MS
+            return
+        if g.phase == _PH_RESP:
+            if c.is_resp:
+                # Pipelined input waits for the response; it may not grow without bound.
+                if c.recv.len > _pipeline_cap(lim):
+                    _log_event(c, 0, b"pipelined input beyond one maximal request")
+                    c.is_closing = 1
+                return
+            _response_done(c, g, now)
+            continue
+        if c.is_draining or c.is_resp:
+            return
+        # Empty lines before a request line (RFC 9112 §2.2 lets a server skip them) are
+        # refused like any malformed start: h11, the reference strict parser, rejects them.
+        if c.recv.len == 0:
+            return
+        if g.phase == _PH_WAIT:
+            # First byte of a request. The first request's clock runs since accept.
+            g.phase = _PH_HEAD
+            if g.requests_seen:
+                g.deadline_ms = now + lim.header_timeout_ms if lim.header_timeout_ms else 0
+        if g.head_len == 0:
+            r = _parse_head(c.recv.buf, c.recv.len, lim, &h)
+            if r == 0:
+                return
+            if r < 0:
+                _refuse(c, g, h.status, h.why, (h.flags & _GF_HEAD) != 0, now)
+                return
+            g.head_len = h.head_len
+            g.content_length = h.content_length
+            g.body_kind = h.body_kind
+            g.flags = h.flags
+            g.chunk_pos = 0
+            g.decoded = 0
+            g.frame_len = 0 if h.body_kind == _BODY_CHUNKED else h.head_len + h.content_length
+            if lim.stream_body:
+                _stream_begin(c, g, now)
+                continue
+        if g.frame_len == 0:
+            r = _scan_chunks(c, g, lim, &h)
+            if r < 0:
+                _refuse(c, g, h.status, h.why, (g.flags & _GF_HEAD) != 0, now)
+                return
+            # Cutting out extensions and trailers shrinks the buffer: keep the progress
+            # marks within it.
+            if g.progress_mark > c.recv.len:
+                g.progress_mark = c.recv.len
+            if g.seen_len > c.recv.len:
+                g.seen_len = c.recv.len
+        if g.frame_len and c.recv.len >= g.frame_len:
+            _deliver_front(c, g)
+            if c.pfn != <mg.mg_event_handler_t>_http_guard or g.inner != NULL:
+                return
+            continue
+        fresh = False
+        if g.phase != _PH_BODY:
+            g.phase = _PH_BODY
+            fresh = True
+            g.progress_mark = c.recv.len
+            g.deadline_ms = now + lim.body_timeout_ms if lim.body_timeout_ms else 0
+            if (g.flags & (_GF_EXPECT | _GF_CONTINUED)) == _GF_EXPECT:
+                g.flags |= _GF_CONTINUED
+                mg.mg_send(c, cont, strlen(cont))
+        elif c.recv.len != g.seen_len:
+            fresh = True
+            # Progress is _MIN_PROGRESS bytes (or the rest of the body) per window, so a
+            # body trickled a few bytes at a time (slowloris for bodies) still times out.
+            need = _MIN_PROGRESS
+            if g.body_kind == _BODY_LENGTH and g.frame_len - g.progress_mark < need:
+                need = g.frame_len - g.progress_mark
+            if c.recv.len - g.progress_mark >= need:
+                g.progress_mark = c.recv.len
+                g.deadline_ms = now + lim.body_timeout_ms if lim.body_timeout_ms else 0
+        if fresh:
+            _grow_recv(c, g)
+            g.seen_len = c.recv.len
+            if g.body_kind == _BODY_LENGTH:
+                # Mongoose reports MG_EV_HTTP_HDRS while a body with a length arrives;
+                # handlers that stream uploads rely on it. (A chunked body is parsed once,
+                # whole: re-scanning it on every read would be quadratic.)
+                _run_parser(c, g, c.recv.len)
+                _adopt_protocol(c, g)
+        return
+
+
+cdef void _check_clock(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nogil:
+    cdef const HttpLimits *lim = g.limits
+    if c.is_closing:
+        return
+    if c.is_tls_hs:
+        if (lim.tls_handshake_timeout_ms
+                and now - g.started_ms >= lim.tls_handshake_timeout_ms):
+            _log_event(c, 0, b"TLS handshake timeout")
+            c.is_closing = 1
+        return
+    if g.phase == _PH_LINGER:
+        if c.send.len == 0:
+            if not (g.flags & _GF_SHUT) and not c.is_tls:
+                # The refusal is out: a FIN tells the client so at once, while we keep
+                # reading so that its late bytes cannot turn our close into a reset.
+                shutdown(<int><size_t>c.fd, SHUT_WR)
+                g.flags |= _GF_SHUT
+            if now >= g.deadline_ms:
+                c.is_closing = 1
+        if now >= g.linger_until_ms:
+            c.is_closing = 1
+        return
+    if g.deadline_ms == 0 or now < g.deadline_ms:
+        return
+    if g.phase == _PH_WAIT:
+        if c.send.len:
+            # The keep-alive idle time starts once the response is written out.
+            g.deadline_ms = now + lim.keepalive_timeout_ms
+            return
+        _log_event(c, 0, b"keep-alive idle timeout" if g.requests_seen
+                   else b"no request before header_timeout_ms")
+        c.is_closing = 1
+    elif g.phase == _PH_HEAD:
+        _refuse(c, g, 408, b"request head not received within header_timeout_ms", False, now)
+    elif g.phase == _PH_BODY:
+        _refuse(c, g, 408, b"request body progress under 1 KiB per body_timeout_ms",
+                (g.flags & _GF_HEAD) != 0, now)
+    elif g.phase == _PH_STREAM:
+        # The app already has the request: no refusal can be framed, so close.
+        _log_event(c, 0, b"streamed body progress under 1 KiB per body_timeout_ms")
+        c.is_closing = 1
+
+
+cdef void _check_send_progress(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nogil:
+    # nginx's send_timeout: output queued for the client must make progress (MG_EV_WRITE
+    # resets send_since_ms) within send_timeout_ms, or the client is not reading: close it,
+    # which frees what was queued for it.
+    if c.send.len == 0 or g.limits.send_timeout_ms == 0 or c.is_closing:
+        g.send_since_ms = 0
+    elif g.send_since_ms == 0:
+        g.send_since_ms = now
+    elif now - g.send_since_ms >= g.limits.send_timeout_ms:
+        _log_event(c, 0, b"response not read by the client within send_timeout_ms")
+        c.is_closing = 1
+
+
+cdef void _finish_after_eof(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
+    # The client half-closed: no request can arrive any more. Close once the responses owed
+    # (a deferred one, a file being sent, pipelined requests still queued) are written.
+    if (c.is_closing or c.is_draining or c.is_resp or g.inner != NULL or g.file_fd >= 0
+            or g.phase == _PH_RESP or g.phase == _PH_STREAM):
+        return
+    c.is_draining = 1
+
+
+cdef int _on_peer_eof(mg.mg_connection *c) noexcept nogil:
+    # build_fixes.py asks this when recv() returns 0 (Mongoose would close at once). An
+    # accepted, guarded HTTP connection stays open with its reads paused (EOF stays
+    # readable forever: reading on would spin); anything else closes as before.
+    cdef HttpGuard *g
+    if c.pfn != <mg.mg_event_handler_t>_http_guard or c.pfn_data == NULL or c.is_listening:
+        return 0
+    g = <HttpGuard *>c.pfn_data
+    if g.phase == _PH_STREAM and not (g.flags & _GF_BODY_DONE):
+        return 0  # a streamed body cut short: close, so the app's read fails at once
+    g.peer_eof = True
+    c.is_full = 1
+    _apply_is_full(c)
+    return 1
+
+
+mg.cym_peer_eof_hook = _on_peer_eof
+
+
+cdef HttpGuard *_attach(mg.mg_connection *c) noexcept nogil:
+    # First guarded event of a connection: find its Connection (bound at MG_EV_OPEN by
+    # _on_event, which runs after this guard, so from MG_EV_ACCEPT on).
+    if c.fn != _on_event or c.fn_data == NULL:
+        return NULL
+    _take_gil_back(<GilSlot *>c.mgr.userdata)
+    return _attach_gil(c)
+
+
+cdef HttpGuard *_attach_gil(mg.mg_connection *c) noexcept with gil:
+    cdef Connection conn = <Connection>c.fn_data
+    cdef HttpGuard *g
+    if conn._c != c:
+        return NULL
+    g = &conn._guard
+    memset(g, 0, sizeof(HttpGuard))
+    g.limits = &conn._limits
+    g.file_fd = -1
+    g.started_ms = mg.mg_millis()
+    g.phase = _PH_WAIT
+    g.deadline_ms = (g.started_ms + conn._limits.header_timeout_ms
+                     if conn._limits.header_timeout_ms else 0)
+    c.pfn_data = <void *>g
+    return g
+
+
+cdef void _http_guard(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
+    """Mongoose protocol handler of accepted HTTP connections; see the top of this file."""
+    cdef HttpGuard *g = <HttpGuard *>c.pfn_data
+    cdef uint64_t now
+    if c.is_listening:
+        return
+    if g == NULL:
+        if ev == mg.MG_EV_OPEN or ev == mg.MG_EV_CLOSE:
+            return
+        g = _attach(c)
+        if g == NULL:
+            return
+    if g.flags & _GF_IN_PARSER:
+        if ev == mg.MG_EV_HTTP_MSG:
+            g.flags |= _GF_DELIVERED
+        return
+    if ev == mg.MG_EV_WRITE:
+        g.send_since_ms = 0  # progress: the send clock restarts at the next poll
+    elif ev == mg.MG_EV_POLL:
+        _check_send_progress(c, g, (<uint64_t *>ev_data)[0])
+    if g.file_fd >= 0:
+        if ev == mg.MG_EV_CLOSE:
+            _file_done(g)
+        elif ev == mg.MG_EV_WRITE or ev == mg.MG_EV_POLL:
+            _pump_file(c, g)
+    if g.inner != NULL:
+        if ev == mg.MG_EV_READ and c.recv.len > _pipeline_cap(g.limits):
+            _log_event(c, 0, b"pipelined input beyond one maximal request")
+            c.is_closing = 1
+        _run_inner(c, g, ev, ev_data)
+        if g.inner != NULL:
+            return
+    if ev == mg.MG_EV_CLOSE:
+        return
+    if ev == mg.MG_EV_READ and g.phase == _PH_STREAM:
+        g.wire_total += <size_t>(<long *>ev_data)[0]
+    if ev == mg.MG_EV_READ or ev == mg.MG_EV_POLL:
+        # MG_EV_POLL carries the iteration's mg_millis(); saves a clock read per connection.
+        now = (<uint64_t *>ev_data)[0] if ev == mg.MG_EV_POLL else mg.mg_millis()
+        _advance(c, g, now)
+        if ev == mg.MG_EV_POLL:
+            _check_clock(c, g, now)
+            if g.peer_eof:
+                _finish_after_eof(c, g)
+    elif ev == mg.MG_EV_WRITE and g.phase == _PH_LINGER:
+        _check_clock(c, g, mg.mg_millis())
+
+
+cdef void _install_http_guard(mg.mg_connection *c) noexcept:
+    _put_in_front(c, _mg_http_cb, <mg.mg_event_handler_t>_http_guard)
