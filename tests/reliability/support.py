@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import collections
 import os
-import queue
 import socket
 import sys
 import threading
@@ -15,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import h11
+from support.poll_thread import PollThread
 
 import cymongoose._mongoose as cm
 
@@ -31,46 +31,25 @@ class Server:
         self.errors: list[BaseException] = []
         self.seen: dict[int, list[Seen]] = collections.defaultdict(list)
         self._lock = threading.Lock()
-        self._calls: queue.Queue[tuple[Callable[[], Any], queue.Queue[Any]]] = queue.Queue()
         self.mgr = cm.Manager(error_handler=self.errors.append)
         self.listener = self.mgr.listen(url, handler or self.app, **limits)
         self.port: int = self.listener.local_addr[1]
-        self.poll_ms = poll_ms
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="cymongoose-server", daemon=True)
+        self._poller = PollThread(self.mgr, poll_ms, "cymongoose-server")
 
     def __enter__(self) -> Server:
-        self._thread.start()
+        self._poller.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def stop(self) -> None:
-        if self._thread.is_alive():
-            self._stop.set()
-            self._thread.join(10)
-        self.mgr.close()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.mgr.poll(self.poll_ms)
-            while not self._calls.empty():
-                fn, out = self._calls.get()
-                try:
-                    out.put((True, fn()))
-                except BaseException as exc:  # handed back to the caller
-                    out.put((False, exc))
+        self._poller.stop()
 
     def call(self, fn: Callable[[], Any]) -> Any:
         """Run fn in the poll thread (Manager objects are not thread-safe) and return its
         result."""
-        out: queue.Queue[Any] = queue.Queue()
-        self._calls.put((fn, out))
-        ok, value = out.get(timeout=10)
-        if not ok:
-            raise value
-        return value
+        return self._poller.call(fn)
 
     def connection_count(self) -> int:
         return self.call(lambda: len(self.mgr.connections)) - 1  # minus the listener
