@@ -239,6 +239,8 @@ def mongoose_flags() -> dict[str, Any]:
                       r"((?:  .*\n)+)", text, re.MULTILINE)
         if m:
             block = dict(re.findall(r"^  (\w+) = (.*)$", m.group(1), re.MULTILINE))
+            if "-fsanitize" in block.get("FLAGS", ""):
+                continue  # `make asan-test`'s tree (build/asan): never the measured build
             return {"source": str(ninja.relative_to(ROOT)),
                     "defines": block.get("DEFINES", "").split(),
                     "flags": [f for f in block.get("FLAGS", "").split()]}
