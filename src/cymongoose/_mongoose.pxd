@@ -46,6 +46,9 @@ cdef struct HttpGuard:
     # and c->pfn_data points at it while the guard is the connection's protocol handler, so
     # the guard runs without the GIL. Valid until MG_EV_CLOSE, which unbinds the Connection
     # only after the guard's last call (mg_call runs pfn before fn).
+    # First member, read by mongoose.c (build_fixes.py QUIET_SKIP): until when the loop may
+    # skip this connection's MG_EV_POLL (0: never). Only set while it needs nothing.
+    uint64_t quiet_until_ms
     const HttpLimits *limits  # the Connection's own _limits
     uint64_t started_ms  # accept time: first-request and TLS handshake clocks
     uint64_t deadline_ms  # when the current phase times out (0: never)

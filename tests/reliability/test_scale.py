@@ -6,11 +6,13 @@ The 1,000 and 10,000 connection runs against nginx and Mongoose in C are a bench
 
 from __future__ import annotations
 
+import socket
 import time
+from typing import Any
 
 from support.many_clients import open_many, raise_own_fd_limit, request_round
 
-from .support import ServerProcess, fd_count, get, wait_until
+from .support import Server, ServerProcess, cm, fd_count, get, read_response, wait_until
 
 REQUEST = b"GET /scale HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 CLIENTS = 2500
@@ -86,3 +88,47 @@ def test_listen_raises_the_soft_open_file_limit() -> None:
     with ServerProcess(nofile=(256, 4096)) as server:
         assert server.nofile_soft == 4096
         assert get(server.port)[0] == 200
+
+
+def test_idle_connections_skipped_by_the_loop_still_keep_their_rules() -> None:
+    # A handler that does not take MG_EV_POLL lets the loop skip idle keep-alive connections
+    # until their deadline (build_fixes.py QUIET_SKIP). Each must still time out on time,
+    # answer its next request, close when told, and take MG_EV_POLL again once its handler
+    # wants it.
+    polled: list[int] = []
+
+    @cm.handles(cm.MG_EV_HTTP_MSG)
+    def app(conn: Any, ev: int, msg: Any) -> None:
+        conn.reply(200, b"hi")
+
+    def wants_poll(conn: Any, ev: int, data: Any) -> None:
+        if ev == cm.MG_EV_POLL:
+            polled.append(conn.id)
+
+    with Server(app, keepalive_timeout_ms=400) as server:
+        request = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+        # Times out at its keep-alive deadline although nothing polls it in between.
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+            sock.sendall(request)
+            buf = bytearray()
+            assert read_response(sock, buf)[0] == 200
+            start = time.monotonic()
+            assert sock.recv(1) == b""
+            assert 0.3 < time.monotonic() - start < 1.5
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+            buf = bytearray()
+            sock.sendall(request)
+            assert read_response(sock, buf)[0] == 200
+            time.sleep(0.15)  # quiet now: its next request still wakes it
+            sock.sendall(request)
+            assert read_response(sock, buf)[0] == 200
+            time.sleep(0.15)
+            conns = server.call(lambda: [c for c in server.mgr.connections
+                                         if c is not server.listener])
+            assert len(conns) == 1
+            server.call(lambda: conns[0].set_handler(wants_poll))
+            assert wait_until(lambda: len(polled) >= 3, 2)  # polled again at once
+            server.call(conns[0].close)  # and closed when told, well before its deadline
+            start = time.monotonic()
+            assert sock.recv(1) == b""
+            assert time.monotonic() - start < 0.3

@@ -53,6 +53,7 @@ cdef class Connection:
     def set_handler(self, handler):
         self._handler = _check_handler(handler, "handler")
         self._skip_poll = False  # the next event reads the new handler's mask
+        self._guard.quiet_until_ms = 0  # and it gets MG_EV_POLL again from the next poll
 
     @property
     def id(self):

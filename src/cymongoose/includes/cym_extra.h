@@ -27,4 +27,9 @@ extern const mg_event_handler_t cym_dns_cb;
 size_t *cym_static_left(struct mg_connection *c);
 char *cym_sntp_flag(struct mg_connection *c);
 
+/* Defined by vendor/mongoose/build_fixes.py (QUIET_SKIP): connections whose c->pfn is this
+   hold, in the first uint64_t of c->pfn_data, a time until which mg_mgr_poll() may skip
+   them (no MG_EV_POLL) while they have no I/O and nothing to send. */
+extern mg_event_handler_t cym_quiet_pfn;
+
 #endif

@@ -434,3 +434,6 @@ cdef extern from "cym_extra.h" nogil:
     mg_event_handler_t cym_dns_cb
     size_t *cym_static_left(mg_connection *c)  # static_cb: file bytes still to send
     char *cym_sntp_flag(mg_connection *c)  # a byte of c->data sntp_cb leaves free
+    # build_fixes.py QUIET_SKIP: the protocol handler whose c->pfn_data starts with a
+    # "skip MG_EV_POLL until" time in ms.
+    mg_event_handler_t cym_quiet_pfn
