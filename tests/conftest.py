@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from support.poll_thread import PollThread
 from support.routes import Route, Routes
 
 from cymongoose import Manager
@@ -25,13 +25,6 @@ def tool_env() -> dict[str, str]:
     env.pop("LD_PRELOAD", None)
     env.pop("ASAN_OPTIONS", None)
     return env
-
-
-def free_port(kind: int = socket.SOCK_STREAM, host: str = "127.0.0.1") -> int:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, kind) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def poll_until(mgr: Manager, done: Callable[[], bool], timeout: float = 5.0) -> bool:
@@ -73,35 +66,17 @@ def wait_until(pred: Callable[[], object], timeout: float = 5.0) -> bool:
     return bool(pred())
 
 
-class ServerThread:
-    """A Manager polled on a background thread until stop(); handlers run on that thread."""
+class ServerThread(PollThread):
+    """A Manager made from these arguments, polled on a background thread (support.poll_thread);
+    `errors` holds what ended the loop."""
 
     def __init__(self, handler: Any = None, **manager_kwargs: Any) -> None:
-        self.manager = Manager(handler, **manager_kwargs)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="cymongoose-test", daemon=True)
-        self.errors: list[BaseException] = []
+        super().__init__(Manager(handler, **manager_kwargs))
+        self.errors = self.loop_errors
 
     def listen(self, url: str = "http://127.0.0.1:0", handler: Any = None, **kw: Any) -> int:
         conn = self.manager.listen(url, handler, **kw)
         return int(conn.local_addr[1])
-
-    def start(self) -> ServerThread:
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                self.manager.poll(20)
-        except BaseException as exc:  # surfaced by stop()
-            self.errors.append(exc)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
-        assert not self._thread.is_alive(), "server thread did not stop"
-        self.manager.close()
 
 
 @pytest.fixture
@@ -124,10 +99,7 @@ def server_thread() -> Iterator[Callable[..., ServerThread]]:
 
     yield make
     for st in started:
-        if st._thread.is_alive():
-            st.stop()
-        else:
-            st.manager.close()
+        st.stop()
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ cdef struct GilSlot:
 
 
 cdef struct HttpLimits:
-    # Per-listener HTTP limits, copied onto accepted connections (reliability/limits.pxi).
+    # Per-listener HTTP limits, copied onto accepted connections (http_limits.pxi).
     size_t max_header_count
     size_t max_header_size
     size_t max_uri_size
@@ -37,16 +37,20 @@ cdef struct HttpLimits:
     uint64_t body_timeout_ms
     uint64_t keepalive_timeout_ms
     uint64_t tls_handshake_timeout_ms
+    uint64_t send_timeout_ms  # a response must make write progress within this (0: never)
     # Not a limit but a listener setting carried the same way: deliver each request's head
     # as MG_EV_HTTP_HDRS and hand its body out as it arrives (http_stream.pxi).
     bint stream_body
 
 
 cdef struct HttpGuard:
-    # Per-connection state of the HTTP guard (limits.pxi). It lives inside the Connection
+    # Per-connection state of the HTTP guard (http_guard.pxi). It lives inside the Connection
     # and c->pfn_data points at it while the guard is the connection's protocol handler, so
     # the guard runs without the GIL. Valid until MG_EV_CLOSE, which unbinds the Connection
     # only after the guard's last call (mg_call runs pfn before fn).
+    # First member, read by mongoose.c (build_fixes.py QUIET_SKIP): until when the loop may
+    # skip this connection's MG_EV_POLL (0: never). Only set while it needs nothing.
+    uint64_t quiet_until_ms
     const HttpLimits *limits  # the Connection's own _limits
     uint64_t started_ms  # accept time: first-request and TLS handshake clocks
     uint64_t deadline_ms  # when the current phase times out (0: never)
@@ -79,6 +83,10 @@ cdef struct HttpGuard:
     int file_fd
     int64_t file_off
     size_t file_left
+    # Slow readers (http_guard.pxi): when output last made progress (0: at the next poll), and
+    # whether the client half-closed (its reads are paused; we finish what is owed).
+    uint64_t send_since_ms
+    bint peer_eof
 
 
 cdef struct TimerBox:
@@ -124,6 +132,9 @@ cdef class Connection:
     cdef object _mask_handler  # the handler _mask was computed for (see handles())
     cdef bint _recv_capped  # raw TCP/UDP and MQTT: Manager.max_recv_size applies
     cdef uint64_t _mask
+    # The handler's mask leaves MG_EV_POLL out: _on_event skips the event without the GIL.
+    # Cleared when the handler changes, set again by _deliver() once it read the new mask.
+    cdef bint _skip_poll
     cdef bint _head_request
     cdef bint _bound
     cdef HttpLimits _limits

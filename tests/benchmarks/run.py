@@ -9,8 +9,10 @@ request (/proc, whole process tree) and its RSS. A separate run counts our serve
 over a fixed number of requests. Each WSGI/ASGI app is also called in-process (app_cost.py,
 in each of its servers' environments; before the servers start and at each hello round) for
 its own CPU cost per call, which the report subtracts from each server's CPU per request: the
-server's overhead. Everything, with every version and build flag, goes to
-results/results.json, results.md, results.png/.svg, and the README's Performance block.
+server's overhead. The connections phase runs the contenders that declare it (ours, Mongoose in C,
+nginx with its defaults and nginx tuned) at 1,000 and 10,000 keep-alive connections (wrk -cN)
+and reports socket errors and p99 beside req/s. Everything, with every version and build flag,
+goes to results/results.json, results.md, results.png/.svg, and the README's Performance block.
 
     python tests/benchmarks/run.py [--quick] [--only a,b] [--skip a,b] [--list] ...
 """
@@ -70,7 +72,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rss-requests", type=int,
                    help="requests of the RSS-growth run (default 1000000; quick 100000; 0 skips)")
     p.add_argument("--rss-contender", default="cymongoose-raw")
-    p.add_argument("--phases", default="app,hello,static,rss",
+    p.add_argument("--scale", default="",
+                   help="connection counts of the connections phase (default 1000,10000; "
+                        "quick 1000)")
+    p.add_argument("--phases", default="app,hello,static,rss,connections",
                    help="which phases to run (comma-separated from app, hello, static, rss; "
                    "app: the in-process cost of each selected server's WSGI/ASGI app)")
     p.add_argument("--app-seconds", type=float,
@@ -94,6 +99,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             setattr(args, name, short if quick else full)
     if args.out is None:
         args.out = BENCH_DIR / "results" / ("quick" if quick else "")
+    try:
+        args.scale = [int(n) for n in (args.scale or ("1000" if quick else "1000,10000"))
+                      .split(",") if n]
+    except ValueError:
+        p.error("--scale takes comma-separated connection counts, e.g. 1000,10000")
     return args
 
 
@@ -356,6 +366,45 @@ class Bench:
                 self.status[name]["rss_end"] = procstat.sample(r.pid).rss
             self.stop(r)
 
+    def connections_phase(self, group: list[ck.Contender], files: list[Path]) -> None:
+        """Each contender at every count of args.scale keep-alive connections, one wrk run
+        per count after a warm-up at that count."""
+        if not group:
+            return
+        levels = sorted(self.args.scale)
+        # wrk and the servers inherit the runner's limit; 10,000 clients need 10,000 each.
+        limit = raise_open_file_limit(max(levels) + 512)
+        if limit < max(levels) + 512:
+            log.warning("the open-file hard limit is %d: counts above %d are skipped", limit,
+                        limit - 512)
+            levels = [n for n in levels if n + 512 <= limit]
+        log.info("== connections phase: %s at %s connections",
+                 ", ".join(c.name for c in group), ", ".join(map(str, levels)))
+        script = self.script("hello", files)
+        for c in group:
+            r = self.start_checked(c, files)
+            if r is None:
+                continue
+            for n in levels:
+                if not self.ok(c.name):
+                    break
+                procstat.settle(r.port, timeout=15)
+                if self.args.warmup > 0:
+                    try:
+                        self.wrk(r, script, n, self.args.warmup, f"warmup-c{n}")
+                    except wrkmod.WrkError as exc:
+                        self.exclude(c.name, "wrk failed", f"warm-up at {n}: {exc}")
+                        break
+                    procstat.settle(r.port, timeout=15)
+                self.measure(r, f"c{n}", 1, n, script)
+            if self.ok(c.name):
+                try:
+                    httpcheck.check_hello(r.port, c.keepalive)
+                except (httpcheck.CheckFailed, OSError) as exc:
+                    self.exclude(c.name, "wrong answer", f"after the load: {exc}")
+                    self.invalidate(c.name, "wrong answer after the load")
+            self.stop(r)
+
     def rss_growth(self, c: ck.Contender, files: list[Path]) -> None:
         n = self.args.rss_requests
         log.info("== RSS phase: %s over %d requests", c.name, n)
@@ -403,6 +452,19 @@ class Bench:
                 pass
 
 
+def raise_open_file_limit(want: int) -> int:
+    """Raise this process's soft RLIMIT_NOFILE towards `want` (children inherit it); return
+    the soft limit now in force."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = want if hard == resource.RLIM_INFINITY else min(want, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        soft = target
+    return soft if soft != resource.RLIM_INFINITY else want
+
+
 def order(contenders: list[ck.Contender]) -> list[ck.Contender]:
     rank = {n: i for i, n in enumerate(LEADING)}
     return sorted(contenders, key=lambda c: (rank.get(c.name, len(rank)), c.name))
@@ -435,14 +497,14 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit(f"bench: unknown contender(s) {', '.join(sorted(unknown))}; "
                  f"known: {', '.join(sorted(names))}")
     phases = {p for p in args.phases.split(",") if p}
-    bad = phases - {"app", "hello", "static", "rss"}
+    bad = phases - {"app", "hello", "static", "rss", "connections"}
     if bad:
         sys.exit(f"bench: unknown phase(s) {', '.join(sorted(bad))}; "
-                 "use app, hello, static, rss")
+                 "use app, hello, static, rss, connections")
     selected = [c for c in all_contenders
                 if (c.name in only if only else (c.quick or not args.quick))
                 and c.name not in skip
-                and (c.kind in phases or c.name == args.rss_contender
+                and (bool(phases & set(c.phases)) or c.name == args.rss_contender
                      or ("app" in phases and c.app is not None))]
     bench = Bench(args)
     if bench.client_cpu is not None:
@@ -467,6 +529,7 @@ def main(argv: list[str] | None = None) -> int:
                      "static_files": f"{STATIC_FILES} x {STATIC_SIZE // 1024} KiB",
                      "server_cpu": bench.server_cpu, "client_cpu": bench.client_cpu,
                      "rss_requests": args.rss_requests,
+                     "scale_connections": args.scale,
                      "app_seconds": args.app_seconds, "app_repeats": args.app_repeats},
     }
     ready: list[ck.Contender] = []
@@ -481,7 +544,10 @@ def main(argv: list[str] | None = None) -> int:
             bench.app_costs.start(ready, args.app_repeats)
         for kind in ("hello", "static"):
             if kind in phases:
-                bench.phase(kind, [c for c in ready if c.kind == kind], files)
+                bench.phase(kind, [c for c in ready if c.kind == kind and kind in c.phases],
+                            files)
+        if "connections" in phases:
+            bench.connections_phase([c for c in ready if "connections" in c.phases], files)
         rss_c = next((c for c in ready if c.name == args.rss_contender), None)
         if "rss" in phases and args.rss_requests and rss_c is not None:
             bench.rss_growth(rss_c, files)

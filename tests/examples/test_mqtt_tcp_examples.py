@@ -3,7 +3,6 @@ and examples/tcp_echo.py against a plain socket client, each run as a subprocess
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import socket
@@ -12,32 +11,16 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 import paho.mqtt.client as paho
 import pytest
+from support import mosquitto as mosq
+from support.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 
 
-def _load_mosquitto_helper() -> Any:
-    spec = importlib.util.spec_from_file_location(
-        "_cym_mosquitto_helper", ROOT / "tests" / "protocols" / "mosquitto.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look the module up while building
-    spec.loader.exec_module(module)
-    return module
-
-
-mosq = _load_mosquitto_helper()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def run_example(name: str, *args: str) -> subprocess.Popen[str]:

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.ports import free_port
 from websockets.sync.client import connect
 
 from cymongoose import TLS_ENGINE
@@ -21,12 +22,6 @@ from cymongoose import TLS_ENGINE
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "protocols"))
 import certs  # noqa: E402 - test-time certificates and TLS client helpers
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Example:

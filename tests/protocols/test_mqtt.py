@@ -15,15 +15,11 @@ import paho.mqtt.client as paho
 import pytest
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
+from support.mosquitto import Broker, mosquitto_path, run_mosquitto
 
 import cymongoose as cm
 
 from conftest import pump, recv_polling
-
-try:
-    from .mosquitto import Broker, mosquitto_path, run_mosquitto
-except ImportError:  # tests/protocols is not a package: pytest put it on sys.path
-    from mosquitto import Broker, mosquitto_path, run_mosquitto  # type: ignore[no-redef]
 
 needs_mosquitto = pytest.mark.skipif(
     mosquitto_path() is None, reason="mosquitto is not installed (tools/debian-packages.txt)")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import collections
 import os
-import queue
 import socket
 import sys
 import threading
@@ -15,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import h11
+from support.poll_thread import PollThread
 
 import cymongoose._mongoose as cm
 
@@ -31,46 +31,25 @@ class Server:
         self.errors: list[BaseException] = []
         self.seen: dict[int, list[Seen]] = collections.defaultdict(list)
         self._lock = threading.Lock()
-        self._calls: queue.Queue[tuple[Callable[[], Any], queue.Queue[Any]]] = queue.Queue()
         self.mgr = cm.Manager(error_handler=self.errors.append)
         self.listener = self.mgr.listen(url, handler or self.app, **limits)
         self.port: int = self.listener.local_addr[1]
-        self.poll_ms = poll_ms
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="cymongoose-server", daemon=True)
+        self._poller = PollThread(self.mgr, poll_ms, "cymongoose-server")
 
     def __enter__(self) -> Server:
-        self._thread.start()
+        self._poller.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def stop(self) -> None:
-        if self._thread.is_alive():
-            self._stop.set()
-            self._thread.join(10)
-        self.mgr.close()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.mgr.poll(self.poll_ms)
-            while not self._calls.empty():
-                fn, out = self._calls.get()
-                try:
-                    out.put((True, fn()))
-                except BaseException as exc:  # handed back to the caller
-                    out.put((False, exc))
+        self._poller.stop()
 
     def call(self, fn: Callable[[], Any]) -> Any:
         """Run fn in the poll thread (Manager objects are not thread-safe) and return its
         result."""
-        out: queue.Queue[Any] = queue.Queue()
-        self._calls.put((fn, out))
-        ok, value = out.get(timeout=10)
-        if not ok:
-            raise value
-        return value
+        return self._poller.call(fn)
 
     def connection_count(self) -> int:
         return self.call(lambda: len(self.mgr.connections)) - 1  # minus the listener
@@ -299,20 +278,31 @@ def get(port: int, path: str = "/", timeout: float = 5.0) -> tuple[int, bytes]:
 class ServerProcess:
     """tests/reliability/server_main.py in a child process (RSS and fds of the server alone)."""
 
-    def __init__(self, app: str = "ok", **limits: int) -> None:
+    def __init__(self, app: str = "ok", nofile: tuple[int, int] | None = None,
+                 capture_stderr: bool = False, **limits: int) -> None:
+        """nofile: the (soft, hard) open-file limits the server starts with; the soft limit
+        it serves with (after listen() raised it) is in self.nofile_soft. capture_stderr:
+        keep its log output for self.stderr_text() instead of passing it through."""
         import json
         import subprocess
+        import tempfile
 
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "server_main.py")
-        self.proc = subprocess.Popen(
-            [sys.executable, script, "--app", app, "--limits", json.dumps(limits)],
-            stdout=subprocess.PIPE, text=True)
+        args = [sys.executable, script, "--app", app, "--limits", json.dumps(limits)]
+        if nofile is not None:
+            args += ["--nofile", f"{nofile[0]},{nofile[1]}"]
+        # A file, not a pipe: a server that logs a lot must never block on a full pipe.
+        self._stderr = tempfile.TemporaryFile() if capture_stderr else None
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self._stderr,
+                                     text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line.strip():
             self.proc.kill()
             raise RuntimeError("the server process did not start")
-        self.port = int(line)
+        port, soft = line.split()
+        self.port = int(port)
+        self.nofile_soft = int(soft)
         self.pid = self.proc.pid
         self.summary: dict[str, int] = {}
 
@@ -337,6 +327,18 @@ class ServerProcess:
             if out.strip():
                 self.summary = json.loads(out.strip().splitlines()[-1])
         return self.summary
+
+    def cpu_seconds(self) -> float:
+        """User plus system CPU time the server process has used so far."""
+        with open(f"/proc/{self.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stderr_text(self) -> str:
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0)
+        return self._stderr.read().decode("utf-8", "replace")
 
 
 def read_response(sock: socket.socket, buf: bytearray) -> tuple[int, bytes, bool]:

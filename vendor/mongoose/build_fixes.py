@@ -121,34 +121,179 @@ ARM_AFTER_SHORT_WRITE = """\
   if (c->send.len > 0 && !c->is_closing) MG_EPOLL_MOD(c, 1);  /* cymongoose build fix */
 """
 
+# Mongoose 7.23 accepts one connection per listener per poll iteration, so a burst of 10,000
+# clients needs 10,000 iterations, each walking every connection; and when accept() fails
+# (EMFILE: out of file descriptors) it logs and returns, and the level-triggered listener
+# wakes the next epoll_wait() at once: the loop spins at 100% CPU logging the same error.
+# Ours accepts until the backlog is empty or CYM_ACCEPT_BURST connections (so a storm
+# cannot starve established clients), and on a resource error takes the listener out of
+# epoll (is_full, see EPOLL_INTEREST) for CYM_ACCEPT_PAUSE_MS, telling cymongoose
+# once per episode through cym_accept_paused_hook (it logs). The pause is process-wide,
+# like the descriptor table that ran out.
+ACCEPT_STATE = """\
+#define CYM_ACCEPT_BURST 128     /* cymongoose build fix: accept bursts and EMFILE pause */
+#define CYM_ACCEPT_PAUSE_MS 100
+void (*cym_accept_paused_hook)(struct mg_connection *lsn, int err) = NULL;
+static uint64_t s_cym_accept_resume_ms;  /* 0: accepting */
+static _Thread_local int s_cym_accept_stop;
+static void cym_accept_failed(struct mg_connection *lsn, int err) {
+  s_cym_accept_stop = 1;
+  if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
+    uint64_t was = __atomic_exchange_n(&s_cym_accept_resume_ms,
+                                       mg_millis() + CYM_ACCEPT_PAUSE_MS, __ATOMIC_RELAXED);
+    lsn->is_full = 1;
+    MG_EPOLL_MOD(lsn, 0);
+    if (was == 0 && cym_accept_paused_hook != NULL) cym_accept_paused_hook(lsn, err);
+  } else if (err != EAGAIN && err != EWOULDBLOCK && err != ECONNABORTED && err != EPROTO) {
+    MG_ERROR(("%lu accept failed, errno %d", lsn->id, err));
+  }
+}
+static void cym_accept_resume(struct mg_connection *lsn, uint64_t now) {
+  uint64_t until = __atomic_load_n(&s_cym_accept_resume_ms, __ATOMIC_RELAXED);
+  if (until != 0 && now < until) return;
+  lsn->is_full = 0;
+  MG_EPOLL_MOD(lsn, 0);
+}
+"""
+
+ACCEPT_FAILED = """\
+  if (fd == MG_INVALID_SOCKET) {  /* cymongoose build fix: quiet EAGAIN, EMFILE pause */
+    cym_accept_failed(lsn, errno);
+    return;
+  }
+  if (__atomic_load_n(&s_cym_accept_resume_ms, __ATOMIC_RELAXED) != 0)
+    __atomic_store_n(&s_cym_accept_resume_ms, 0, __ATOMIC_RELAXED);  /* episode over */
+"""
+
+ACCEPT_BURST = """\
+static void cym_accept_burst(struct mg_mgr *mgr, struct mg_connection *lsn) {
+  int i;  /* cymongoose build fix: accept until the backlog is empty, bounded */
+  s_cym_accept_stop = 0;
+  for (i = 0; i < CYM_ACCEPT_BURST && !s_cym_accept_stop && !lsn->is_closing; i++)
+    accept_conn(mgr, lsn);
+}
+
+"""
+
+# Mongoose 7.23 closes a connection as soon as recv() returns 0, so a client that half-closes
+# after its request (shutdown(SHUT_WR), `nc -N`) loses the response not yet written, and
+# any response a handler would give later. Ours asks cymongoose first (cym_peer_eof_hook):
+# for a guarded HTTP connection it stops reading and closes once what is owed has been sent.
+READ_EOF_STATE = """\
+int (*cym_peer_eof_hook)(struct mg_connection *c) = NULL;  /* cymongoose build fix */
+static _Thread_local int s_cym_read_eof;  /* the last recv() returned 0: orderly EOF */
+static int cym_read_eof(struct mg_connection *c) {
+  int eof = s_cym_read_eof;
+  s_cym_read_eof = 0;
+  return eof && !c->is_tls && !c->is_udp && cym_peer_eof_hook != NULL &&
+         cym_peer_eof_hook(c);
+}
+"""
+
+# The Mongoose internals cymongoose reaches, exported by name at the end of the file and
+# checked at compile time (src/cymongoose/includes/cym_extra.h declares them): the static
+# protocol handlers it runs behind its own (http_cb, static_cb, mg_ws_cb, mqtt_cb, sntp_cb,
+# dns_cb) and the two private c->data layouts it reads (static_cb's bytes still to send,
+# sntp_cb's expiry). A Mongoose update that renames or retypes a handler fails to compile;
+# one that moves a layout fails LAYOUTS below (their defining lines must be there, once).
+INTERNALS = """\
+
+/* cymongoose build fix: Mongoose internals cymongoose uses, exported and checked. */
+#define CYM_HANDLER(fn)                                                         \\
+  _Static_assert(__builtin_types_compatible_p(__typeof__(&fn), mg_event_handler_t), \\
+                 #fn " is no longer an mg_event_handler_t");                    \\
+  const mg_event_handler_t cym_##fn = fn;
+CYM_HANDLER(http_cb)
+CYM_HANDLER(static_cb)
+CYM_HANDLER(mg_ws_cb)
+CYM_HANDLER(mqtt_cb)
+CYM_HANDLER(sntp_cb)
+CYM_HANDLER(dns_cb)
+/* static_cb: the file bytes still to send, in the last aligned size_t of c->data. */
+_Static_assert(sizeof(((struct mg_connection *) 0)->data) >= sizeof(size_t),
+               "c->data cannot hold static_cb's length");
+size_t *cym_static_left(struct mg_connection *c) {
+  return (size_t *) &c->data[(sizeof(c->data) - sizeof(size_t)) / sizeof(size_t) *
+                             sizeof(size_t)];
+}
+/* sntp_cb: a uint64_t expiry at the start of c->data; cymongoose keeps a flag after it. */
+_Static_assert(sizeof(((struct mg_connection *) 0)->data) > sizeof(uint64_t),
+               "c->data has no byte free after sntp_cb's expiry");
+char *cym_sntp_flag(struct mg_connection *c) {
+  return &c->data[sizeof(uint64_t)];
+}
+"""
+
+# Lines of mongoose.c that define the c->data layouts INTERNALS relies on: each must occur
+# exactly once, or the build stops (the layout may have moved).
+LAYOUTS = [
+    "    size_t *cl = (size_t *) &c->data[(sizeof(c->data) - sizeof(size_t)) /\n"
+    "                                     sizeof(size_t) * sizeof(size_t)];\n",
+    "  uint64_t *expiration_time = (uint64_t *) c->data;\n",
+]
+
+# Mongoose 7.23 sends MG_EV_POLL to every connection on every iteration: with 10,000 idle
+# keep-alive clients, one request costs 10,000 protocol-handler calls. cymongoose's HTTP guard
+# (cym_quiet_pfn) marks a connection that needs nothing until a deadline (idle keep-alive,
+# nothing buffered, a handler that does not take MG_EV_POLL) with the time in the first
+# uint64_t of its c->pfn_data; the loop skips it until then unless it has I/O or is closing.
+QUIET_STATE = """\
+mg_event_handler_t cym_quiet_pfn = NULL;  /* cymongoose build fix: see QUIET_SKIP */
+"""
+QUIET_SKIP = """\
+    if (c->pfn == cym_quiet_pfn && cym_quiet_pfn != NULL && c->pfn_data != NULL &&
+        !c->is_readable && !c->is_writable && !c->is_closing && !c->is_draining &&
+        c->send.len == 0 && *(const uint64_t *) c->pfn_data > now)
+      continue;  /* cymongoose build fix: quiet until its deadline */
+"""
+
+IOLOG_CLOSE = ("  } else if (n <= 0) {\n"
+               "    c->is_closing = 1;  // Termination. Don't call mg_error(): #1529\n")
+
+# (old text, new text): each old text must occur exactly once
+REPLACEMENTS = [
+    (IOLOG_CLOSE,
+     "  } else if (n <= 0 && r && cym_read_eof(c)) {\n"
+     "    /* cymongoose build fix: half-closed by the client, cymongoose finishes the reply */\n"
+     + IOLOG_CLOSE),
+    ("    bool is_resp = c->is_resp;\n    tmp = c->next;\n",
+     "    bool is_resp = c->is_resp;\n    tmp = c->next;\n" + QUIET_SKIP),
+    ("      if (c->is_readable) accept_conn(mgr, c);\n",
+     "      if (c->is_full) cym_accept_resume(c, now);  /* cymongoose build fix */\n"
+     "      if (c->is_readable) cym_accept_burst(mgr, c);\n"),
+    ("static bool can_read(const struct mg_connection *c) {\n",
+     ACCEPT_BURST + "static bool can_read(const struct mg_connection *c) {\n"),
+    ("    if (can_write(c)) MG_EPOLL_MOD(c, 1);\n", WRITE_FIRST),
+]
+
 # (anchor line, code inserted after it)
 FIXES = [
     ("    sigsz = (size_t) (70 + neg1 + neg2);\n", ECDSA_MINIMAL_DER),
     ("void mg_bzero(volatile unsigned char *buf, size_t len) {\n", FAST_BZERO),
-    ('#include "mongoose.h"\n', EPOLL_INTEREST),
+    ('#include "mongoose.h"\n', EPOLL_INTEREST + ACCEPT_STATE + READ_EOF_STATE + QUIET_STATE),
+    ("    n = recv(FD(c), (char *) buf, len, MSG_NONBLOCKING);\n",
+     "    s_cym_read_eof = (n == 0);  /* cymongoose build fix: see READ_EOF_STATE */\n"),
+    ("  MG_SOCKET_TYPE fd = raccept(FD(lsn), &usa, &sa_len);\n", ACCEPT_FAILED),
     ("      c->is_writable = can_write(c) && wr ? 1U : 0;\n", WRITE_FIRST_AFTER_EVENTS),
     ("      if (c->is_readable) read_conn(c);\n", WRITE_AFTER_READ),
     ("  iolog(c, buf, n, false);\n", ARM_AFTER_SHORT_WRITE),
 ]
 
-# (text, its replacement): Mongoose lines that our fixes take the place of.
-REPLACEMENTS = [
-    ("    if (can_write(c)) MG_EPOLL_MOD(c, 1);\n", WRITE_FIRST),
-]
-
 
 def apply(source: bytes) -> bytes:
     text = source.decode("utf-8")
+    for layout in LAYOUTS:
+        if text.count(layout) != 1:
+            raise SystemExit(f"build_fixes.py: c->data layout changed: {layout.strip()!r}")
+    for old, new in REPLACEMENTS:
+        if text.count(old) != 1:
+            raise SystemExit(f"build_fixes.py: text not found exactly once: {old.strip()!r}")
+        text = text.replace(old, new)
     for anchor, block in FIXES:
         if text.count(anchor) != 1:
             raise SystemExit(f"build_fixes.py: anchor not found exactly once: {anchor.strip()!r}")
         text = text.replace(anchor, anchor + block)
-    for old, new in REPLACEMENTS:
-        if text.count(old) != 1:
-            raise SystemExit(f"build_fixes.py: text to replace not found exactly once: "
-                             f"{old.strip()!r}")
-        text = text.replace(old, new)
-    return text.encode("utf-8")
+    return (text + INTERNALS).encode("utf-8")
 
 
 def main(argv: list[str]) -> int:

@@ -52,6 +52,8 @@ cdef class Connection:
 
     def set_handler(self, handler):
         self._handler = _check_handler(handler, "handler")
+        self._skip_poll = False  # the next event reads the new handler's mask
+        self._guard.quiet_until_ms = 0  # and it gets MG_EV_POLL again from the next poll
 
     @property
     def id(self):
@@ -176,6 +178,9 @@ cdef class Connection:
             self._c.is_draining = 1
         else:
             self._c.is_closing = 1
+        # Counted as traffic: the next poll() runs an iteration at once instead of waiting
+        # (its readiness probe does not walk the connections to find this one).
+        (<GilSlot *>self._c.mgr.userdata).io_events += 1
 
     def drain(self):
         self._ensure_open()

@@ -30,10 +30,27 @@ cdef void _on_event(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
         return
     if ev != mg.MG_EV_POLL:
         (<GilSlot *>c.mgr.userdata).io_events += 1
-    elif c.is_tls and c.rtls.len > 0:
-        _tls_screen(c)  # tls.pxi: refuse what Mongoose's TLS would wait on forever
+    else:
+        if c.is_tls and c.rtls.len > 0:
+            _tls_screen(c)  # tls.pxi: refuse what Mongoose's TLS would wait on forever
+        if (<Connection>c.fn_data)._skip_poll:
+            # Every connection gets MG_EV_POLL every iteration: with 10,000 idle clients,
+            # taking the GIL and entering Python dispatch for each would dominate the loop.
+            return
     _take_gil_back(<GilSlot *>c.mgr.userdata)
     _dispatch_gil_held(c, ev, ev_data)
+
+
+cdef inline bint _put_in_front(mg.mg_connection *c, mg.mg_event_handler_t theirs,
+                               mg.mg_event_handler_t ours) noexcept nogil:
+    """The one way cymongoose extends a Mongoose protocol: where c runs Mongoose's handler
+    `theirs` (a static of mongoose.c, exported by build_fixes.py), run `ours`, which calls
+    `theirs` and adds what it lacks. False when c runs something else (already ours, or
+    the user's)."""
+    if c == NULL or c.pfn != theirs:
+        return False
+    c.pfn = ours
+    return True
 
 
 cdef Connection _bind(mg.mg_connection *c):
@@ -54,6 +71,9 @@ cdef Connection _bind(mg.mg_connection *c):
     child._bound = True
     child._manager = conn._manager
     child._handler = conn._handler
+    child._mask = conn._mask
+    child._mask_handler = conn._mask_handler
+    child._skip_poll = conn._skip_poll
     child._limits = conn._limits
     child._recv_capped = conn._recv_capped
     Py_INCREF(child)  # owned by c->fn_data until MG_EV_CLOSE
@@ -112,6 +132,7 @@ cdef void _deliver(Manager manager, Connection conn, mg.mg_connection *c, int ev
     if handler is not conn._mask_handler:  # handler changed: read its @handles() once
         conn._mask = _event_mask(handler)
         conn._mask_handler = handler
+        conn._skip_poll = not (conn._mask >> mg.MG_EV_POLL) & 1
     if ev < 64 and not (conn._mask >> ev) & 1:
         return
     if ev == mg.MG_EV_POLL or ev == mg.MG_EV_READ or ev == mg.MG_EV_WRITE:

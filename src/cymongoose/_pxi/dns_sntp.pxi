@@ -1,16 +1,12 @@
 # DNS resolution (resolver switch, NXDOMAIN loop fix) and SNTP requests with error reporting.
 
-# Mongoose's own SNTP protocol handler (static in mongoose.c), read from c->pfn of the first
-# SNTP connection made; _sntp_pfn runs it and reports what it drops silently.
-cdef mg.mg_event_handler_t _sntp_proto_fn = NULL
+# Mongoose's own SNTP protocol handler (static sntp_cb, exported by build_fixes.py);
+# _sntp_pfn runs it and reports what it drops silently. It marks "MG_EV_SNTP_TIME was fired
+# for this datagram" in the byte of c->data that mg.cym_sntp_flag() names.
+cdef mg.mg_event_handler_t _sntp_proto_fn = mg.cym_sntp_cb
 
-# sntp_cb keeps its 8-byte expiry time at the start of c->data; this byte after it marks
-# "MG_EV_SNTP_TIME was fired for this datagram".
-DEF _SNTP_GOT_TIME = 8
-
-
-# Mongoose's resolver callback (static dns_cb), read from the first resolver socket seen.
-cdef mg.mg_event_handler_t _dns_proto_fn = NULL
+# Mongoose's resolver callback (static dns_cb, exported by build_fixes.py).
+cdef mg.mg_event_handler_t _dns_proto_fn = mg.cym_dns_cb
 
 DEF _DNS_RTYPE_AAAA = 28
 
@@ -57,11 +53,7 @@ cdef void _dns_pfn(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
 
 
 cdef inline void _dns_wrap_one(mg.mg_connection *c) noexcept nogil:
-    global _dns_proto_fn
-    if c != NULL and c.pfn != _dns_pfn:
-        if _dns_proto_fn == NULL:
-            _dns_proto_fn = c.pfn  # the same dns_cb for every manager and thread
-        c.pfn = _dns_pfn
+    _put_in_front(c, _dns_proto_fn, _dns_pfn)
 
 
 cdef void _dns_wrap(mg.mg_mgr *mgr) noexcept nogil:
@@ -127,21 +119,20 @@ cdef void _sntp_pfn(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
     # handler in the same iteration.
     cdef bint was_closing = c.is_closing != 0
     if ev == mg.MG_EV_SNTP_TIME:
-        c.data[_SNTP_GOT_TIME] = 1
+        mg.cym_sntp_flag(c)[0] = 1
         return  # sntp_cb has nothing to do for its own event
     if ev == mg.MG_EV_READ:
-        c.data[_SNTP_GOT_TIME] = 0
+        mg.cym_sntp_flag(c)[0] = 0
     _sntp_proto_fn(c, ev, ev_data)
     if was_closing or not c.is_closing:
         return
-    if ev == mg.MG_EV_READ and not c.data[_SNTP_GOT_TIME]:
+    if ev == mg.MG_EV_READ and not mg.cym_sntp_flag(c)[0]:
         mg.mg_error(c, "SNTP: invalid or unusable server reply")
     elif ev == mg.MG_EV_POLL:
         mg.mg_error(c, "SNTP: no reply within 3 seconds")
 
 
 cdef Connection _sntp_connect(Manager manager, str url, object handler):
-    global _sntp_proto_fn
     manager._ensure_open()
     _check_handler(handler, "handler")
     cdef bytes burl = _utf8_no_nul(url, "url")
@@ -160,10 +151,7 @@ cdef Connection _sntp_connect(Manager manager, str url, object handler):
     if not conn._bound:
         conn._c = c
         conn._bound = True
-    if c.pfn != _sntp_pfn:
-        if _sntp_proto_fn == NULL:
-            _sntp_proto_fn = c.pfn
-        c.pfn = _sntp_pfn
+    _put_in_front(c, _sntp_proto_fn, _sntp_pfn)
     _raise_pending(manager)
     return conn
 

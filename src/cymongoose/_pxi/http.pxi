@@ -156,7 +156,7 @@ cdef int _send_response(Connection conn, int status_code, object headers, bint j
         total += PyBytes_GET_SIZE(_DEFAULT_CONTENT_TYPE)
     if json_type:
         total += PyBytes_GET_SIZE(_JSON_CONTENT_TYPE)
-    # Connection: close / keep-alive as the request's framing requires (limits.pxi).
+    # Connection: close / keep-alive as the request's framing requires (http_guard.pxi).
     conn_field = _connection_field(conn, has_connection, (conn_tokens & _GF_CLOSE) != 0)
     if conn_field != NULL:
         total += <Py_ssize_t>strlen(conn_field)
@@ -275,7 +275,6 @@ cdef int _http_serve_dir(Connection conn, HttpMessage message, str root_dir,
     if len(p404):
         opts.page404 = p404
     mg.mg_http_serve_dir(conn._c, message._hm, &opts)
-    _note_file_sender(conn._c)
     return 0
 
 
@@ -293,22 +292,13 @@ cdef int _http_serve_file(Connection conn, HttpMessage message, str path,
     if len(mimes):
         opts.mime_types = mimes
     mg.mg_http_serve_file(conn._c, message._hm, bpath, &opts)
-    _note_file_sender(conn._c)
     return 0
 
 
-# Mongoose's static-file sender (static_cb, static in mongoose.c), learned from the first
-# serve_dir/serve_file that opened a file: that call leaves it in c->pfn with the file in
-# c->pfn_data.
-cdef mg.mg_event_handler_t _mg_file_sender = NULL
+# Mongoose's static-file sender (static_cb, static in mongoose.c, exported by
+# build_fixes.py): serve_dir/serve_file leave it in c->pfn with the file in c->pfn_data.
+cdef mg.mg_event_handler_t _mg_file_sender = mg.cym_static_cb
 DEF _SENDFILE_BURST = 4 * 1024 * 1024  # per event, so one download can't starve the rest
-
-
-cdef void _note_file_sender(mg.mg_connection *c) noexcept nogil:
-    global _mg_file_sender
-    if (_mg_file_sender == NULL and c.pfn != NULL and c.pfn != _mg_http_cb
-            and c.pfn != <mg.mg_event_handler_t>_http_guard and c.pfn_data != NULL):
-        _mg_file_sender = c.pfn
 
 
 cdef void _sendfile_body(mg.mg_connection *c, mg.mg_fd *fd) noexcept nogil:
@@ -320,9 +310,8 @@ cdef void _sendfile_body(mg.mg_connection *c, mg.mg_fd *fd) noexcept nogil:
     for writability and call us again."""
     if c.is_tls or c.send.len != 0 or fd == NULL or fd.fs != &mg.mg_fs_posix:
         return
-    # Mongoose keeps the bytes still to send in the last size_t of c->data (static_cb).
-    cdef size_t *left = <size_t *>&c.data[(sizeof(c.data) - sizeof(size_t))
-                                          // sizeof(size_t) * sizeof(size_t)]
+    # static_cb keeps the bytes still to send in c->data (build_fixes.py checks where).
+    cdef size_t *left = mg.cym_static_left(c)
     cdef FILE *fp = <FILE *>fd.fd
     cdef long offset
     cdef ssize_t n

@@ -3,7 +3,7 @@
 # http_write()/http_sendfile() the body, http_end() completes it. The framing is chosen here
 # from the request (HEAD, HTTP/1.0) and the headers (Content-Length), and enforced: a body
 # larger than its Content-Length is refused, a shorter one closes the connection, so a
-# response is never malformed. Keep-alive and pipelining follow the guard (limits.pxi).
+# response is never malformed. Keep-alive and pipelining follow the guard (http_guard.pxi).
 
 cdef enum:
     _RS_IDLE = 0
@@ -285,7 +285,7 @@ cdef bint _finish_response(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
 cdef void _linger_unread_body(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
     # The client may still be sending the body: closing with its bytes unread makes the
     # kernel send a reset, which can destroy this response before a client that sends
-    # first and reads later sees it. Linger as after a refusal (limits.pxi): flush, then
+    # first and reads later sees it. Linger as after a refusal (http_guard.pxi): flush, then
     # half-close (which also ends a close-delimited body) and discard input for a while.
     cdef uint64_t now = mg.mg_millis()
     if g.flags & _GF_PAUSED:

@@ -12,7 +12,6 @@
 cdef enum:
     _STREAM_HIGH = 256 * 1024  # pause reads at this many buffered bytes
     _STREAM_LOW = 64 * 1024  # resume once body_read() brought it below this
-    _CHUNK_LINE_MAX = 4096  # a chunk-size line with its extensions
 
 cdef enum:
     _CK_SIZE = 0  # expecting a chunk-size line
@@ -27,15 +26,19 @@ cdef enum:
 
 
 cdef void _set_reading(mg.mg_connection *c, HttpGuard *g, bint on) noexcept nogil:
-    # Mongoose's epoll interest is rewritten by the build fix to respect is_full; here we
-    # apply the change at once, as Mongoose would only on its next write-state change.
-    if on == (not c.is_full):
+    if on == (not c.is_full) or (on and g.peer_eof):  # after EOF there is nothing to read
         return
     c.is_full = 0 if on else 1
     if on:
         g.flags &= ~_GF_PAUSED
     else:
         g.flags |= _GF_PAUSED
+    _apply_is_full(c)
+
+
+cdef void _apply_is_full(mg.mg_connection *c) noexcept nogil:
+    # Mongoose's epoll interest is rewritten by the build fix to respect is_full; here we
+    # apply the change at once, as Mongoose would only on its next write-state change.
     if c.mgr.epoll_fd < 0:
         return
     mg.cym_epoll_set(c, (c.prof.len & mg.EPOLLOUT) != 0)
@@ -84,23 +87,17 @@ cdef int _dechunk(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
             return 0
         if e == w or b[e - 1] != 13:
             return _stream_fail(c, b"bare LF in chunked body")
+        if g.chunk_state == _CK_SIZE and e - w > _CHUNK_LINE_MAX:
+            return _stream_fail(c, b"chunk-size line or trailer too long")
         if g.chunk_state == _CK_TRAILER:
-            # RFC 9112 §7.1.2: trailer fields may be discarded; they are checked for shape
-            # (no control characters, a field name) and dropped.
+            # RFC 9112 §7.1.2: trailer fields may be discarded; they are checked as field
+            # lines (the same rule as http_request_parser.pxi's _scan_chunks) and dropped.
             if e - 1 == w:
                 _cut(c, w, 2)
                 g.flags |= _GF_BODY_DONE
                 return 1
-            j = w
-            while j < e - 1 and (_CC[b[j]] & _C_TCHAR):
-                j += 1
-            if j == w or b[j] != c':':
+            if not _field_line_ok(b + w, e - 1 - w):
                 return _stream_fail(c, b"malformed trailer field")
-            j += 1
-            while j < e - 1:
-                if not (_CC[b[j]] & _C_FIELD):
-                    return _stream_fail(c, b"control character in trailer field")
-                j += 1
             g.head_len += e + 1 - w  # trailer bytes count against max_header_size
             if g.head_len > lim.max_header_size:
                 return _stream_fail(c, b"trailer fields larger than max_header_size")
@@ -117,17 +114,10 @@ cdef int _dechunk(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
             j += 1
         if digits == 0:
             return _stream_fail(c, b"invalid chunk size")
-        # RFC 9112 §7.1.1: unknown chunk extensions must be ignored. Their shape is still
-        # checked: BWS ";" then visible characters, spaces and tabs only.
-        while j < e - 1 and (b[j] == 32 or b[j] == 9):
-            j += 1
-        if j < e - 1:
-            if b[j] != c';':
-                return _stream_fail(c, b"invalid chunk size line")
-            while j < e - 1:
-                if not (_CC[b[j]] & _C_FIELD):
-                    return _stream_fail(c, b"control character in chunk extension")
-                j += 1
+        # RFC 9112 §7.1.1: unknown chunk extensions must be ignored, once they match the
+        # grammar (the same rule as http_request_parser.pxi's _scan_chunks).
+        if not _chunk_ext_ok(b + j, e - 1 - j):
+            return _stream_fail(c, b"invalid chunk size line or extension")
         if g.decoded + size > lim.max_body_size:
             return _stream_fail(c, b"chunked body larger than max_body_size")
         g.decoded += size

@@ -145,7 +145,8 @@ cdef class RpcReq:
         if self._req == NULL:
             raise RuntimeError("RpcReq answered after its handler returned")
         if self._answered:
-            raise RuntimeError("RpcReq has already been answered")
+            # "already sent" is the 0.2.x wording, kept so code matching on it still works.
+            raise RuntimeError("RpcReq answer already sent: a request is answered once")
         self._answered = True
         return 0
 

@@ -39,7 +39,6 @@ cdef int _pause_reading(Connection conn, bint paused) except -1:
     stop reading the socket, so the peer's TCP window closes instead of our queue growing."""
     conn._ensure_open()
     cdef mg.mg_connection *c = conn._c
-    cdef mg.epoll_event ev
     if c.pfn == <mg.mg_event_handler_t>_http_guard:
         raise RuntimeError(
             "pause_reading() is for WebSocket and raw connections: an HTTP connection's "
@@ -52,12 +51,7 @@ cdef int _pause_reading(Connection conn, bint paused) except -1:
     if c.mgr.epoll_fd < 0 or <size_t>c.fd == <size_t>-1:
         return 0
     # Mongoose rewrites the epoll interest only when its write state changes (and then
-    # respects is_full, vendor/mongoose/build_fixes.py): apply the change now.
-    ev.events = mg.EPOLLERR | mg.EPOLLHUP
-    if not paused:
-        ev.events |= mg.EPOLLIN
-    if c.send.len > 0 or c.is_connecting:
-        ev.events |= mg.EPOLLOUT
-    ev.data.ptr = <void *>c
-    mg.epoll_ctl(c.mgr.epoll_fd, mg.EPOLL_CTL_MOD, <int><size_t>c.fd, &ev)
+    # respects is_full, vendor/mongoose/build_fixes.py): apply the change now, keeping
+    # EPOLLOUT as registered.
+    mg.cym_epoll_set(c, (c.prof.len & mg.EPOLLOUT) != 0)
     return 0

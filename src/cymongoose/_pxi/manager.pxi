@@ -29,6 +29,49 @@ DEF _MAX_LINGER_MS = 100
 
 cdef tuple _HTTP_SCHEMES = ("http://", "https://", "ws://", "wss://")
 
+cdef bint _nofile_raised = False
+
+
+cdef void _raise_open_file_limit() noexcept:
+    # A server holds one descriptor per client: raise the soft RLIMIT_NOFILE to the hard
+    # limit once, when the first listener opens (Go's runtime does the same at start-up).
+    # The soft default (often 1024) would otherwise refuse the 1,021st client with EMFILE.
+    global _nofile_raised
+    if _nofile_raised:
+        return
+    _nofile_raised = True
+    try:
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        target = hard
+        if hard == resource.RLIM_INFINITY or hard > 1 << 20:
+            target = 1 << 20  # Linux refuses more than fs.nr_open (1 Mi by default)
+        if soft != resource.RLIM_INFINITY and soft < target:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ImportError, ValueError, OSError) as exc:
+        _log.debug("could not raise the open-file limit: %s", exc)
+
+
+cdef void _on_accept_paused(mg.mg_connection *lsn, int err) noexcept nogil:
+    # build_fixes.py calls this from inside mg_mgr_poll() once per EMFILE episode; the
+    # GIL may be parked in the slot like for any event.
+    _take_gil_back(<GilSlot *>lsn.mgr.userdata)
+    _log_accept_paused(lsn, err)
+
+
+cdef void _log_accept_paused(mg.mg_connection *lsn, int err) noexcept with gil:
+    try:
+        import os
+        _log.warning(
+            "accept() failed on listener %d: %s; not accepting new connections for 100 ms "
+            "(clients wait in the backlog); raise the open-file limit (ulimit -n) to serve "
+            "more clients at once", lsn.id, os.strerror(err))
+    except BaseException:
+        pass
+
+
+mg.cym_accept_paused_hook = _on_accept_paused
+
 
 cdef extern from "Python.h":
     int PyErr_CheckSignals() except -1
@@ -175,9 +218,10 @@ cdef class Manager:
     def poll(self, int timeout_ms=0):
         self._ensure_open()
         if self._polling:
+            # "not reentrant" is the 0.2.x wording, kept so code matching on it still works.
             raise RuntimeError(
-                "poll() is already running on this Manager (re-entrant call from a handler, "
-                "or a second thread); only one thread may poll a Manager")
+                "poll() is not reentrant: it is already running on this Manager (a call from "
+                "a handler, or a second thread); only one thread may poll a Manager")
         self._reap_timers()
         _free_retired_recv(self)  # recv_views.pxi: pinned buffers no view uses any more
         _dns_wrap(&self._mgr)  # dns_sntp.pxi: resolver sockets opened since the last poll
@@ -395,17 +439,10 @@ cdef class Manager:
 
 cdef bint _ready_soon(mg.mg_mgr *mgr, int linger_ms) noexcept nogil:
     # Non-consuming readiness probe: Mongoose's epoll set is level-triggered, so an
-    # epoll_wait() here leaves every event for mg_mgr_poll() to see again.
+    # epoll_wait() here leaves every event for mg_mgr_poll() to see again. It does not walk
+    # the connections (10,000 of them cost more than the request): a connection marked
+    # closing or holding decrypted-but-unread TLS bytes makes Mongoose's own wait 1 ms.
     cdef mg.epoll_event ev
-    cdef mg.mg_connection *c = mgr.conns
-    while c != NULL:
-        if c.is_closing or c.rtls.len > 0:
-            return True
-        # Bytes to send with EPOLLOUT not armed: Mongoose writes them first (build fix).
-        if (c.send.len > 0 and (c.prof.len & mg.EPOLLOUT) == 0 and not c.is_connecting
-                and not c.is_resolving and not c.is_tls_hs):
-            return True
-        c = c.next
     if mgr.epoll_fd < 0:
         return False
     return mg.epoll_wait(mgr.epoll_fd, &ev, 1, linger_ms) > 0
@@ -443,6 +480,8 @@ cdef Connection _open(Manager manager, str url, object handler, object http, bin
     conn._limits = manager._limits
     conn._recv_capped = not use_http
     cdef mg.mg_connection *c
+    if listen:
+        _raise_open_file_limit()
     Py_INCREF(conn)  # the reference c->fn_data will own until MG_EV_CLOSE
     if listen:
         if use_http:

@@ -37,9 +37,9 @@ cdef dict _MQTT_PROP_TYPES = {
     0x2A: mg.MQTT_PROP_TYPE_BYTE,
 }
 
-# Mongoose's own MQTT protocol handler (static in mongoose.c), read from c->pfn of the first
-# MQTT connection made; _mqtt_pfn runs it, then adds what it lacks.
-cdef mg.mg_event_handler_t _mqtt_proto_fn = NULL
+# Mongoose's own MQTT protocol handler (static mqtt_cb, exported by build_fixes.py);
+# _mqtt_pfn runs it, then adds what it lacks.
+cdef mg.mg_event_handler_t _mqtt_proto_fn = mg.cym_mqtt_cb
 
 
 cdef list _mqtt_properties(mg.mg_mqtt_message *mm):
@@ -197,11 +197,7 @@ cdef void _mqtt_adopt_version(mg.mg_connection *c, mg.mg_mqtt_message *mm) noexc
 
 
 cdef inline void _mqtt_wrap(mg.mg_connection *c) noexcept:
-    global _mqtt_proto_fn
-    if c.pfn != _mqtt_pfn:
-        if _mqtt_proto_fn == NULL:
-            _mqtt_proto_fn = c.pfn
-        c.pfn = _mqtt_pfn
+    _put_in_front(c, _mqtt_proto_fn, _mqtt_pfn)
 
 
 cdef bytes _mqtt_text(object value, str argname):
@@ -320,6 +316,7 @@ cdef Connection _mqtt_listen(Manager manager, str url, object handler):
     conn._manager = <void *>manager
     conn._limits = manager._limits
     conn._recv_capped = True
+    _raise_open_file_limit()
     Py_INCREF(conn)  # the reference c->fn_data will own until MG_EV_CLOSE
     cdef mg.mg_connection *c = mg.mg_mqtt_listen(&manager._mgr, burl, _on_event,
                                                  <void *>conn)

@@ -18,14 +18,14 @@ from libc.stdio cimport snprintf
 # What Mongoose does not check, the guard below does before Mongoose parses: reserved bits,
 # unknown opcodes, masking direction, control-frame size/fragmentation, stray or interleaved
 # continuation frames, invalid close codes, and message size: a frame or reassembled message
-# over the connection's max_body_size (limits.pxi; Mongoose itself silently waits forever for
+# over the connection's max_body_size (http_limits.pxi; Mongoose itself silently waits forever for
 # a frame over 1 GiB). A violation sends CLOSE 1002 (1009 for size), fires MG_EV_ERROR with
 # the reason, and drains the connection; bytes after a CLOSE frame are ignored.
 # Not checked: UTF-8 validity of TEXT payloads (WsMessage.text decodes with surrogateescape).
 
-# Mongoose's own frame parser (static mg_ws_cb in ws.c), learnt from the first WebSocket
-# connection: the guard calls it once the bytes are known to be valid.
-cdef mg.mg_event_handler_t _mg_ws_cb = NULL
+# Mongoose's own frame parser (static mg_ws_cb, exported by build_fixes.py): the guard
+# calls it once the bytes are known to be valid.
+cdef mg.mg_event_handler_t _mg_ws_cb = mg.cym_mg_ws_cb
 
 # Mongoose ignores frames over 1 GiB without an error (ws_process returns 0 and waits).
 DEF _WS_HARD_LIMIT = 1024 * 1024 * 1024
@@ -58,13 +58,7 @@ cdef Connection _ws_connect(Manager manager, str url, object handler):
 
 
 cdef inline void _ws_install_guard(mg.mg_connection *c) noexcept:
-    global _mg_ws_cb
-    if c.pfn == NULL or c.pfn == _ws_guard or c.pfn == _ws_discard:
-        return
-    if _mg_ws_cb == NULL:
-        _mg_ws_cb = c.pfn
-    if c.pfn == _mg_ws_cb:
-        c.pfn = _ws_guard
+    _put_in_front(c, _mg_ws_cb, _ws_guard)
 
 
 cdef tuple _ws_header_block(object extra_headers):
@@ -351,7 +345,7 @@ cdef int _ws_scan(const uint8_t *buf, size_t length, size_t pos, bint is_client,
 
 
 cdef size_t _ws_limit(mg.mg_connection *c) noexcept with gil:
-    # The connection's body limit (limits.pxi) bounds a message, whole or reassembled.
+    # The connection's body limit (http_guard.pxi) bounds a message, whole or reassembled.
     cdef size_t limit = _WS_HARD_LIMIT
     cdef Connection conn
     if c.fn_data != NULL:

@@ -427,6 +427,24 @@ cdef extern from "cym_extra.h" nogil:
     # already registered (kept in c->prof.len).
     void cym_epoll_set(mg_connection *c, int wr)
 
+    # vendor/mongoose/build_fixes.py: told once per EMFILE episode that accepting paused.
+    void (*cym_accept_paused_hook)(mg_connection *lsn, int err)
+    # vendor/mongoose/build_fixes.py: a client's orderly EOF (recv() == 0); non-zero: handled.
+    int (*cym_peer_eof_hook)(mg_connection *c)
+    # vendor/mongoose/build_fixes.py INTERNALS: Mongoose's static protocol handlers (cymongoose
+    # runs them behind its own) and accessors for the c->data fields it reads.
+    mg_event_handler_t cym_http_cb
+    mg_event_handler_t cym_static_cb
+    mg_event_handler_t cym_mg_ws_cb
+    mg_event_handler_t cym_mqtt_cb
+    mg_event_handler_t cym_sntp_cb
+    mg_event_handler_t cym_dns_cb
+    size_t *cym_static_left(mg_connection *c)  # static_cb: file bytes still to send
+    char *cym_sntp_flag(mg_connection *c)  # a byte of c->data sntp_cb leaves free
+    # build_fixes.py QUIET_SKIP: the protocol handler whose c->pfn_data starts with a
+    # "skip MG_EV_POLL until" time in ms.
+    mg_event_handler_t cym_quiet_pfn
+
 
 cdef extern from "cym_tls.h" nogil:
     # The TLS engine's own calls (tls.pxi); inert when built with Mongoose's built-in TLS.

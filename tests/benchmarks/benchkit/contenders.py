@@ -20,6 +20,8 @@ framework is not installed in the runner's environment); it reads the literal. K
   version_cmd argv printing the tool's version (nginx -v)
   keepalive   False for servers that do not keep connections open (checked, and shown)
   quick       True: part of the bench-quick subset
+  phases      the runner phases it takes part in (default: its kind's own, "hello" or
+              "static"); "connections" is the 1,000 and 10,000 keep-alive clients phase
   app         the app it serves, for the in-process cost (app_cost.py) and the overhead per
               request: {"interface": "wsgi" or "asgi", "ref": "module:attr" (imported from
               servers/), "label": "Flask hello"}; servers of the same ref serve the same object
@@ -50,7 +52,7 @@ CACHE_DIR = BENCH_DIR / ".cache"
 
 _KEYS = {"name", "label", "kind", "env", "requires", "packages", "command", "template",
          "build", "tools", "version_cmd", "keepalive", "quick", "notes", "startup_timeout",
-         "app"}
+         "app", "phases"}
 
 
 class Skip(Exception):
@@ -73,6 +75,7 @@ class Contender:
     version_cmd: list[str] | None = None
     keepalive: bool = True
     quick: bool = False
+    phases: list[str] = field(default_factory=list)
     notes: str = ""
     startup_timeout: float = 60.0
     app: dict[str, str] | None = None
@@ -151,6 +154,7 @@ def discover(servers_dir: Path = SERVERS_DIR) -> list[Contender]:
             if entry["name"] in found:
                 raise ValueError(f"contender name {entry['name']!r} declared twice")
             entry.setdefault("label", entry["name"])
+            entry.setdefault("phases", [entry["kind"]])
             if "packages" not in entry:
                 entry["packages"] = [re.split(r"[\[<>=!~; ]", r, maxsplit=1)[0]
                                      for r in entry.get("requires", [])]
@@ -235,6 +239,8 @@ def mongoose_flags() -> dict[str, Any]:
                       r"((?:  .*\n)+)", text, re.MULTILINE)
         if m:
             block = dict(re.findall(r"^  (\w+) = (.*)$", m.group(1), re.MULTILINE))
+            if "-fsanitize" in block.get("FLAGS", ""):
+                continue  # `make asan-test`'s tree (build/asan): never the measured build
             return {"source": str(ninja.relative_to(ROOT)),
                     "defines": block.get("DEFINES", "").split(),
                     "flags": [f for f in block.get("FLAGS", "").split()]}

@@ -382,6 +382,21 @@ def markdown(data: dict[str, Any]) -> str:
             conns = (meta["settings"]["c200"] if phase == "c200"
                      else meta["settings"]["connections"])
             out += ["", f"## {PHASE_TITLES[phase]}, {conns} connections", ""] + table
+    scale = sorted({ph for phases in data["summary"].values() for ph in phases
+                    if re.fullmatch(r"c\d+", ph) and ph != "c200"}, key=lambda ph: int(ph[1:]))
+    for phase in scale:
+        table = _contender_table(data, phase, "mongoose-c")
+        if len(table) > 2:
+            out += ["", f"## Many clients: hello, {phase[1:]} keep-alive connections", "",
+                    "One wrk run per server after a warm-up at the same count; errors are "
+                    "wrk's socket errors (connect, read, write, timeout), which a server that "
+                    "refuses or drops clients shows and ours must not."] + [""] + table
+            for name, phases in data["summary"].items():
+                s = phases.get(phase, {})
+                if s and "rps" not in s:  # no valid run: say what happened instead
+                    label = data["contenders"].get(name, {}).get("label", name)
+                    out.append(f"| {label} | {'; '.join(s['invalid_reasons'])} | | | | | | | "
+                               f"| | {s['socket_errors']} | {s['non2xx']} | |")
     apps, costs = app_table(data), app_cost_table(data)
     if apps or costs:
         out += ["", "## Apps: in-process cost and each server's overhead", "",

@@ -9,5 +9,6 @@ CONTENDER = {
     "command": ["{python}", "{bench}/demo_server.py", "--port", "{port}", "--log-level",
                 "WARNING"],
     "quick": True,
+    "phases": ["hello", "connections"],
     "notes": "Manager + handler calling conn.reply() with a prebuilt body",
 }

@@ -12,6 +12,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from .ports import free_port
+from .subprocess_env import child_env
+
 
 @dataclass(frozen=True)
 class Broker:
@@ -21,12 +24,6 @@ class Broker:
     @property
     def url(self) -> str:
         return f"mqtt://{self.host}:{self.port}"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def mosquitto_path() -> str | None:
@@ -62,7 +59,7 @@ def run_mosquitto(timeout: float = 10.0) -> Iterator[Broker]:
                 )
             log = open(os.path.join(tmp, "mosquitto.log"), "w+b")
             proc = subprocess.Popen([exe, "-c", conf], stdout=log, stderr=subprocess.STDOUT,
-                                    env=_tool_env())
+                                    env=child_env())
             try:
                 if _wait_port(port, proc, timeout):
                     yield Broker("127.0.0.1", port)
@@ -78,14 +75,6 @@ def run_mosquitto(timeout: float = 10.0) -> Iterator[Broker]:
                 output = log.read().decode(errors="replace")
                 log.close()
         raise RuntimeError(f"mosquitto did not start; last output:\n{output}")
-
-
-def _tool_env() -> dict[str, str]:
-    # Without the AddressSanitizer preload `make asan-test` sets for our extension.
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
-    env.pop("ASAN_OPTIONS", None)
-    return env
 
 
 def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float) -> bool:

@@ -1,4 +1,6 @@
-# HTTP limits, timeouts and strict request framing, enforced in front of Mongoose's HTTP parser.
+# The HTTP guard: a per-connection state machine in front of Mongoose's HTTP parser that
+# enforces the limits (http_limits.pxi) and timeouts, and frames requests strictly (the
+# parser is http_request_parser.pxi).
 #
 # mg_http_listen() installs Mongoose's http_cb as the listener's protocol handler (c->pfn) and
 # accepted connections inherit it. _install_http_guard() swaps in _http_guard, which sees every
@@ -17,15 +19,6 @@ cdef extern from "<sys/socket.h>" nogil:
     enum:
         SHUT_WR
 
-cdef HttpLimits _DEFAULT_LIMITS = HttpLimits(
-    max_header_count=100, max_header_size=16384, max_uri_size=8192,
-    max_body_size=16 * 1024 * 1024, header_timeout_ms=30000, body_timeout_ms=60000,
-    keepalive_timeout_ms=5000, tls_handshake_timeout_ms=10000)
-
-cdef tuple _LIMIT_NAMES = (
-    "max_header_count", "max_header_size", "max_uri_size", "max_body_size",
-    "header_timeout_ms", "body_timeout_ms", "keepalive_timeout_ms", "tls_handshake_timeout_ms")
-
 cdef enum:
     # After refusing a request the server keeps reading (and discarding) for a while before
     # it closes: closing a socket with unread input makes the kernel send a reset, which can
@@ -34,9 +27,6 @@ cdef enum:
     _LINGER_IDLE_MS = 1000
     # Body progress: bytes each body_timeout_ms window must bring (or the rest of the body).
     _MIN_PROGRESS = 1024
-    _MAX_TIMEOUT_MS = 7 * 24 * 3600 * 1000
-    _MAX_BODY = 1 << 30
-    _MAX_HEAD = 16 * 1024 * 1024
 
 cdef enum:
     _PH_NONE = 0  # not guarded (client connections, or not attached yet)
@@ -47,398 +37,8 @@ cdef enum:
     _PH_LINGER = 5  # refused: input discarded until the client goes or the linger ends
     _PH_STREAM = 6  # head handed to the handler, body streaming (http_stream.pxi)
 
-cdef enum:
-    _BODY_NONE = 0
-    _BODY_LENGTH = 1
-    _BODY_CHUNKED = 2
-
-cdef enum:
-    _GF_HEAD = 1  # method is HEAD: the response carries no body
-    _GF_HTTP10 = 2
-    _GF_CLOSE = 4  # close once this response is complete
-    _GF_KEEPALIVE = 8  # HTTP/1.0 request that asked for keep-alive
-    _GF_EXPECT = 16  # Expect: 100-continue
-    _GF_CONTINUED = 32  # 100 Continue sent
-    _GF_DELIVERED = 64  # http_cb handed the request to the handler (MG_EV_HTTP_MSG seen)
-    _GF_IN_PARSER = 128  # http_cb is running: its events are Mongoose's, not the socket's
-    _GF_SHUT = 256  # linger: our write side is shut down
-
-cdef enum:
-    _SEEN_CL = 1
-    _SEEN_TE = 2
-    _SEEN_HOST = 4
-    _SEEN_CONNECTION = 8
-    _SEEN_AUTH = 16
-    _SEEN_COOKIE = 32
-    _SEEN_EXPECT = 64
-    # Streamed listeners never run Mongoose's parser, so repeated Cookie fields (which an
-    # HTTP/2-to-1 proxy may send) are passed on for the app server to join with "; ".
-    _SEEN_COOKIES_OK = 128
-
-cdef enum:
-    _C_TCHAR = 1  # token character (RFC 9110 §5.6.2)
-    _C_VCHAR = 2  # visible ASCII, the request-target alphabet
-    _C_FIELD = 4  # field-value character: VCHAR, SP, HTAB, obs-text
-    _C_HEX = 8
-
-cdef unsigned char _CC[256]
-
-
-cdef void _init_char_classes() noexcept:
-    cdef int ch
-    cdef bytes extra = b"!#$%&'*+-.^_`|~"
-    for ch in range(256):
-        _CC[ch] = 0
-        if 0x21 <= ch <= 0x7e:
-            _CC[ch] |= _C_VCHAR | _C_FIELD
-            if (0x30 <= ch <= 0x39 or 0x41 <= ch <= 0x5a or 0x61 <= ch <= 0x7a
-                    or ch in extra):
-                _CC[ch] |= _C_TCHAR
-            if 0x30 <= ch <= 0x39 or 0x41 <= ch <= 0x46 or 0x61 <= ch <= 0x66:
-                _CC[ch] |= _C_HEX
-        elif ch == 0x20 or ch == 0x09 or ch >= 0x80:
-            _CC[ch] |= _C_FIELD
-
-
-_init_char_classes()
-
-# Mongoose's http_cb (static in mongoose.c), taken from the first HTTP listener.
-cdef mg.mg_event_handler_t _mg_http_cb = NULL
-
-
-cdef struct HeadInfo:
-    size_t head_len
-    size_t content_length
-    int body_kind
-    int flags
-    int status
-    const char *why
-
-
-cdef inline int _bad(HeadInfo *h, int status, const char *why) noexcept nogil:
-    h.status = status
-    h.why = why
-    return -1
-
-
-cdef inline int _more(HeadInfo *h, size_t n, const HttpLimits *lim) noexcept nogil:
-    # Ran out of bytes: either the head is still arriving or it has outgrown its limit.
-    if n > lim.max_header_size:
-        return _bad(h, 431, b"request head larger than max_header_size")
-    return 0
-
-
-cdef bint _ieq(const unsigned char *p, size_t n, const char *lower) noexcept nogil:
-    """Case-insensitive comparison of p[:n] with a lower-case C string."""
-    cdef size_t i
-    cdef unsigned char ch
-    for i in range(n):
-        if lower[i] == 0:
-            return False
-        ch = p[i]
-        if 0x41 <= ch <= 0x5a:
-            ch += 32
-        if ch != <unsigned char>lower[i]:
-            return False
-    return lower[n] == 0
-
-
-cdef bint _target_ok(const unsigned char *p, size_t n, bint connect) noexcept nogil:
-    # origin-form, asterisk-form, absolute-form (scheme ":"), or authority-form for CONNECT.
-    # Mongoose splits the query at '?', so a target that starts with it would leave the
-    # parser an empty URI: refused here, with a status, instead.
-    cdef size_t k = 1
-    if p[0] == c'/' or (n == 1 and p[0] == c'*') or connect:
-        return True
-    if not _alpha(p[0]):
-        return False
-    while k < n and (_alpha(p[k]) or 0x30 <= p[k] <= 0x39 or p[k] == c'+' or p[k] == c'-'
-                     or p[k] == c'.'):
-        k += 1
-    return k < n and p[k] == c':'
-
-
-cdef inline bint _alpha(unsigned char ch) noexcept nogil:
-    return 0x41 <= ch <= 0x5a or 0x61 <= ch <= 0x7a
-
-
-cdef bint _token_list(const unsigned char *p, size_t n) noexcept nogil:
-    cdef size_t i
-    for i in range(n):
-        if not (_CC[p[i]] & _C_TCHAR or p[i] == c',' or p[i] == 32 or p[i] == 9):
-            return False
-    return True
-
-
-cdef void _connection_tokens(const unsigned char *v, size_t n, int *flags) noexcept nogil:
-    cdef size_t k = 0, s
-    while k < n:
-        while k < n and (v[k] == 32 or v[k] == 9 or v[k] == c','):
-            k += 1
-        s = k
-        while k < n and not (v[k] == 32 or v[k] == 9 or v[k] == c','):
-            k += 1
-        if _ieq(v + s, k - s, b"close"):
-            flags[0] |= _GF_CLOSE
-        elif _ieq(v + s, k - s, b"keep-alive"):
-            flags[0] |= _GF_KEEPALIVE
-
-
-cdef int _field(HeadInfo *h, const unsigned char *name, size_t nlen,
-                const unsigned char *v, size_t vlen, int *seen,
-                const unsigned char **te, size_t *te_len) noexcept nogil:
-    """Rules for the fields that decide framing, and for the duplicates Mongoose would drop
-    the connection on without an answer."""
-    cdef size_t k
-    cdef size_t value = 0
-    if nlen == 14 and _ieq(name, nlen, b"content-length"):
-        if seen[0] & _SEEN_CL:
-            return _bad(h, 400, b"duplicate Content-Length")
-        seen[0] |= _SEEN_CL
-        if vlen == 0:
-            return _bad(h, 400, b"invalid Content-Length")
-        for k in range(vlen):
-            if not (0x30 <= v[k] <= 0x39):
-                return _bad(h, 400, b"invalid Content-Length")
-        if vlen > 18:
-            return _bad(h, 413, b"Content-Length larger than max_body_size")
-        for k in range(vlen):
-            value = value * 10 + (v[k] - 0x30)
-        h.content_length = value
-    elif nlen == 17 and _ieq(name, nlen, b"transfer-encoding"):
-        if seen[0] & _SEEN_TE:
-            return _bad(h, 400, b"duplicate Transfer-Encoding")
-        seen[0] |= _SEEN_TE
-        te[0] = v
-        te_len[0] = vlen
-    elif nlen == 4 and _ieq(name, nlen, b"host"):
-        if seen[0] & _SEEN_HOST:
-            return _bad(h, 400, b"duplicate Host")
-        seen[0] |= _SEEN_HOST
-    elif nlen == 10 and _ieq(name, nlen, b"connection"):
-        if seen[0] & _SEEN_CONNECTION:
-            return _bad(h, 400, b"duplicate Connection")
-        seen[0] |= _SEEN_CONNECTION
-        _connection_tokens(v, vlen, &h.flags)
-    elif nlen == 6 and _ieq(name, nlen, b"expect"):
-        if seen[0] & _SEEN_EXPECT:
-            return _bad(h, 400, b"duplicate Expect")
-        seen[0] |= _SEEN_EXPECT
-        if _ieq(v, vlen, b"100-continue"):
-            h.flags |= _GF_EXPECT
-    elif nlen == 13 and _ieq(name, nlen, b"authorization"):
-        if seen[0] & _SEEN_AUTH:
-            return _bad(h, 400, b"duplicate Authorization")
-        seen[0] |= _SEEN_AUTH
-    elif nlen == 6 and _ieq(name, nlen, b"cookie") and not (seen[0] & _SEEN_COOKIES_OK):
-        if seen[0] & _SEEN_COOKIE:
-            return _bad(h, 400, b"duplicate Cookie")
-        seen[0] |= _SEEN_COOKIE
-    return 0
-
-
-cdef int _parse_head(const unsigned char *p, size_t n, const HttpLimits *lim,
-                     HeadInfo *h) noexcept nogil:
-    """Validate the request head at p[:n]. 1: complete and valid (h filled), 0: need more
-    bytes, -1: refused (h.status, h.why). Never reads past p[n - 1]."""
-    # Nothing past max_header_size is looked at: a head that has not ended by then is 431.
-    cdef size_t m = n if n <= lim.max_header_size else lim.max_header_size
-    cdef size_t i = 0, t0, n0, v0, v1, k
-    cdef size_t count = 0
-    cdef unsigned char ch
-    cdef int seen = _SEEN_COOKIES_OK if lim.stream_body else 0
-    cdef int r
-    cdef bint connect, ok
-    cdef const unsigned char *te = NULL
-    cdef size_t te_len = 0
-    cdef const char *version = b"HTTP/"
-    memset(h, 0, sizeof(HeadInfo))
-
-    while i < m and (_CC[p[i]] & _C_TCHAR):
-        i += 1
-    if i == m:
-        return _more(h, n, lim)
-    if p[i] != 32 or i == 0:
-        return _bad(h, 400, b"malformed request line")
-    if i == 4 and memcmp(p, b"HEAD", 4) == 0:
-        h.flags |= _GF_HEAD
-    connect = i == 7 and memcmp(p, b"CONNECT", 7) == 0
-    i += 1
-    t0 = i
-    while i < m and (_CC[p[i]] & _C_VCHAR):
-        i += 1
-    if i - t0 > lim.max_uri_size:
-        return _bad(h, 414, b"request target longer than max_uri_size")
-    if i == m:
-        return _more(h, n, lim)
-    if p[i] != 32 or i == t0:
-        return _bad(h, 400, b"malformed request line")
-    if not _target_ok(p + t0, i - t0, connect):
-        return _bad(h, 400, b"malformed request target")
-    i += 1
-    for k in range(10):  # "HTTP/" DIGIT "." DIGIT CRLF, checked as it arrives
-        if i + k >= m:
-            return _more(h, n, lim)
-        ch = p[i + k]
-        if k < 5:
-            ok = ch == <unsigned char>version[k]
-        elif k == 5 or k == 7:
-            ok = 0x30 <= ch <= 0x39
-        elif k == 6:
-            ok = ch == c'.'
-        elif k == 8:
-            ok = ch == 13
-        else:
-            ok = ch == 10
-        if not ok:
-            return _bad(h, 400, b"malformed request line")
-    if p[i + 5] != c'1' or p[i + 7] > c'1':
-        return _bad(h, 505, b"HTTP version other than 1.0 and 1.1")
-    if p[i + 7] == c'0':
-        h.flags |= _GF_HTTP10
-    i += 10
-
-    while True:
-        if i >= m:
-            return _more(h, n, lim)
-        ch = p[i]
-        if ch == 13:
-            if i + 1 >= m:
-                return _more(h, n, lim)
-            if p[i + 1] != 10:
-                return _bad(h, 400, b"bare CR in request head")
-            i += 2
-            break
-        if ch == 10:
-            return _bad(h, 400, b"bare LF in request head")
-        if ch == 32 or ch == 9:
-            return _bad(h, 400, b"obsolete line folding or whitespace before a header name")
-        count += 1
-        if count > lim.max_header_count:
-            return _bad(h, 431, b"more headers than max_header_count")
-        n0 = i
-        while i < m and (_CC[p[i]] & _C_TCHAR):
-            i += 1
-        if i >= m:
-            return _more(h, n, lim)
-        if p[i] != c':' or i == n0:
-            return _bad(h, 400, b"malformed header name")
-        k = i - n0
-        i += 1
-        while i < m and (p[i] == 32 or p[i] == 9):
-            i += 1
-        v0 = i
-        while i < m and (_CC[p[i]] & _C_FIELD):
-            i += 1
-        if i >= m:
-            return _more(h, n, lim)
-        if p[i] != 13:
-            if p[i] == 10:
-                return _bad(h, 400, b"bare LF in request head")
-            if p[i] == 0:
-                return _bad(h, 400, b"NUL byte in header value")
-            return _bad(h, 400, b"control character in header value")
-        if i + 1 >= m:
-            return _more(h, n, lim)
-        if p[i + 1] != 10:
-            return _bad(h, 400, b"bare CR in request head")
-        v1 = i
-        while v1 > v0 and (p[v1 - 1] == 32 or p[v1 - 1] == 9):
-            v1 -= 1
-        i += 2
-        r = _field(h, p + n0, k, p + v0, v1 - v0, &seen, &te, &te_len)
-        if r < 0:
-            return r
-    h.head_len = i
-
-    if not (h.flags & _GF_HTTP10) and not (seen & _SEEN_HOST):
-        return _bad(h, 400, b"HTTP/1.1 request without Host")
-    if seen & _SEEN_TE:
-        if h.flags & _GF_HTTP10:
-            return _bad(h, 400, b"Transfer-Encoding in an HTTP/1.0 request")
-        if seen & _SEEN_CL:
-            return _bad(h, 400, b"both Content-Length and Transfer-Encoding")
-        if not _ieq(te, te_len, b"chunked"):
-            if te_len and _token_list(te, te_len):
-                return _bad(h, 501, b"Transfer-Encoding other than chunked")
-            return _bad(h, 400, b"malformed Transfer-Encoding")
-        h.body_kind = _BODY_CHUNKED
-    elif seen & _SEEN_CL:
-        if h.content_length > lim.max_body_size:
-            return _bad(h, 413, b"Content-Length larger than max_body_size")
-        h.body_kind = _BODY_LENGTH if h.content_length else _BODY_NONE
-    if h.flags & _GF_HTTP10:
-        if not (h.flags & _GF_KEEPALIVE):
-            h.flags |= _GF_CLOSE
-        h.flags &= ~_GF_EXPECT
-    if h.flags & _GF_CLOSE:
-        h.flags &= ~_GF_KEEPALIVE
-    if not (h.flags & _GF_HTTP10):
-        h.flags &= ~_GF_KEEPALIVE  # only HTTP/1.0 needs keep-alive said back
-    if h.body_kind == _BODY_NONE:
-        h.flags &= ~_GF_EXPECT
-    return 1
-
-
-cdef inline size_t _hexval(unsigned char ch) noexcept nogil:
-    if ch <= 0x39:
-        return ch - 0x30
-    return (ch | 0x20) - 0x61 + 10
-
-
-cdef int _scan_chunks(const unsigned char *q, size_t avail, HttpGuard *g,
-                      const HttpLimits *lim, HeadInfo *h) noexcept nogil:
-    """Validate the chunked body q[:avail] from where the last call stopped. 1: complete
-    (g.frame_len set), 0: need more, -1: refused. Linear overall: finished chunks are never
-    looked at again."""
-    cdef size_t pos = g.chunk_pos, j, size, digits
-    cdef size_t wire_cap = 2 * lim.max_body_size + 65536
-    while True:
-        j = pos
-        size = 0
-        digits = 0
-        while j < avail and (_CC[q[j]] & _C_HEX):
-            digits += 1
-            if digits > 8:
-                return _bad(h, 400, b"chunk size too long")
-            size = size * 16 + _hexval(q[j])
-            j += 1
-        if j >= avail:
-            return 0
-        if digits == 0:
-            return _bad(h, 400, b"invalid chunk size")
-        if q[j] == c';':
-            # Mongoose's chunk decoder has no extension support: refuse, never misparse.
-            return _bad(h, 400, b"chunk extensions are not supported")
-        if q[j] != 13:
-            return _bad(h, 400, b"invalid chunk size line")
-        if j + 1 >= avail:
-            return 0
-        if q[j + 1] != 10:
-            return _bad(h, 400, b"bare CR in chunk size line")
-        j += 2
-        if size == 0:
-            if j >= avail:
-                return 0
-            if q[j] != 13:
-                return _bad(h, 400, b"chunked trailer fields are not supported")
-            if j + 1 >= avail:
-                return 0
-            if q[j + 1] != 10:
-                return _bad(h, 400, b"bare CR after the last chunk")
-            g.frame_len = g.head_len + j + 2
-            return 1
-        if g.decoded + size > lim.max_body_size:
-            return _bad(h, 413, b"chunked body larger than max_body_size")
-        if j + size + 2 > avail:
-            return 0
-        if q[j + size] != 13 or q[j + size + 1] != 10:
-            return _bad(h, 400, b"chunk data not followed by CRLF")
-        g.decoded += size
-        pos = j + size + 2
-        g.chunk_pos = pos
-        if pos > wire_cap:
-            return _bad(h, 413, b"chunked body framing overhead too large")
+# Mongoose's http_cb (static in mongoose.c, exported by build_fixes.py).
+cdef mg.mg_event_handler_t _mg_http_cb = mg.cym_http_cb
 
 
 cdef size_t _find_head_end(const unsigned char *buf, size_t start, size_t end) noexcept nogil:
@@ -768,10 +368,16 @@ cdef void _advance(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nog
                 _stream_begin(c, g, now)
                 continue
         if g.frame_len == 0:
-            r = _scan_chunks(c.recv.buf + g.head_len, c.recv.len - g.head_len, g, lim, &h)
+            r = _scan_chunks(c, g, lim, &h)
             if r < 0:
                 _refuse(c, g, h.status, h.why, (g.flags & _GF_HEAD) != 0, now)
                 return
+            # Cutting out extensions and trailers shrinks the buffer: keep the progress
+            # marks within it.
+            if g.progress_mark > c.recv.len:
+                g.progress_mark = c.recv.len
+            if g.seen_len > c.recv.len:
+                g.seen_len = c.recv.len
         if g.frame_len and c.recv.len >= g.frame_len:
             _deliver_front(c, g)
             if c.pfn != <mg.mg_event_handler_t>_http_guard or g.inner != NULL:
@@ -851,6 +457,60 @@ cdef void _check_clock(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept
         c.is_closing = 1
 
 
+cdef void _maybe_quiet(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nogil:
+    # An idle keep-alive connection whose handler does not take MG_EV_POLL needs nothing
+    # until its timeout or its next byte: let the loop skip it until then (QUIET_SKIP in
+    # build_fixes.py), so 10,000 idle clients do not cost 10,000 handler calls per request.
+    # Its I/O, a close, a drain or output queued for it bring it back at once.
+    if (c.recv.len or c.send.len or c.is_tls or c.is_closing or c.is_draining or c.is_resp
+            or g.inner != NULL or g.file_fd >= 0 or c.fn != _on_event or c.fn_data == NULL
+            or not (<Connection>c.fn_data)._skip_poll):
+        return
+    g.quiet_until_ms = g.deadline_ms if g.deadline_ms else now + 1000
+
+
+cdef void _check_send_progress(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nogil:
+    # nginx's send_timeout: output queued for the client must make progress (MG_EV_WRITE
+    # resets send_since_ms) within send_timeout_ms, or the client is not reading: close it,
+    # which frees what was queued for it.
+    if c.send.len == 0 or g.limits.send_timeout_ms == 0 or c.is_closing:
+        g.send_since_ms = 0
+    elif g.send_since_ms == 0:
+        g.send_since_ms = now
+    elif now - g.send_since_ms >= g.limits.send_timeout_ms:
+        _log_event(c, 0, b"response not read by the client within send_timeout_ms")
+        c.is_closing = 1
+
+
+cdef void _finish_after_eof(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
+    # The client half-closed: no request can arrive any more. Close once the responses owed
+    # (a deferred one, a file being sent, pipelined requests still queued) are written.
+    if (c.is_closing or c.is_draining or c.is_resp or g.inner != NULL or g.file_fd >= 0
+            or g.phase == _PH_RESP or g.phase == _PH_STREAM):
+        return
+    c.is_draining = 1
+
+
+cdef int _on_peer_eof(mg.mg_connection *c) noexcept nogil:
+    # build_fixes.py asks this when recv() returns 0 (Mongoose would close at once). An
+    # accepted, guarded HTTP connection stays open with its reads paused (EOF stays
+    # readable forever: reading on would spin); anything else closes as before.
+    cdef HttpGuard *g
+    if c.pfn != <mg.mg_event_handler_t>_http_guard or c.pfn_data == NULL or c.is_listening:
+        return 0
+    g = <HttpGuard *>c.pfn_data
+    if g.phase == _PH_STREAM and not (g.flags & _GF_BODY_DONE):
+        return 0  # a streamed body cut short: close, so the app's read fails at once
+    g.peer_eof = True
+    c.is_full = 1
+    _apply_is_full(c)
+    return 1
+
+
+mg.cym_peer_eof_hook = _on_peer_eof
+mg.cym_quiet_pfn = <mg.mg_event_handler_t>_http_guard
+
+
 cdef HttpGuard *_attach(mg.mg_connection *c) noexcept nogil:
     # First guarded event of a connection: find its Connection (bound at MG_EV_OPEN by
     # _on_event, which runs after this guard, so from MG_EV_ACCEPT on).
@@ -893,6 +553,11 @@ cdef void _http_guard(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil
         if ev == mg.MG_EV_HTTP_MSG:
             g.flags |= _GF_DELIVERED
         return
+    g.quiet_until_ms = 0  # recomputed below after a poll; any other event ends the quiet
+    if ev == mg.MG_EV_WRITE:
+        g.send_since_ms = 0  # progress: the send clock restarts at the next poll
+    elif ev == mg.MG_EV_POLL:
+        _check_send_progress(c, g, (<uint64_t *>ev_data)[0])
     if g.file_fd >= 0:
         if ev == mg.MG_EV_CLOSE:
             _file_done(g)
@@ -915,77 +580,13 @@ cdef void _http_guard(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil
         _advance(c, g, now)
         if ev == mg.MG_EV_POLL:
             _check_clock(c, g, now)
+            if g.peer_eof:
+                _finish_after_eof(c, g)
+            elif g.phase == _PH_WAIT:
+                _maybe_quiet(c, g, now)
     elif ev == mg.MG_EV_WRITE and g.phase == _PH_LINGER:
         _check_clock(c, g, mg.mg_millis())
 
 
 cdef void _install_http_guard(mg.mg_connection *c) noexcept:
-    global _mg_http_cb
-    if _mg_http_cb == NULL:
-        _mg_http_cb = c.pfn
-    if c.pfn == _mg_http_cb:
-        c.pfn = <mg.mg_event_handler_t>_http_guard
-
-
-cdef int _update_limits(HttpLimits *lim, dict changes) except -1:
-    """Validate `changes` (name -> int) and apply them to *lim, all or nothing."""
-    cdef HttpLimits out = lim[0]
-    for name, value in changes.items():
-        if name not in _LIMIT_NAMES:
-            raise TypeError(
-                f"unknown HTTP limit {name!r}; the limits are {', '.join(_LIMIT_NAMES)}")
-        if type(value) is bool or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int, not {type(value).__name__}")
-        if name.endswith("_ms"):
-            if not 0 <= value <= _MAX_TIMEOUT_MS:
-                raise ValueError(
-                    f"{name} must be between 0 (no timeout) and {_MAX_TIMEOUT_MS} ms, "
-                    f"not {value}")
-        elif name == "max_header_count":
-            if not 1 <= value <= mg.MG_MAX_HTTP_HEADERS:
-                raise ValueError(
-                    f"max_header_count must be between 1 and {mg.MG_MAX_HTTP_HEADERS} "
-                    f"(the parser's capacity), not {value}")
-        elif name == "max_header_size":
-            if not 64 <= value <= _MAX_HEAD:
-                raise ValueError(
-                    f"max_header_size must be between 64 and {_MAX_HEAD} bytes, not {value}")
-        elif name == "max_uri_size":
-            if not 1 <= value <= _MAX_HEAD:
-                raise ValueError(
-                    f"max_uri_size must be between 1 and {_MAX_HEAD} bytes, not {value}")
-        elif not 0 <= value <= _MAX_BODY:
-            raise ValueError(
-                f"max_body_size must be between 0 and {_MAX_BODY} bytes, not {value}")
-    for name, value in changes.items():
-        if name == "max_header_count":
-            out.max_header_count = value
-        elif name == "max_header_size":
-            out.max_header_size = value
-        elif name == "max_uri_size":
-            out.max_uri_size = value
-        elif name == "max_body_size":
-            out.max_body_size = value
-        elif name == "header_timeout_ms":
-            out.header_timeout_ms = value
-        elif name == "body_timeout_ms":
-            out.body_timeout_ms = value
-        elif name == "keepalive_timeout_ms":
-            out.keepalive_timeout_ms = value
-        else:
-            out.tls_handshake_timeout_ms = value
-    lim[0] = out
-    return 0
-
-
-cdef dict _limits_dict(const HttpLimits *lim):
-    return {
-        "max_header_count": lim.max_header_count,
-        "max_header_size": lim.max_header_size,
-        "max_uri_size": lim.max_uri_size,
-        "max_body_size": lim.max_body_size,
-        "header_timeout_ms": lim.header_timeout_ms,
-        "body_timeout_ms": lim.body_timeout_ms,
-        "keepalive_timeout_ms": lim.keepalive_timeout_ms,
-        "tls_handshake_timeout_ms": lim.tls_handshake_timeout_ms,
-    }
+    _put_in_front(c, _mg_http_cb, <mg.mg_event_handler_t>_http_guard)

@@ -1,0 +1,159 @@
+"""Clients that stop reading (send_timeout_ms) and clients that half-close after their request
+(shutdown(SHUT_WR), `nc -N`): the first are closed and their queued output freed, the second
+get every response they are owed."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+from typing import Any
+
+from .support import Server, cm, parse_responses, wait_until
+
+BIG = bytes(range(256)) * (8 * 4096)  # 8 MiB, a pattern so truncation or reordering shows
+
+
+def _app(server_box: list[Server]) -> Any:
+    def app(conn: Any, ev: int, msg: Any) -> None:
+        if ev != cm.MG_EV_HTTP_MSG:
+            return
+        if msg.uri == "/big":
+            conn.reply(200, BIG)
+        elif msg.uri == "/later":
+            # Answered 300 ms later, from a timer: the client has long half-closed by then.
+            server_box[0].mgr.timer_add(300, lambda: conn.reply(200, b"deferred answer"))
+        else:
+            conn.reply(200, b"small " + msg.uri.encode())
+    return app
+
+
+def _serve(**limits: int) -> Server:
+    box: list[Server] = []
+    server = Server(_app(box), **limits)
+    box.append(server)
+    return server
+
+
+def _read_to_eof(sock: socket.socket, timeout: float) -> bytes:
+    sock.settimeout(timeout)
+    out = bytearray()
+    while True:
+        chunk = sock.recv(1 << 20)
+        if not chunk:
+            return bytes(out)
+        out += chunk
+
+
+def _stalled_client(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * 1024)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+    return sock
+
+
+def test_client_that_stops_reading_is_closed_after_send_timeout() -> None:
+    with _serve(send_timeout_ms=400) as server:
+        sock = _stalled_client(server.port)
+        try:
+            assert wait_until(lambda: server.connection_count() == 1, 2)
+            start = time.monotonic()
+            # Closed (and its ~8 MiB of queued output freed) 0.4 s after writes stopped.
+            assert wait_until(lambda: server.connection_count() == 0, 3)
+            assert time.monotonic() - start < 2.5
+        finally:
+            sock.close()
+        # Everyone else is still served.
+        res = parse_responses(_exchange_small(server.port), ["GET"], True)
+        assert res.responses[0].status == 200
+
+
+def test_without_send_timeout_a_stalled_reader_stays() -> None:
+    # The control: the same client is kept when the timeout is off (0).
+    with _serve(send_timeout_ms=0) as server:
+        sock = _stalled_client(server.port)
+        try:
+            time.sleep(1.0)
+            assert server.connection_count() == 1
+        finally:
+            sock.close()
+
+
+def test_slow_but_steady_reader_gets_the_whole_response() -> None:
+    # The timeout is between two writes, as nginx's send_timeout: with a steady reader the
+    # kernel still holds writes back until a third of its send buffer (up to 4 MiB) is free.
+    with _serve(send_timeout_ms=1000) as server:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        sock.connect(("127.0.0.1", server.port))
+        with sock:
+            sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            sock.settimeout(5)
+            got = bytearray()
+            # 256 KiB every 20 ms: the whole takes under a second.
+            while True:
+                chunk = sock.recv(256 * 1024, socket.MSG_WAITALL)
+                if not chunk:
+                    break
+                got += chunk
+                time.sleep(0.02)
+        assert got.endswith(BIG) and b" 200 " in got[:20]
+
+
+def _exchange_small(port: int) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(b"GET /small HTTP/1.1\r\nHost: x\r\n\r\n")
+        sock.shutdown(socket.SHUT_WR)
+        return _read_to_eof(sock, 5)
+
+
+def _half_closed(port: int, request: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(request)
+        sock.shutdown(socket.SHUT_WR)
+        return _read_to_eof(sock, 10)
+
+
+def test_half_closed_client_gets_large_deferred_and_pipelined_responses() -> None:
+    with _serve() as server:
+        raw = _half_closed(server.port, b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+        res = parse_responses(raw, ["GET"], True)
+        assert res.error is None and res.responses[0].status == 200
+        assert res.responses[0].body == BIG
+
+        raw = _half_closed(server.port, b"GET /later HTTP/1.1\r\nHost: x\r\n\r\n")
+        res = parse_responses(raw, ["GET"], True)
+        assert [r.body for r in res.responses] == [b"deferred answer"]
+
+        raw = _half_closed(server.port, b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n"
+                                        b"GET /later HTTP/1.1\r\nHost: x\r\n\r\n"
+                                        b"GET /b HTTP/1.1\r\nHost: x\r\n\r\n")
+        res = parse_responses(raw, ["GET", "GET", "GET"], True)
+        assert [r.body for r in res.responses] == [b"small /a", b"deferred answer",
+                                                   b"small /b"]
+        # Each half-closed connection was closed once its responses were out.
+        assert wait_until(lambda: server.connection_count() == 0, 3)
+        assert not server.errors
+
+
+def test_half_closed_request_cut_short_is_closed() -> None:
+    # Half a request head, then EOF: nothing will complete it, so the server closes at once
+    # instead of waiting for header_timeout_ms.
+    with _serve() as server:
+        start = time.monotonic()
+        assert _half_closed(server.port, b"GET /big HTTP/1.1\r\nHo") == b""
+        assert time.monotonic() - start < 2
+        assert wait_until(lambda: server.connection_count() == 0, 3)
+
+
+def test_nc_half_close() -> None:
+    nc = shutil.which("nc")
+    assert nc is not None, "nc (netcat-openbsd, tools/debian-packages.txt) is needed"
+    with _serve() as server:
+        out = subprocess.run([nc, "-N", "127.0.0.1", str(server.port)],
+                             input=b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n",
+                             capture_output=True, timeout=20, check=True).stdout
+        res = parse_responses(out, ["GET"], True)
+        assert res.responses[0].status == 200 and res.responses[0].body == BIG
