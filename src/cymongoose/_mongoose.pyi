@@ -288,6 +288,11 @@ class Connection:
     @property
     def is_full(self) -> bool: ...
     @property
+    def peer_closed(self) -> bool:
+        """The client sent EOF (a half-close, or a close: they look the same) on an HTTP
+        connection that stays open for the responses it is owed; MG_EV_READ with 0 bytes
+        told the handler."""
+    @property
     def is_draining(self) -> bool: ...
     @property
     def ws_close_code(self) -> int | None:

@@ -204,6 +204,15 @@ class _HTTPCycle:
             self._need_events()
             await self._rx().wait()
         while not self.closed and not self.complete:
+            if self.conn.peer_closed:
+                # The client sent EOF. It may only have half-closed (and would still read
+                # a response), but the app asked whether it is gone: from here on it is,
+                # as with uvicorn; the connection closes and a send() raises.
+                self.closed = True
+                self.conn.close()
+                self.server._driver_kick()
+                break
+            self._need_events()  # MG_EV_READ (0 bytes) tells of the EOF
             await self._rx().wait()
         return {"type": "http.disconnect"}
 

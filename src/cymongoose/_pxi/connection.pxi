@@ -105,6 +105,12 @@ cdef class Connection:
         return self._c != NULL and self._c.is_full != 0
 
     @property
+    def peer_closed(self):
+        # The client half-closed (sent EOF) on an HTTP connection kept open for the
+        # responses it is owed (http_guard.pxi _on_peer_eof); it may be gone altogether.
+        return self._c != NULL and self._guard.peer_eof
+
+    @property
     def is_draining(self):
         return self._c != NULL and self._c.is_draining != 0
 

@@ -496,6 +496,7 @@ cdef int _on_peer_eof(mg.mg_connection *c) noexcept nogil:
     # accepted, guarded HTTP connection stays open with its reads paused (EOF stays
     # readable forever: reading on would spin); anything else closes as before.
     cdef HttpGuard *g
+    cdef long zero = 0
     if c.pfn != <mg.mg_event_handler_t>_http_guard or c.pfn_data == NULL or c.is_listening:
         return 0
     g = <HttpGuard *>c.pfn_data
@@ -504,6 +505,10 @@ cdef int _on_peer_eof(mg.mg_connection *c) noexcept nogil:
     g.peer_eof = True
     c.is_full = 1
     _apply_is_full(c)
+    # Tell the handler (MG_EV_READ with 0 bytes, as Mongoose does when a response ends):
+    # an app waiting for the client to go away (ASGI's http.disconnect) looks now.
+    if c.fn != NULL:
+        c.fn(c, mg.MG_EV_READ, <void *>&zero)
     return 1
 
 
