@@ -18,6 +18,7 @@ from typing import Any
 from .gunicorn_server import TESTS_DIR
 from .http_client import HttpConnection
 from .ports import HOST, bound_listener
+from .processes import stop_process
 from .subprocess_env import child_env
 
 
@@ -145,11 +146,5 @@ class UvicornServer:
         return self._log.read().decode(errors="replace")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_process(self.proc)
         self._log.close()

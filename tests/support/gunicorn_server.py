@@ -11,6 +11,7 @@ from types import TracebackType
 
 from .http_client import HttpConnection
 from .ports import bound_listener
+from .processes import stop_process
 from .subprocess_env import child_env
 
 TESTS_DIR = Path(__file__).resolve().parent.parent
@@ -81,13 +82,7 @@ class GunicornServer:
         return self._log.read().decode(errors="replace")
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_process(self.proc)
         self._log.close()
 
     def __enter__(self) -> GunicornServer:
