@@ -275,8 +275,11 @@ def build_mongoose_c(c: Contender) -> tuple[Path, dict[str, Any]]:
         r = _run([sys.executable, str(fixes), str(mg / "mongoose.c"), str(source)])
         if r.returncode != 0:
             raise Skip(f"applying {fixes.name} failed: {_tail(r.stdout + r.stderr)}")
+    # Built like ours, TLS engine included: the OpenSSL engine needs its libraries linked
+    # (a plain-HTTP hello never calls them).
+    libs = ["-lssl", "-lcrypto"] if "-DMG_TLS=MG_TLS_OPENSSL" in info["defines"] else []
     cmd = ([gcc] + info["flags"] + info["defines"] + ["-I", str(mg), str(c.file),
-           str(source), "-o", str(exe)])
+           str(source), "-o", str(exe)] + libs)
     digest = hashlib.sha256(" ".join(cmd).encode() + c.file.read_bytes()
                             + source.read_bytes()).hexdigest()
     stamp = exe.with_suffix(".sha256")
