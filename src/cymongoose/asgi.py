@@ -740,12 +740,13 @@ class ASGIServer:
         if type(max_requests) is not int or max_requests < 0:
             raise ValueError(f"max_requests must be an int >= 0 (0: no limit), "
                              f"not {max_requests!r}")
-        for name, value, kind in (("access_log", access_log, AccessLog),
-                                  ("proxy_headers", proxy_headers, ProxyHeaders),
-                                  ("tls", tls, TlsOpts)):
-            if value is not None and not isinstance(value, kind):
-                raise TypeError(f"{name} must be a {kind.__name__} or None, "
-                                f"not {type(value).__name__}")
+        options: tuple[tuple[str, object, type, str], ...] = (
+            ("access_log", access_log, AccessLog, "an AccessLog"),
+            ("proxy_headers", proxy_headers, ProxyHeaders, "a ProxyHeaders"),
+            ("tls", tls, TlsOpts, "a TlsOpts"))
+        for name, value, cls, what in options:
+            if value is not None and not isinstance(value, cls):
+                raise TypeError(f"{name} must be {what} or None, not {type(value).__name__}")
         self._app: ASGIApp = load_app(app, factory)
         self._access = access_log
         self._proxy = proxy_headers
