@@ -933,8 +933,14 @@ class ASGIServer:
             self._default_base = base
 
     async def stop(self) -> None:
-        """Stop listening, let requests in flight finish (up to shutdown_timeout), close
-        WebSockets with 1012, run the lifespan shutdown and free everything. Idempotent."""
+        """Drain (see _drain: keep accepting briefly, answer with `Connection: close`, close
+        idle keep-alive connections, let requests in flight finish, up to shutdown_timeout),
+        close WebSockets with 1012, run the lifespan shutdown and free everything.
+        Idempotent."""
+        stopping = self._stop_task
+        if stopping is not None and stopping is not asyncio.current_task():
+            await asyncio.shield(stopping)  # max_requests already stops the server
+            return
         if self._stopping and self._manager is None:
             return
         self._stopping = True
@@ -1079,7 +1085,10 @@ class ASGIServer:
             scope["client"] = _UNIX_CLIENT
         if self._proxy is not None:
             client = scope.get("client")
-            self._apply_proxy(scope, None if unix or not client else client[0])
+            if unix:
+                self._apply_proxy(scope, None)
+            elif client:  # (a TCP peer without an address is never trusted)
+                self._apply_proxy(scope, client[0])
         if self._requests_left > 0:
             self._requests_left -= 1
             if self._requests_left == 0:
@@ -1141,7 +1150,7 @@ class ASGIServer:
                 callback()
             except Exception as exc:
                 report_exception("on_max_requests failed", exc)
-        elif self._stop_task is None and self._loop is not None:
+        elif self._stop_task is None and not self._stopping and self._loop is not None:
             self._stop_task = self._loop.create_task(self.stop())
 
     def _on_websocket(self, conn: Connection, msg: Any, scope: dict[str, Any]) -> None:

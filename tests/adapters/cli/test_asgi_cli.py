@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 from support.cli_run import CLI, LoadClient, proxied_get, unix_answers, unix_get
-from support.http_client import get
-from support.ports import free_port
+from support.http_client import HttpConnection, get
+from support.ports import bound_listener, free_port
 
 from conftest import tool_env, wait_until
 
@@ -103,6 +103,23 @@ def test_unix_socket_trusts_its_local_proxy(tmp_path: Path) -> None:
     finally:
         assert cli.stop() == 0, cli.err
     assert not Path(path).exists()
+
+
+def test_inherited_descriptor(tmp_path: Path) -> None:
+    with bound_listener() as lsock:
+        port = lsock.getsockname()[1]
+        (tmp_path / "asgi_raw.py").write_text(RAW_ASGI)
+        cli = CLI(tmp_path, "asgi_raw:app", "--fd", str(lsock.fileno()), "--max-body-size",
+                  "10", pass_fds=(lsock.fileno(),))
+        try:
+            cli.wait_http(port)
+            assert get(port, "/fd").body.endswith(b"|/fd")
+            with HttpConnection(port) as c:  # the limits reach the listener
+                c.send_raw(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 11\r\n\r\n"
+                           b"hello world")
+                assert c.read_response("POST").status == 413
+        finally:
+            assert cli.stop() == 0, cli.err
 
 
 def test_proxy_headers_only_from_a_trusted_peer(tmp_path: Path) -> None:
