@@ -22,8 +22,6 @@ from conftest import tool_env, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
-pytest.importorskip("fastapi")
-
 # pid|client|scheme|host|root_path|path; /slow?S sleeps S seconds first.
 RAW_ASGI = '''
 import asyncio
