@@ -17,11 +17,14 @@ import asyncio
 import collections
 import os
 import signal
+import socket
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
 from ._mongoose import (
+    MG_EV_ACCEPT,
     MG_EV_CLOSE,
     MG_EV_HTTP_HDRS,
     MG_EV_READ,
@@ -32,9 +35,13 @@ from ._mongoose import (
     WEBSOCKET_OP_TEXT,
     Connection,
     Manager,
+    TlsOpts,
     handles,
+    listen_fd,
 )
+from .access_log import AccessLog
 from .aio import LoopDriver, new_event_loop
+from .proxy_headers import ProxyHeaders
 from .serving import SERVER_NAME, DateHeader, error_log, load_app, report_exception
 from .typedefs import AppRef, ASGIApp, ASGIMessage
 
@@ -52,6 +59,14 @@ _WS_OP_CLOSE = 8
 _WS_QUEUE_HIGH = 1 << 20
 _WS_QUEUE_LOW = 256 << 10
 _WS_CLOSING_GRACE_S = 5.0  # after our close frame, wait this long for the peer's
+# Stopping: listeners keep accepting this long (a client that connected just before the stop
+# may still wait in the accept queue), and an idle keep-alive connection is closed once it
+# has stayed idle this long (a request on its way is answered, not cut off).
+_IDLE_GRACE_S = 0.1
+_UNIX_CLIENT = ("127.0.0.1", 0)  # Mongoose reads no address from an AF_UNIX peer
+_PROXY_FIELDS = {b"forwarded": "forwarded", b"x-forwarded-for": "x_forwarded_for",
+                 b"x-forwarded-proto": "x_forwarded_proto",
+                 b"x-forwarded-host": "x_forwarded_host"}
 
 _RESPONSE_500 = b"Internal Server Error\n"
 _HEADERS_500 = [(b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close")]
@@ -126,7 +141,8 @@ class _HTTPCycle:
     """One HTTP request and its response; every method runs on the loop's thread."""
 
     __slots__ = ("task", "server", "conn", "scope", "body", "streaming", "status", "headers",
-                 "head_sent", "complete", "closed", "failed", "rx", "tx", "busy")
+                 "head_sent", "complete", "closed", "failed", "rx", "tx", "busy", "sent",
+                 "started")
 
     def __init__(self, server: ASGIServer, conn: Connection, scope: dict[str, Any]) -> None:
         self.task: asyncio.Task[None] | None = None  # set by ASGIServer._spawn
@@ -146,6 +162,8 @@ class _HTTPCycle:
         self.rx: _Waiter | None = None
         self.tx: _Waiter | None = None
         self.busy = False  # the connection's handler wants MG_EV_READ/WRITE for us
+        self.sent = 0  # body bytes sent (the access log's)
+        self.started = 0.0  # perf_counter() at the head, when the access log is on
 
     # Loop side (Mongoose events).
     def gone(self) -> None:
@@ -170,6 +188,9 @@ class _HTTPCycle:
 
     def _finish(self) -> None:
         self.complete = True
+        server = self.server
+        if server._access is not None:
+            server._log_access(self)
         if self.rx is not None:
             self.rx.wake()  # a receive() waiting for the disconnect returns now
         conn = self.conn
@@ -237,6 +258,7 @@ class _HTTPCycle:
                                        more_headers=self.server._stock[
                                            _stock_index(self.headers)])
                 self.head_sent = True
+                self.sent = len(body)
                 self._finish()
             elif kind == "http.response.start":
                 if self.status:
@@ -284,6 +306,7 @@ class _HTTPCycle:
         conn = self.conn
         if body:
             conn.http_write(body)
+            self.sent += len(body)
         if not message.get("more_body", False):
             if not conn.http_end():
                 error_log.error("%s %s: the app sent fewer bytes than its Content-Length; "
@@ -315,6 +338,7 @@ class _HTTPCycle:
             self._begin(more)
             self.conn.http_sendfile(fd, 0, size)
             self.conn.http_end()
+            self.sent = size
         finally:
             os.close(fd)
         self._finish()
@@ -337,6 +361,8 @@ class _HTTPCycle:
                 conn.close()
             else:
                 self.head_sent = True
+                self.status = 500
+                self.sent = len(_RESPONSE_500)
                 conn.http_respond(500, _HEADERS_500, _RESPONSE_500,
                                   more_headers=self.server._stock[3])
         except RuntimeError:  # closed under us
@@ -697,7 +723,10 @@ class ASGIServer:
 
     def __init__(self, app: AppRef, error_handler: Callable[[BaseException], object] | None
                  = None, *, factory: bool = False, root_path: str = "",
-                 lifespan: str = "auto", shutdown_timeout: float = 5.0) -> None:
+                 lifespan: str = "auto", shutdown_timeout: float = 5.0,
+                 access_log: AccessLog | None = None,
+                 proxy_headers: ProxyHeaders | None = None, tls: TlsOpts | None = None,
+                 max_requests: int = 0) -> None:
         if root_path and (not root_path.startswith("/") or root_path.endswith("/")):
             raise ValueError(f"root_path must start with '/' and not end with one, "
                              f"not {root_path!r}")
@@ -708,7 +737,30 @@ class ASGIServer:
                              f"not {shutdown_timeout!r}")
         if error_handler is not None and not callable(error_handler):
             raise TypeError("error_handler must be a callable error_handler(exc) or None")
+        if type(max_requests) is not int or max_requests < 0:
+            raise ValueError(f"max_requests must be an int >= 0 (0: no limit), "
+                             f"not {max_requests!r}")
+        options: tuple[tuple[str, object, type, str], ...] = (
+            ("access_log", access_log, AccessLog, "an AccessLog"),
+            ("proxy_headers", proxy_headers, ProxyHeaders, "a ProxyHeaders"),
+            ("tls", tls, TlsOpts, "a TlsOpts"))
+        for name, value, cls, what in options:
+            if value is not None and not isinstance(value, cls):
+                raise TypeError(f"{name} must be {what} or None, not {type(value).__name__}")
         self._app: ASGIApp = load_app(app, factory)
+        self._access = access_log
+        self._proxy = proxy_headers
+        self._tls = tls
+        # Requests left before the server asks to be stopped (a worker recycled after
+        # --max-requests); -1: no limit.
+        self._requests_left = max_requests or -1
+        #: Called once when max_requests is reached; the owner then awaits stop(), which
+        #: finishes the requests in flight. Without it the server stops itself.
+        self.on_max_requests: Callable[[], object] | None = None
+        self._unix_conns: set[int] = set()  # connections accepted on a Unix socket
+        self._unix_base: dict[str, Any] = {}
+        # One test on the per-request path decides whether _prepare_scope has work.
+        self._extras = proxy_headers is not None or self._requests_left > 0
         self._error_handler = error_handler
         self._root_path = root_path
         self._lifespan_mode = lifespan
@@ -726,8 +778,10 @@ class ASGIServer:
         self._date = DateHeader()
         self._date_timer: asyncio.TimerHandle | None = None
         self._stock: list[list[tuple[bytes, bytes]] | None] = []
+        self._draining = False
         self._refresh_stock()
         self._stopping = False
+        self._stop_task: asyncio.Task[None] | None = None
 
         @handles(MG_EV_HTTP_HDRS, MG_EV_CLOSE)
         def on_quiet(conn: Connection, ev: int, msg: Any) -> None:
@@ -737,6 +791,8 @@ class ASGIServer:
                 cycle = conn.userdata
                 if cycle is not None:
                     cycle.gone()
+                if self._unix_conns:
+                    self._unix_conns.discard(conn.id)
 
         @handles(MG_EV_HTTP_HDRS, MG_EV_READ, MG_EV_WRITE, MG_EV_CLOSE)
         def on_busy(conn: Connection, ev: int, msg: Any) -> None:
@@ -763,7 +819,24 @@ class ASGIServer:
                 cycle.on_control()
             else:
                 cycle.gone()
+                if self._unix_conns:
+                    self._unix_conns.discard(conn.id)
 
+        tls_opts = tls
+
+        @handles(MG_EV_ACCEPT)
+        def on_accept_tls(conn: Connection, ev: int, msg: Any) -> None:
+            conn.set_handler(on_quiet)
+            assert tls_opts is not None
+            conn.tls_init(tls_opts)
+
+        @handles(MG_EV_ACCEPT)
+        def on_accept_unix(conn: Connection, ev: int, msg: Any) -> None:
+            conn.set_handler(on_quiet)
+            self._unix_conns.add(conn.id)
+
+        self._on_accept_tls = on_accept_tls
+        self._on_accept_unix = on_accept_unix
         self._on_quiet = on_quiet
         self._on_busy = on_busy
         self._on_ws = on_ws
@@ -783,6 +856,15 @@ class ASGIServer:
     async def start(self, url: str = "http://127.0.0.1:8000", **limits: Any) -> Connection:
         """Run the lifespan startup (once), then listen on `url` with the limits of
         docs/server-behaviour.md. `LifespanFailure` (a RuntimeError) when startup fails."""
+        await self._start_loop()
+        return self.listen(url, **limits)
+
+    async def start_socket(self, sock: Any, *, tls: bool = False, **limits: Any) -> Connection:
+        """`start()` on a listening socket opened elsewhere: see `listen_socket()`."""
+        await self._start_loop()
+        return self.listen_socket(sock, tls=tls, **limits)
+
+    async def _start_loop(self) -> None:
         if self._manager is None:
             if self._stopping:
                 raise RuntimeError("this ASGIServer was stopped")
@@ -794,39 +876,78 @@ class ASGIServer:
             self._loop = loop
             self._driver.attach()
             self._date_timer = loop.call_later(1.0, self._tick_date)
-        return self.listen(url, **limits)
 
     def listen(self, url: str = "http://127.0.0.1:8000", **limits: Any) -> Connection:
         """Another listener on the running server (same app, same loop)."""
         manager = self.manager
-        conn = manager.listen(url, self._on_quiet, stream_body=True, **limits)
+        tls = url.startswith(("https:", "wss:"))
+        if tls and self._tls is None:
+            raise ValueError("an https:// listener needs ASGIServer(..., tls=TlsOpts(cert=..., "
+                             "key=...))")
+        conn = manager.listen(url, self._on_accept_tls if tls else self._on_quiet,
+                              stream_body=True, **limits)
         local = conn.local_addr
         assert local is not None
-        scheme = "https" if url.startswith(("https:", "wss:")) else "http"
-        base = {"type": "http", "asgi": _ASGI_HTTP, "scheme": scheme,
-                "server": (local[0], int(local[1])), "root_path": self._root_path,
-                "extensions": _HTTP_EXTENSIONS}
-        self._bases[int(local[1])] = base
-        if not self._listeners:
-            self._default_base = base
+        self._add_base(local[0], int(local[1]), "https" if tls else "http")
         self._listeners.append(conn)
         return conn
 
+    def listen_socket(self, sock: Any, *, tls: bool = False, **limits: Any) -> Connection:
+        """Serve on a listening TCP or Unix socket (or its descriptor) opened elsewhere:
+        bound in Python, shared by worker processes, handed over by systemd. The caller keeps
+        and closes `sock`. `tls=True` serves HTTPS with the server's `tls` options. Clients
+        of a Unix socket are ("127.0.0.1", 0) in the scope and trusted for proxy headers."""
+        manager = self.manager
+        if tls and self._tls is None:
+            raise ValueError("tls=True needs ASGIServer(..., tls=TlsOpts(cert=..., key=...))")
+        fd = sock if isinstance(sock, int) else sock.fileno()
+        probe = socket.socket(fileno=os.dup(fd))
+        try:
+            family = probe.family
+            name = probe.getsockname()
+        finally:
+            probe.close()
+        unix = family == socket.AF_UNIX
+        if unix and tls:
+            raise ValueError("TLS on a Unix socket is not supported; terminate TLS in the "
+                             "proxy in front")
+        handler = (self._on_accept_unix if unix else
+                   self._on_accept_tls if tls else self._on_quiet)
+        conn = listen_fd(manager, fd, handler, http=True, tls=tls, stream_body=True,
+                         **limits)
+        if unix:
+            self._unix_base = {"type": "http", "asgi": _ASGI_HTTP, "scheme": "http",
+                               "server": (name if isinstance(name, str) else "", None),
+                               "root_path": self._root_path, "extensions": _HTTP_EXTENSIONS}
+            self._extras = True
+        else:
+            self._add_base(name[0], int(name[1]), "https" if tls else "http")
+        self._listeners.append(conn)
+        return conn
+
+    def _add_base(self, host: str, port: int, scheme: str) -> None:
+        base = {"type": "http", "asgi": _ASGI_HTTP, "scheme": scheme, "server": (host, port),
+                "root_path": self._root_path, "extensions": _HTTP_EXTENSIONS}
+        self._bases[port] = base
+        if len(self._bases) == 1:
+            self._default_base = base
+
     async def stop(self) -> None:
-        """Stop listening, let requests in flight finish (up to shutdown_timeout), close
-        WebSockets with 1012, run the lifespan shutdown and free everything. Idempotent."""
+        """Drain (see _drain: keep accepting briefly, answer with `Connection: close`, close
+        idle keep-alive connections, let requests in flight finish, up to shutdown_timeout),
+        close WebSockets with 1012, run the lifespan shutdown and free everything.
+        Idempotent."""
+        stopping = self._stop_task
+        if stopping is not None and stopping is not asyncio.current_task():
+            await asyncio.shield(stopping)  # max_requests already stops the server
+            return
         if self._stopping and self._manager is None:
             return
         self._stopping = True
+        self._draining = True
+        self._refresh_stock()
         manager, driver = self._manager, self._driver
         if manager is not None and driver is not None:
-            for conn in self._listeners:
-                try:
-                    conn.close()
-                except RuntimeError:
-                    pass
-            self._listeners.clear()
-            driver.kick()
             for conn in manager.connections:
                 cycle = conn.userdata
                 if isinstance(cycle, _WSCycle) and cycle.state == cycle._OPEN:
@@ -836,11 +957,7 @@ class ASGIServer:
                     except RuntimeError:
                         pass
             driver.kick()
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + self._shutdown_timeout
-            while (self._tasks or any(c.send_len for c in manager.connections)) and \
-                    loop.time() < deadline:
-                await asyncio.sleep(0.01)
+            await self._drain(manager, driver)
             for task in list(self._tasks):
                 task.cancel()
             if self._tasks:
@@ -860,6 +977,44 @@ class ASGIServer:
         self._manager = None
         self._driver = None
 
+    async def _drain(self, manager: Manager, driver: LoopDriver) -> None:
+        """Finish the requests in flight and close idle keep-alive connections, for at most
+        shutdown_timeout seconds; the listeners keep accepting for _IDLE_GRACE_S first."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        deadline = now + self._shutdown_timeout
+        accept_until = now + min(_IDLE_GRACE_S, self._shutdown_timeout)
+        idle_since: dict[int, float] = {}
+        while True:
+            busy = bool(self._tasks)
+            if self._listeners:
+                if now >= accept_until:
+                    for listener in self._listeners:
+                        try:
+                            listener.close()
+                        except RuntimeError:
+                            pass
+                    self._listeners.clear()
+                    driver.kick()
+                else:
+                    busy = True
+            conns = [c for c in manager.connections if not c.is_listening]
+            for c in conns:
+                if c.userdata is None and not c.send_len and not c.recv_len:
+                    if (not c.is_closing
+                            and now - idle_since.setdefault(c.id, now) >= _IDLE_GRACE_S):
+                        c.close()
+                        driver.kick()
+                elif not c.is_closing:
+                    busy = True
+                    idle_since.pop(c.id, None)
+                elif c.send_len:
+                    busy = True  # an answer still on its way out
+            if (not busy and all(c.is_closing for c in conns)) or now >= deadline:
+                return
+            await asyncio.sleep(0.01)
+            now = loop.time()
+
     # Loop side.
     def _driver_kick(self) -> None:
         driver = self._driver
@@ -875,8 +1030,14 @@ class ASGIServer:
         """The Date (index & 1) and Server (index & 2) fields an app left out, as lists
         indexed by `_stock_index()`, so no response formats a date."""
         date = self._date.get()
-        self._stock = [None, [(b"date", date)], [(b"server", SERVER_NAME)],
-                       [(b"date", date), (b"server", SERVER_NAME)]]
+        stock: list[list[tuple[bytes, bytes]] | None] = [
+            None, [(b"date", date)], [(b"server", SERVER_NAME)],
+            [(b"date", date), (b"server", SERVER_NAME)]]
+        if self._draining:
+            # Stopping: every response closes its connection, so a client that keeps its
+            # connection busy moves on to another worker instead of holding this one.
+            stock = [[*(lst or []), (b"connection", b"close")] for lst in stock]
+        self._stock = stock
 
     def _report(self, what: str, exc: BaseException) -> None:
         if self._error_handler is not None:
@@ -893,12 +1054,17 @@ class ASGIServer:
             local = conn.local_addr
             if local is not None:
                 base = self._bases.get(local[1], base)
-        scope = msg.asgi_scope(base, conn, self._state)  # one pass in C (asgi_scope.pxi)
+        if self._extras:  # proxy headers, Unix-socket clients, max_requests
+            scope = self._prepare_scope(conn, msg, base)
+        else:
+            scope = msg.asgi_scope(base, conn, self._state)  # one pass in C (asgi_scope.pxi)
         method = scope["method"]
         if method == "GET" and msg.header("Upgrade", "").lower() == "websocket":
             self._on_websocket(conn, msg, scope)
             return
         cycle = _HTTPCycle(self, conn, scope)
+        if self._access is not None:
+            cycle.started = time.perf_counter()
         if conn.body_complete:
             cycle.body = conn.body_read() if conn.body_pending else b""
         else:
@@ -907,6 +1073,85 @@ class ASGIServer:
             conn.set_handler(self._on_busy)
         conn.userdata = cycle
         self._spawn(cycle, self._run_http(cycle))
+
+    def _prepare_scope(self, conn: Connection, msg: Any,
+                       base: dict[str, Any]) -> dict[str, Any]:
+        """The scope of a request that needs more than the C pass: a Unix-socket client,
+        trusted proxy headers, a max_requests count."""
+        unix = bool(self._unix_conns) and conn.id in self._unix_conns
+        scope: dict[str, Any] = msg.asgi_scope(self._unix_base if unix else base, conn,
+                                               self._state)
+        if unix:
+            scope["client"] = _UNIX_CLIENT
+        if self._proxy is not None:
+            client = scope.get("client")
+            if unix:
+                self._apply_proxy(scope, None)
+            elif client:  # (a TCP peer without an address is never trusted)
+                self._apply_proxy(scope, client[0])
+        if self._requests_left > 0:
+            self._requests_left -= 1
+            if self._requests_left == 0:
+                self._max_requests_reached()
+        return scope
+
+    def _apply_proxy(self, scope: dict[str, Any], peer: str | None) -> None:
+        """Trusted proxy headers (proxy_headers.py) into the client, the scheme and the
+        host header, as uvicorn's --proxy-headers does."""
+        assert self._proxy is not None
+        if not self._proxy.is_trusted(peer):
+            return  # an untrusted peer's headers are ignored entirely (and not even read)
+        fields: dict[str, str] = {}
+        for name, value in scope["headers"]:
+            key = _PROXY_FIELDS.get(name)
+            if key is not None:
+                text = value.decode("latin-1")
+                fields[key] = f"{fields[key]}, {text}" if key in fields else text
+        if not fields:
+            return
+        fwd = self._proxy.resolve(peer, **fields)
+        if fwd.client_host is not None:
+            scope["client"] = (fwd.client_host, fwd.client_port or 0)
+        if fwd.scheme is not None:
+            scope["scheme"] = "https" if fwd.scheme in ("https", "wss") else "http"
+        if fwd.host is not None:
+            scope["headers"] = [pair for pair in scope["headers"] if pair[0] != b"host"] + \
+                [(b"host", fwd.host.encode("latin-1"))]
+
+    def _log_access(self, cycle: _HTTPCycle) -> None:
+        access = self._access
+        assert access is not None
+        scope = cycle.scope
+        headers = scope["headers"]
+
+        def lookup(name: str) -> str | None:
+            key = name.encode("latin-1")
+            for pair in headers:
+                if pair[0] == key:
+                    return pair[1].decode("latin-1")  # type: ignore[no-any-return]
+            return None
+
+        client = scope.get("client")
+        try:
+            access.log(client[0] if client else "-", scope["method"], scope["path"],
+                       scope["query_string"].decode("latin-1"),
+                       "HTTP/" + scope["http_version"], cycle.status,
+                       0 if scope["method"] == "HEAD" else cycle.sent,
+                       time.perf_counter() - cycle.started, lookup)
+        except Exception as exc:  # a broken handler or format must not break serving
+            report_exception("access log failed", exc)
+
+    def _max_requests_reached(self) -> None:
+        self._draining = True  # from now on every response closes its connection
+        self._refresh_stock()
+        callback = self.on_max_requests
+        if callback is not None:
+            try:
+                callback()
+            except Exception as exc:
+                report_exception("on_max_requests failed", exc)
+        elif self._stop_task is None and not self._stopping and self._loop is not None:
+            self._stop_task = self._loop.create_task(self.stop())
 
     def _on_websocket(self, conn: Connection, msg: Any, scope: dict[str, Any]) -> None:
         key = msg.header("Sec-WebSocket-Key")

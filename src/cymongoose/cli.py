@@ -40,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="how to call the app (default: auto-detect)")
     a.add_argument("--root-path", default="", help="mount point: SCRIPT_NAME / root_path")
     a.add_argument("--static", action="append", default=[], metavar="URL=DIR",
-                   help="serve DIR's files under URL (repeatable; WSGI)")
+                   help="serve DIR's files under URL (repeatable; WSGI apps)")
     b = p.add_argument_group("binding")
     b.add_argument("--host", default="127.0.0.1")
     b.add_argument("--port", type=int, default=8000)

@@ -179,10 +179,10 @@ def serve_process(args: argparse.Namespace) -> int:
         except AppLoadError as exc:
             raise CLIError(str(exc)) from None
         interface = args.interface if args.interface != "auto" else detect_interface(app)
-        if interface == "asgi":
-            return _serve_asgi(args, app, status)
         sock = (socket.socket(fileno=args.worker_socket) if args.worker_socket is not None
                 else open_listener(args))
+        if interface == "asgi":
+            return _serve_asgi(args, app, sock, status)
         if interface == "raw":
             return _serve_raw(args, app, sock, status)
         return _serve_wsgi(args, app, sock, status)
@@ -209,22 +209,31 @@ def _max_requests(args: argparse.Namespace) -> int:
     return int(args.max_requests) + random.randint(0, args.max_requests_jitter)
 
 
-def _serve_wsgi(args: argparse.Namespace, app: Any, sock: socket.socket,
-                status: StatusPipe) -> int:
+def _access_and_proxy(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The AccessLog (None when off) and the ProxyHeaders (None when off) the options ask."""
     from .access_log import AccessLog
     from .proxy_headers import ProxyHeaders
+
+    try:
+        access = None
+        if args.access_log or args.log_config:
+            fmt = args.access_log_format
+            access = AccessLog(None if fmt == "json" else fmt, as_json=fmt == "json")
+        trusted = ProxyHeaders(args.forwarded_allow_ips)  # checked even when off
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    return access, trusted if args.proxy_headers else None
+
+
+def _serve_wsgi(args: argparse.Namespace, app: Any, sock: socket.socket,
+                status: StatusPipe) -> int:
     from .static_files import StaticFiles, parse_mount
     from .wsgi import WSGIServer
 
     try:
         if args.static:
             app = StaticFiles(app, [parse_mount(spec) for spec in args.static])
-        access = None
-        if args.access_log or args.log_config:
-            fmt = args.access_log_format
-            access = AccessLog(None if fmt == "json" else fmt, as_json=fmt == "json")
-        trusted = ProxyHeaders(args.forwarded_allow_ips)  # checked even when off
-        proxy = trusted if args.proxy_headers else None
+        access, proxy = _access_and_proxy(args)
         tls = _tls_opts(args)
         server = WSGIServer(app, threads=args.threads, root_path=args.root_path,
                             access_log=access, proxy_headers=proxy, tls=tls,
@@ -273,32 +282,40 @@ def _serve_raw(args: argparse.Namespace, app: Any, sock: socket.socket,
     return 0
 
 
-def _serve_asgi(args: argparse.Namespace, app: Any, status: StatusPipe) -> int:
+def _serve_asgi(args: argparse.Namespace, app: Any, sock: socket.socket,
+                status: StatusPipe) -> int:
     try:
         # Imported by name: the ASGI server may be missing from a partial install.
         asgi: Any = importlib.import_module("cymongoose.asgi")
     except ImportError as exc:
         raise CLIError(f"the ASGI server is not available ({exc})") from None
-    if args.worker_socket is not None or args.uds or args.fd is not None:
-        raise CLIError("ASGI apps are served on --host/--port by one process for now "
-                       "(no --workers, --uds or --fd)")
-    unsupported = [name for name, on in (("--static", args.static),
-                                         ("--ssl-certfile", args.ssl_certfile),
-                                         ("--access-log", args.access_log),
-                                         ("--proxy-headers", args.proxy_headers),
-                                         ("--root-path", args.root_path),
-                                         ("limits", _limits(args))) if on]
-    if unsupported:
-        raise CLIError(f"{', '.join(unsupported)}: not available for ASGI apps yet")
-    url = _url(args, None)
+    if args.static:
+        raise CLIError("--static serves files for WSGI apps; an ASGI app serves its own "
+                       "(e.g. Starlette's StaticFiles) or a proxy in front does")
+    access, proxy = _access_and_proxy(args)
+    tls = _tls_opts(args)
+    try:
+        server = asgi.ASGIServer(app, root_path=args.root_path, access_log=access,
+                                 proxy_headers=proxy, tls=tls,
+                                 shutdown_timeout=args.graceful_timeout,
+                                 max_requests=_max_requests(args))
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    url = _url(args, sock)
 
     async def run() -> None:
-        server = asgi.ASGIServer(app)
-        try:
-            await server.start(url)
-        except RuntimeError as exc:
-            raise CLIError(f"cannot serve on {url}: {exc}") from None
         stop = asyncio.Event()
+
+        def recycle() -> None:
+            status.send("recycle")
+            stop.set()
+
+        server.on_max_requests = recycle
+        try:
+            await server.start_socket(sock, tls=tls is not None, **_limits(args))
+        except (ValueError, TypeError, RuntimeError, OSError) as exc:
+            await server.stop()
+            raise CLIError(f"cannot serve on {url}: {exc}") from None
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
@@ -309,5 +326,10 @@ def _serve_asgi(args: argparse.Namespace, app: Any, status: StatusPipe) -> int:
         finally:
             await asyncio.wait_for(server.stop(), timeout=args.graceful_timeout + 5)
 
-    asyncio.run(run())
+    loop = asgi.new_event_loop()
+    try:
+        loop.run_until_complete(run())
+    finally:
+        loop.close()
+    close_listener(args, sock)
     return 0
