@@ -609,8 +609,8 @@ class WSGIServer:
 
         # The per-request loop work in C (WSGILoop, wsgi_exchange.pxi): admitting requests,
         # running the owner's batch of apps, writing whole responses. Admission is Python's
-        # (on_request above) while the access log, proxy headers or max_requests are on, and
-        # for Unix-socket clients: those need the extra steps of _on_request.
+        # (on_request above) while proxy headers or max_requests are on, and for Unix-socket
+        # clients: those need the extra steps of _on_request.
         loop_side = WSGILoop()
         loop_side.server = self
         loop_side.exchange_type = _Exchange
@@ -625,7 +625,7 @@ class WSGIServer:
         loop_side.busy_handler = on_stream
         loop_side.log_access = access_log is not None
         self._loop_side = loop_side
-        fast = access_log is None and proxy_headers is None and self._requests_left < 0
+        fast = proxy_headers is None and self._requests_left < 0
         self._on_quiet: Any = loop_side if fast else on_request
         loop_side.quiet_handler = self._on_quiet
 

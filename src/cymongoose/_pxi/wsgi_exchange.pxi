@@ -123,6 +123,7 @@ cdef class WSGIExchange:
 
 
 import io as _io
+from time import perf_counter as _perf_counter
 
 
 # The outbox operations of cymongoose.wsgi (the same numbers there).
@@ -174,6 +175,8 @@ cdef class WSGILoop:
         cdef dict environ = _wsgi_environ(msg, base, conn, self.root_path)
         cdef WSGIExchange ex = self.exchange_type(self.server, conn, environ,
                                                   environ["REQUEST_METHOD"] == "HEAD")
+        if self.log_access:
+            ex.started = _perf_counter()  # the access log's duration starts at the head
         if conn.body_complete:
             environ["wsgi.input"] = (_io.BytesIO(conn.body_read()) if conn.body_pending
                                      else self.no_body)
