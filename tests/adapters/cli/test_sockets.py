@@ -136,3 +136,50 @@ def test_asgi_app_detected(tmp_path: Path) -> None:
         assert get(port, "/a").body == b"asgi:/a"
     finally:
         assert cli.stop() == 0, cli.err
+
+
+def _openssl(tmp: Path, *args: str) -> None:
+    subprocess.run(["openssl", *args], cwd=tmp, env=tool_env(), check=True,
+                   capture_output=True)
+
+
+def test_ssl_ca_requires_a_client_certificate_signed_by_it(tmp_path: Path) -> None:
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    _openssl(tmp_path, "req", "-x509", *ec, "-keyout", "key.pem", "-out", "cert.pem",
+             "-subj", "/CN=localhost", "-days", "2", "-addext", "subjectAltName=IP:127.0.0.1")
+    _openssl(tmp_path, "req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem",
+             "-subj", "/CN=client CA", "-days", "2")
+    _openssl(tmp_path, "req", "-new", *ec, "-keyout", "client.key", "-out", "client.csr",
+             "-subj", "/CN=client")
+    _openssl(tmp_path, "x509", "-req", "-in", "client.csr", "-CA", "ca.pem", "-CAkey",
+             "ca.key", "-CAcreateserial", "-out", "client.pem", "-days", "2")
+    _openssl(tmp_path, "req", "-x509", *ec, "-keyout", "other.key", "-out", "other.pem",
+             "-subj", "/CN=stranger", "-days", "2")
+    port = free_port()
+    cli = CLI(tmp_path, "cli_app:app", "--port", str(port), "--ssl-certfile", "cert.pem",
+              "--ssl-keyfile", "key.pem", "--ssl-ca", "ca.pem")
+
+    def fetch(cert: str | None) -> bytes | None:
+        ctx = ssl.create_default_context(cafile=str(tmp_path / "cert.pem"))
+        if cert is not None:
+            ctx.load_cert_chain(str(tmp_path / f"{cert}.pem"), str(tmp_path / f"{cert}.key"))
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
+                    ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+                s.sendall(b"GET /tls HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+                out = b""
+                while chunk := s.recv(65536):
+                    out += chunk
+                return out
+        except OSError:  # ssl.SSLError included: the handshake was refused
+            return None
+
+    try:
+        assert wait_until(lambda: fetch("client") is not None, 20), cli.err
+        out = fetch("client")
+        assert out is not None and out.startswith(b"HTTP/1.1 200")
+        assert not fetch(None), "served a client without a certificate"
+        assert not fetch("other"), "served a client whose certificate the CA did not sign"
+        assert fetch("client") is not None  # and it still serves the right one
+    finally:
+        assert cli.stop() == 0, cli.err
