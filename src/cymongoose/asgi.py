@@ -17,7 +17,6 @@ import asyncio
 import collections
 import os
 import signal
-import socket
 import sys
 import time
 from collections.abc import Callable
@@ -37,12 +36,18 @@ from ._mongoose import (
     Manager,
     TlsOpts,
     handles,
-    listen_fd,
 )
 from .access_log import AccessLog
 from .aio import LoopDriver, new_event_loop
 from .proxy_headers import ProxyHeaders
-from .serving import SERVER_NAME, DateHeader, error_log, load_app, report_exception
+from .serving import (
+    SERVER_NAME,
+    DateHeader,
+    adopt_listener,
+    error_log,
+    load_app,
+    report_exception,
+)
 from .typedefs import AppRef, ASGIApp, ASGIMessage
 
 __all__ = ["ASGIServer", "ClientDisconnected", "LifespanFailure", "serve", "ASGIApp"]
@@ -900,21 +905,9 @@ class ASGIServer:
         manager = self.manager
         if tls and self._tls is None:
             raise ValueError("tls=True needs ASGIServer(..., tls=TlsOpts(cert=..., key=...))")
-        fd = sock if isinstance(sock, int) else sock.fileno()
-        probe = socket.socket(fileno=os.dup(fd))
-        try:
-            family = probe.family
-            name = probe.getsockname()
-        finally:
-            probe.close()
-        unix = family == socket.AF_UNIX
-        if unix and tls:
-            raise ValueError("TLS on a Unix socket is not supported; terminate TLS in the "
-                             "proxy in front")
-        handler = (self._on_accept_unix if unix else
-                   self._on_accept_tls if tls else self._on_quiet)
-        conn = listen_fd(manager, fd, handler, http=True, tls=tls, stream_body=True,
-                         **limits)
+        conn, unix, name = adopt_listener(
+            manager, sock, tls=tls, on_unix=self._on_accept_unix, on_tls=self._on_accept_tls,
+            on_plain=self._on_quiet, **limits)
         if unix:
             self._unix_base = {"type": "http", "asgi": _ASGI_HTTP, "scheme": "http",
                                "server": (name if isinstance(name, str) else "", None),

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
+import socket
 import sys
 import time
 from email.utils import formatdate
 from typing import Any
 
+from ._mongoose import Connection, Manager, listen_fd
 from .typedefs import AppRef
 
 SERVER_NAME = b"cymongoose"
@@ -74,3 +77,23 @@ def report_exception(what: str, exc: BaseException | None = None) -> None:
         error_log.error(what, exc_info=sys.exc_info())
     else:
         error_log.error(what, exc_info=(type(exc), exc, exc.__traceback__))
+
+
+def adopt_listener(manager: Manager, sock: Any, *, tls: bool, on_unix: Any, on_tls: Any,
+                   on_plain: Any, **limits: Any) -> tuple[Connection, bool, Any]:
+    """Serve HTTP on a listening socket (or descriptor) opened elsewhere: the handler by its
+    kind (`on_unix` for AF_UNIX, else `on_tls` or `on_plain`). Returns the listener, whether
+    it is a Unix socket, and its address. The caller keeps and closes `sock`."""
+    fd = sock if isinstance(sock, int) else sock.fileno()
+    probe = socket.socket(fileno=os.dup(fd))
+    try:
+        unix = probe.family == socket.AF_UNIX
+        name = probe.getsockname()
+    finally:
+        probe.close()
+    if unix and tls:
+        raise ValueError("TLS on a Unix socket is not supported; terminate TLS in the proxy "
+                         "in front")
+    handler = on_unix if unix else on_tls if tls else on_plain
+    conn = listen_fd(manager, fd, handler, http=True, tls=tls, stream_body=True, **limits)
+    return conn, unix, name

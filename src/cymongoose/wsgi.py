@@ -21,7 +21,6 @@ import collections
 import io
 import os
 import signal
-import socket
 import stat
 import sys
 import threading
@@ -41,11 +40,17 @@ from ._mongoose import (
     WSGIExchange,
     WSGILoop,
     handles,
-    listen_fd,
 )
 from .access_log import AccessLog
 from .proxy_headers import ProxyHeaders
-from .serving import SERVER_NAME, DateHeader, error_log, load_app, report_exception
+from .serving import (
+    SERVER_NAME,
+    DateHeader,
+    adopt_listener,
+    error_log,
+    load_app,
+    report_exception,
+)
 from .typedefs import AppRef, WSGIApp
 
 __all__ = ["WSGIServer", "FileWrapper", "serve", "WSGIApp"]
@@ -667,21 +672,9 @@ class WSGIServer:
         `tls=True` serves HTTPS with the server's `tls` options."""
         if tls and self._tls is None:
             raise ValueError("tls=True needs the server's tls=TlsOpts(cert=..., key=...)")
-        fd = sock if isinstance(sock, int) else sock.fileno()
-        probe = socket.socket(fileno=os.dup(fd))
-        try:
-            family = probe.family
-            name = probe.getsockname()
-        finally:
-            probe.close()
-        unix = family == socket.AF_UNIX
-        if unix and tls:
-            raise ValueError("TLS on a Unix socket is not supported; terminate TLS in the "
-                             "proxy in front")
-        handler = (self._on_accept_unix if unix else
-                   self._on_accept_tls if tls else self._on_quiet)
-        conn = listen_fd(self._manager, fd, handler, http=True, tls=tls, stream_body=True,
-                         **limits)
+        conn, unix, name = adopt_listener(
+            self._manager, sock, tls=tls, on_unix=self._on_accept_unix,
+            on_tls=self._on_accept_tls, on_plain=self._on_quiet, **limits)
         if unix:
             self._unix_base = self._make_base("localhost", "0", "http")
             # Clients of a Unix socket need _on_request's steps, also after a busy spell.
