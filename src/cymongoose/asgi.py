@@ -374,6 +374,13 @@ class _HTTPCycle:
             pass
         self._finish()
 
+    def cancelled(self) -> None:
+        """The app's task was cancelled (the server stops)."""
+        if self.complete:
+            self.app_done(None)
+        else:
+            self.abort()
+
     def app_done(self, exc: BaseException | None) -> None:
         if exc is not None:
             if isinstance(exc, ClientDisconnected) or (self.closed and isinstance(exc, OSError)):
@@ -614,6 +621,10 @@ class _WSCycle:
         self.server._report(f"WebSocket {self.scope['path']}: invalid message from the app",
                             exc)
         self.app_done(None, quiet=True, code=1011)
+
+    def cancelled(self) -> None:
+        """The app's task was cancelled (the server stops): 1012, service restart."""
+        self.app_done(None, code=1012)
 
     def app_done(self, exc: BaseException | None, quiet: bool = False,
                  code: int = 1000) -> None:
@@ -1065,7 +1076,7 @@ class ASGIServer:
             cycle.busy = True
             conn.set_handler(self._on_busy)
         conn.userdata = cycle
-        self._spawn(cycle, self._run_http(cycle))
+        self._spawn(cycle, self._run_app(cycle))
 
     def _prepare_scope(self, conn: Connection, msg: Any,
                        base: dict[str, Any]) -> dict[str, Any]:
@@ -1163,7 +1174,7 @@ class ASGIServer:
         del scope["method"]
         cycle = _WSCycle(self, conn, scope, key.encode("latin-1"))
         conn.userdata = cycle
-        self._spawn(cycle, self._run_ws(cycle))
+        self._spawn(cycle, self._run_app(cycle))
 
     def _spawn(self, cycle: _HTTPCycle | _WSCycle, coro: Any) -> None:
         # The set holds the task while it runs (the loop keeps only a weak reference); the
@@ -1173,11 +1184,11 @@ class ASGIServer:
         cycle.task = task
         self._tasks.add(task)
 
-    async def _run_http(self, cycle: _HTTPCycle) -> None:
+    async def _run_app(self, cycle: _HTTPCycle | _WSCycle) -> None:
         try:
             await self._app(cycle.scope, cycle.receive, cycle.send)
         except asyncio.CancelledError:
-            cycle.app_done(None) if cycle.complete else cycle.abort()
+            cycle.cancelled()
             raise
         except BaseException as exc:
             cycle.app_done(exc)
@@ -1187,22 +1198,6 @@ class ASGIServer:
             cycle.app_done(None)
         finally:
             self._tasks.discard(cycle.task)
-
-    async def _run_ws(self, cycle: _WSCycle) -> None:
-        try:
-            await self._app(cycle.scope, cycle.receive, cycle.send)
-        except asyncio.CancelledError:
-            cycle.app_done(None, code=1012)
-            raise
-        except BaseException as exc:
-            cycle.app_done(exc)
-            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                raise
-        else:
-            cycle.app_done(None)
-        finally:
-            self._tasks.discard(cycle.task)
-
 
 def serve(app: AppRef, url: str = "http://127.0.0.1:8000", *, factory: bool = False,
           root_path: str = "", lifespan: str = "auto", **limits: Any) -> None:
