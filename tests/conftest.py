@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -11,6 +10,7 @@ from typing import Any
 import pytest
 from support.poll_thread import PollThread
 from support.routes import Route, Routes
+from support.subprocess_env import child_env
 
 from cymongoose import Manager
 
@@ -21,10 +21,7 @@ def tool_env() -> dict[str, str]:
     """Environment for external tools (curl, openssl, mosquitto, wrk...): without the
     AddressSanitizer preload that `make asan-test` sets for our extension, which would
     otherwise be injected into programs that are not built for it."""
-    env = dict(os.environ)
-    env.pop("LD_PRELOAD", None)
-    env.pop("ASAN_OPTIONS", None)
-    return env
+    return child_env()
 
 
 def poll_until(mgr: Manager, done: Callable[[], bool], timeout: float = 5.0) -> bool:

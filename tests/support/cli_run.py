@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .subprocess_env import child_env
+
 HELLO_APP = '''\
 import os
 
@@ -256,3 +258,29 @@ def port_open(port: int) -> bool:
     except OSError:
         time.sleep(0.05)
         return False
+
+
+def self_signed_cert(tmp: Path, cn: str = "localhost", *extra: str, stem: str = "") -> None:
+    """A throw-away P-256 certificate and key: `{stem}cert.pem`, `{stem}key.pem` in `tmp`
+    (valid for 127.0.0.1 when `cn` is localhost; `extra`: more `openssl req` arguments)."""
+    san = ["-addext", "subjectAltName=IP:127.0.0.1"] if cn == "localhost" else []
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", f"{stem}key.pem",
+                    "-out", f"{stem}cert.pem", "-subj", f"/CN={cn}", "-days", "2", *san,
+                    *extra], cwd=tmp, env=child_env(), check=True, capture_output=True)
+
+
+def https_raw_get(port: int, ctx: ssl.SSLContext, target: str) -> bytes | None:
+    """One HTTPS GET with `Connection: close`, the whole answer as bytes; None when the
+    connection or the handshake fails."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
+                ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+            s.sendall(f"GET {target} HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"
+                      .encode())
+            out = b""
+            while chunk := s.recv(65536):
+                out += chunk
+            return out
+    except OSError:  # ssl.SSLError included: the handshake was refused
+        return None

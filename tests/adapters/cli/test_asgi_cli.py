@@ -8,17 +8,23 @@ import http.client
 import json
 import re
 import signal
-import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
-from support.cli_run import CLI, LoadClient, proxied_get, unix_answers, unix_get
+from support.cli_run import (
+    CLI,
+    LoadClient,
+    proxied_get,
+    self_signed_cert,
+    unix_answers,
+    unix_get,
+)
 from support.http_client import HttpConnection, get
 from support.ports import bound_listener, free_port
 
-from conftest import tool_env, wait_until
+from conftest import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -217,11 +223,7 @@ def test_max_requests_recycles_asgi_workers(tmp_path: Path) -> None:
 def test_https_from_certificate_files(tmp_path: Path) -> None:
     import ssl
 
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "key.pem", "-out",
-                    "cert.pem", "-subj", "/CN=localhost", "-days", "2", "-addext",
-                    "subjectAltName=IP:127.0.0.1"], cwd=tmp_path, env=tool_env(), check=True,
-                   capture_output=True)
+    self_signed_cert(tmp_path)
     port = free_port()
     cli = _asgi_cli(tmp_path, "asgi_raw:app", "--port", str(port), "--ssl-certfile",
                     "cert.pem", "--ssl-keyfile", "key.pem")

@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support.cli_run import CLI, port_open, proxied_get, unix_answers
+from support.cli_run import CLI, port_open, proxied_get, self_signed_cert, unix_answers
 from support.ports import free_port
 
 from conftest import tool_env, wait_until
@@ -44,10 +44,7 @@ backend cymongoose
 
 
 def test_haproxy_in_front_of_a_tcp_and_a_unix_instance(tmp_path: Path) -> None:
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "key.pem", "-out",
-                    "cert.pem", "-subj", "/CN=shop.example", "-days", "2"], cwd=tmp_path,
-                   env=tool_env(), check=True, capture_output=True)
+    self_signed_cert(tmp_path, "shop.example")
     (tmp_path / "site.pem").write_bytes((tmp_path / "cert.pem").read_bytes()
                                         + (tmp_path / "key.pem").read_bytes())
     tcp_port, http_port, https_port = free_port(), free_port(), free_port()

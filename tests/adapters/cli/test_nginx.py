@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support.cli_run import CLI, port_open, proxied_get, unix_answers
+from support.cli_run import CLI, port_open, proxied_get, self_signed_cert, unix_answers
 from support.ports import free_port
 
 from conftest import tool_env, wait_until
@@ -55,10 +55,7 @@ http {{
 
 
 def test_nginx_in_front_of_a_tcp_and_a_unix_instance(tmp_path: Path) -> None:
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "key.pem", "-out",
-                    "cert.pem", "-subj", "/CN=shop.example", "-days", "2"], cwd=tmp_path,
-                   env=tool_env(), check=True, capture_output=True)
+    self_signed_cert(tmp_path, "shop.example")
     tcp_port, http_port, https_port = free_port(), free_port(), free_port()
     uds = str(tmp_path / "app.sock")
     trust = ["--proxy-headers"]  # the default --forwarded-allow-ips: 127.0.0.1, nginx here

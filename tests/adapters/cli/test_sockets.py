@@ -5,13 +5,12 @@ factory."""
 from __future__ import annotations
 
 import importlib.util
-import socket
 import ssl
 import subprocess
 from pathlib import Path
 
 import pytest
-from support.cli_run import CLI, run_cli, unix_get
+from support.cli_run import CLI, https_raw_get, run_cli, self_signed_cert, unix_get
 from support.http_client import get
 from support.ports import bound_listener, free_port
 
@@ -66,27 +65,14 @@ def test_inherited_descriptor(tmp_path: Path) -> None:
 
 
 def test_https_from_certificate_files(tmp_path: Path) -> None:
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "key.pem", "-out",
-                    "cert.pem", "-subj", "/CN=localhost", "-days", "2", "-addext",
-                    "subjectAltName=IP:127.0.0.1"], cwd=tmp_path, env=tool_env(), check=True,
-                   capture_output=True)
+    self_signed_cert(tmp_path)
     port = free_port()
     cli = CLI(tmp_path, "cli_app:app", "--port", str(port), "--ssl-certfile", "cert.pem",
               "--ssl-keyfile", "key.pem")
     ctx = ssl.create_default_context(cafile=str(tmp_path / "cert.pem"))
 
     def fetch() -> bytes | None:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
-                    ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
-                s.sendall(b"GET /tls HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
-                out = b""
-                while chunk := s.recv(65536):
-                    out += chunk
-                return out
-        except OSError:
-            return None
+        return https_raw_get(port, ctx, "/tls")
 
     try:
         assert wait_until(lambda: fetch() is not None, 20), cli.err
@@ -138,41 +124,28 @@ def test_asgi_app_detected(tmp_path: Path) -> None:
         assert cli.stop() == 0, cli.err
 
 
-def _openssl(tmp: Path, *args: str) -> None:
-    subprocess.run(["openssl", *args], cwd=tmp, env=tool_env(), check=True,
-                   capture_output=True)
-
-
 def test_ssl_ca_requires_a_client_certificate_signed_by_it(tmp_path: Path) -> None:
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    _openssl(tmp_path, "req", "-x509", *ec, "-keyout", "key.pem", "-out", "cert.pem",
-             "-subj", "/CN=localhost", "-days", "2", "-addext", "subjectAltName=IP:127.0.0.1")
-    _openssl(tmp_path, "req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem",
-             "-subj", "/CN=client CA", "-days", "2")
-    _openssl(tmp_path, "req", "-new", *ec, "-keyout", "client.key", "-out", "client.csr",
-             "-subj", "/CN=client")
-    _openssl(tmp_path, "x509", "-req", "-in", "client.csr", "-CA", "ca.pem", "-CAkey",
-             "ca.key", "-CAcreateserial", "-out", "client.pem", "-days", "2")
-    _openssl(tmp_path, "req", "-x509", *ec, "-keyout", "other.key", "-out", "other.pem",
-             "-subj", "/CN=stranger", "-days", "2")
+    self_signed_cert(tmp_path)
+    self_signed_cert(tmp_path, "client CA", stem="ca-")
+    self_signed_cert(tmp_path, "stranger", stem="other-")
+    subprocess.run(["openssl", "req", "-new", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", "client-key.pem",
+                    "-out", "client.csr", "-subj", "/CN=client"], cwd=tmp_path, env=tool_env(),
+                   check=True, capture_output=True)
+    subprocess.run(["openssl", "x509", "-req", "-in", "client.csr", "-CA", "ca-cert.pem",
+                    "-CAkey", "ca-key.pem", "-CAcreateserial", "-out", "client-cert.pem",
+                    "-days", "2"], cwd=tmp_path, env=tool_env(), check=True,
+                   capture_output=True)
     port = free_port()
     cli = CLI(tmp_path, "cli_app:app", "--port", str(port), "--ssl-certfile", "cert.pem",
-              "--ssl-keyfile", "key.pem", "--ssl-ca", "ca.pem")
+              "--ssl-keyfile", "key.pem", "--ssl-ca", "ca-cert.pem")
 
     def fetch(cert: str | None) -> bytes | None:
         ctx = ssl.create_default_context(cafile=str(tmp_path / "cert.pem"))
         if cert is not None:
-            ctx.load_cert_chain(str(tmp_path / f"{cert}.pem"), str(tmp_path / f"{cert}.key"))
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
-                    ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
-                s.sendall(b"GET /tls HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
-                out = b""
-                while chunk := s.recv(65536):
-                    out += chunk
-                return out
-        except OSError:  # ssl.SSLError included: the handshake was refused
-            return None
+            ctx.load_cert_chain(str(tmp_path / f"{cert}-cert.pem"),
+                                str(tmp_path / f"{cert}-key.pem"))
+        return https_raw_get(port, ctx, "/tls")
 
     try:
         assert wait_until(lambda: fetch("client") is not None, 20), cli.err
