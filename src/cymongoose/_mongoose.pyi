@@ -845,6 +845,57 @@ class WSGIExchange:
     def stream(self, data: bytes) -> None: ...
 
 @disjoint_base
+class ASGIHTTPExchange:
+    """State of one ASGI HTTP request and response, for `cymongoose.asgi` (not a user API):
+    `receive()`/`send()` on their common paths; the server's subclass implements
+    `_receive_wait()` and `_send_slow()` for the others."""
+
+    task: Any
+    server: Any
+    conn: Connection
+    scope: dict[str, Any]
+    body: bytes | None
+    streaming: bool
+    status: int
+    headers: Any
+    head_sent: bool
+    complete: bool
+    closed: bool
+    failed: bool
+    rx: Any
+    tx: Any
+    busy: bool
+    sent: int
+    started: float
+    def __init__(self, server: Any, conn: Connection, scope: dict[str, Any]) -> None: ...
+    async def receive(self) -> dict[str, Any]: ...
+    async def send(self, message: dict[str, Any]) -> None: ...
+    def _finish(self) -> None: ...
+
+@disjoint_base
+class ASGILoop:
+    """The ASGI server's per-request work on the loop, for `cymongoose.asgi` (not a user
+    API): the handler of a connection waiting for a request head, and the app's task."""
+
+    cymongoose_events: frozenset[int]
+    server: Any
+    app: Any
+    loop: Any
+    tasks: set[Any]
+    cycle_type: Any
+    busy_handler: Any
+    bases: dict[int, dict[str, Any]]
+    base_default: dict[str, Any]
+    state: dict[str, Any]
+    unix_conns: set[int]
+    python_admission: bool
+    log_access: bool
+    def __call__(self, conn: Connection, ev: int, msg: Any) -> None: ...
+    def start(self, conn: Connection, cycle: ASGIHTTPExchange) -> None: ...
+    def spawn(self, cycle: Any) -> None: ...
+    async def run_app(self, cycle: Any) -> None: ...
+
+@disjoint_base
 class WSGILoop:
     """The WSGI server's per-request work on the loop thread, for `cymongoose.wsgi` (not a
     user API): the handler of a connection waiting for a request head, and drain()."""

@@ -32,6 +32,8 @@ from ._mongoose import (
     MG_EV_WS_MSG,
     WEBSOCKET_OP_BINARY,
     WEBSOCKET_OP_TEXT,
+    ASGIHTTPExchange,
+    ASGILoop,
     Connection,
     Manager,
     TlsOpts,
@@ -142,33 +144,12 @@ class _Waiter:
             futures.clear()
 
 
-class _HTTPCycle:
-    """One HTTP request and its response; every method runs on the loop's thread."""
+class _HTTPCycle(ASGIHTTPExchange):
+    """One HTTP request and its response; every method runs on the loop's thread. The state,
+    `receive()`/`send()` on their common paths and `_finish()` are in C (ASGIHTTPExchange,
+    asgi_exchange.pxi); what waits or fails is here."""
 
-    __slots__ = ("task", "server", "conn", "scope", "body", "streaming", "status", "headers",
-                 "head_sent", "complete", "closed", "failed", "rx", "tx", "busy", "sent",
-                 "started")
-
-    def __init__(self, server: ASGIServer, conn: Connection, scope: dict[str, Any]) -> None:
-        self.task: asyncio.Task[None] | None = None  # set by ASGIServer._spawn
-        self.server = server
-        self.conn = conn
-        self.scope = scope
-        self.body: bytes | None = None  # the whole body, when it came with the head
-        self.streaming = False  # the body is still arriving
-        self.status = 0  # from http.response.start (0: not yet)
-        self.headers: Any = ()
-        self.head_sent = False
-        self.complete = False
-        self.closed = False  # the client went away
-        self.failed = False  # a protocol error was logged
-        # Made when a coroutine first waits: most requests never do (a small body came
-        # with the head, the answer fits the send buffer).
-        self.rx: _Waiter | None = None
-        self.tx: _Waiter | None = None
-        self.busy = False  # the connection's handler wants MG_EV_READ/WRITE for us
-        self.sent = 0  # body bytes sent (the access log's)
-        self.started = 0.0  # perf_counter() at the head, when the access log is on
+    __slots__ = ()
 
     # Loop side (Mongoose events).
     def gone(self) -> None:
@@ -191,34 +172,16 @@ class _HTTPCycle:
             self.busy = True
             self.conn.set_handler(self.server._on_busy)
 
-    def _finish(self) -> None:
-        self.complete = True
-        server = self.server
-        if server._access is not None:
-            server._log_access(self)
-        if self.rx is not None:
-            self.rx.wake()  # a receive() waiting for the disconnect returns now
-        conn = self.conn
-        if conn.userdata is self:
-            conn.userdata = None
-            if self.busy and not conn.is_closing:
-                conn.set_handler(self.server._on_quiet)
-        self.busy = False
-        self.server._driver_kick()
-
     # App side.
     def _rx(self) -> _Waiter:
-        if self.rx is None:
-            self.rx = _Waiter()
-        return self.rx
+        rx = self.rx
+        if rx is None:
+            rx = self.rx = _Waiter()
+        return rx  # type: ignore[no-any-return]
 
-    async def receive(self) -> ASGIMessage:
-        if self.complete or self.closed:
-            return {"type": "http.disconnect"}
-        body = self.body
-        if body is not None:
-            self.body = None
-            return {"type": "http.request", "body": body, "more_body": False}
+    async def _receive_wait(self) -> ASGIMessage:
+        """receive() past its common paths (a disconnect, the body that came with the head):
+        a streamed body, or waiting for the client to go away."""
         while self.streaming and not self.closed:
             conn = self.conn
             data = conn.body_read(_RECEIVE_MAX)
@@ -242,7 +205,8 @@ class _HTTPCycle:
             await self._rx().wait()
         return {"type": "http.disconnect"}
 
-    async def send(self, message: ASGIMessage) -> None:
+    async def _send_slow(self, message: ASGIMessage) -> None:
+        """send() for every message its C path did not complete (streaming, files, errors)."""
         if self.closed:
             raise ClientDisconnected("the client disconnected")
         kind = message["type"]
@@ -261,7 +225,7 @@ class _HTTPCycle:
                 # All or nothing: a refused head or body leaves nothing in the send buffer.
                 self.conn.http_respond(self.status, self.headers, body,
                                        more_headers=self.server._stock[
-                                           _stock_index(self.headers)])
+                                           _stock_index(self.headers)])  # may raise
                 self.head_sent = True
                 self.sent = len(body)
                 self._finish()
@@ -409,7 +373,7 @@ class _WSCycle:
 
     def __init__(self, server: ASGIServer, conn: Connection, scope: dict[str, Any],
                  key: bytes) -> None:
-        self.task: asyncio.Task[None] | None = None  # set by ASGIServer._spawn
+        self.task: asyncio.Task[None] | None = None  # set by ASGILoop.spawn
         self.server = server
         self.conn = conn
         self.scope = scope
@@ -799,16 +763,19 @@ class ASGIServer:
         self._stopping = False
         self._stop_task: asyncio.Task[None] | None = None
 
-        @handles(MG_EV_HTTP_HDRS, MG_EV_CLOSE)
-        def on_quiet(conn: Connection, ev: int, msg: Any) -> None:
-            if ev == MG_EV_HTTP_HDRS:
-                self._on_request(conn, msg)
-            else:
-                cycle = conn.userdata
-                if cycle is not None:
-                    cycle.gone()
-                if self._unix_conns:
-                    self._unix_conns.discard(conn.id)
+        # The handler of a connection waiting for a request head, and the app's task: in C
+        # (ASGILoop, asgi_exchange.pxi); _on_request() below admits what it leaves to us.
+        on_quiet = ASGILoop()
+        on_quiet.server = self
+        on_quiet.app = self._app
+        on_quiet.tasks = self._tasks
+        on_quiet.cycle_type = _HTTPCycle
+        on_quiet.bases = self._bases
+        on_quiet.base_default = self._default_base
+        on_quiet.state = self._state
+        on_quiet.unix_conns = self._unix_conns
+        on_quiet.python_admission = self._extras
+        on_quiet.log_access = access_log is not None
 
         @handles(MG_EV_HTTP_HDRS, MG_EV_READ, MG_EV_WRITE, MG_EV_CLOSE)
         def on_busy(conn: Connection, ev: int, msg: Any) -> None:
@@ -854,7 +821,8 @@ class ASGIServer:
         self._on_accept_tls = on_accept_tls
         self._on_accept_unix = on_accept_unix
         self._on_quiet = on_quiet
-        self._on_busy = on_busy
+        self._loop_side = on_quiet
+        self._on_busy = on_quiet.busy_handler = on_busy
         self._on_ws = on_ws
 
     @property
@@ -890,6 +858,7 @@ class ASGIServer:
             self._manager = Manager(None, enable_wakeup=True, error_handler=self._error_handler)
             self._driver = LoopDriver(self._manager, loop)
             self._loop = loop
+            self._loop_side.loop = loop
             self._driver.attach()
             self._date_timer = loop.call_later(1.0, self._tick_date)
 
@@ -923,7 +892,7 @@ class ASGIServer:
             self._unix_base = {"type": "http", "asgi": _ASGI_HTTP, "scheme": "http",
                                "server": (name if isinstance(name, str) else "", None),
                                "root_path": self._root_path, "extensions": _HTTP_EXTENSIONS}
-            self._extras = True
+            self._extras = self._loop_side.python_admission = True
         else:
             self._add_base(name[0], int(name[1]), "https" if tls else "http")
         self._listeners.append(conn)
@@ -934,7 +903,7 @@ class ASGIServer:
                 "root_path": self._root_path, "extensions": _HTTP_EXTENSIONS}
         self._bases[port] = base
         if len(self._bases) == 1:
-            self._default_base = base
+            self._default_base = self._loop_side.base_default = base
 
     async def stop(self) -> None:
         """Drain (see _drain: keep accepting briefly, answer with `Connection: close`, close
@@ -967,7 +936,7 @@ class ASGIServer:
             if self._tasks:
                 await asyncio.wait(set(self._tasks), timeout=1.0)
             # A task cancelled before it started never ran its own removal.
-            self._tasks = {task for task in self._tasks if not task.done()}
+            self._tasks.difference_update([task for task in self._tasks if task.done()])
         if self._lifespan is not None:
             await self._lifespan.shutdown(self._shutdown_timeout)
             self._lifespan = None
@@ -1066,17 +1035,7 @@ class ASGIServer:
         if method == "GET" and msg.header("Upgrade", "").lower() == "websocket":
             self._on_websocket(conn, msg, scope)
             return
-        cycle = _HTTPCycle(self, conn, scope)
-        if self._access is not None:
-            cycle.started = time.perf_counter()
-        if conn.body_complete:
-            cycle.body = conn.body_read() if conn.body_pending else b""
-        else:
-            cycle.streaming = True
-            cycle.busy = True
-            conn.set_handler(self._on_busy)
-        conn.userdata = cycle
-        self._spawn(cycle, self._run_app(cycle))
+        self._loop_side.start(conn, _HTTPCycle(self, conn, scope))
 
     def _prepare_scope(self, conn: Connection, msg: Any,
                        base: dict[str, Any]) -> dict[str, Any]:
@@ -1174,30 +1133,8 @@ class ASGIServer:
         del scope["method"]
         cycle = _WSCycle(self, conn, scope, key.encode("latin-1"))
         conn.userdata = cycle
-        self._spawn(cycle, self._run_app(cycle))
+        self._loop_side.spawn(cycle)
 
-    def _spawn(self, cycle: _HTTPCycle | _WSCycle, coro: Any) -> None:
-        # The set holds the task while it runs (the loop keeps only a weak reference); the
-        # coroutine leaves it itself, which costs less than a done callback (a loop handle
-        # per request).
-        task = self._loop.create_task(coro)  # type: ignore[union-attr]
-        cycle.task = task
-        self._tasks.add(task)
-
-    async def _run_app(self, cycle: _HTTPCycle | _WSCycle) -> None:
-        try:
-            await self._app(cycle.scope, cycle.receive, cycle.send)
-        except asyncio.CancelledError:
-            cycle.cancelled()
-            raise
-        except BaseException as exc:
-            cycle.app_done(exc)
-            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                raise
-        else:
-            cycle.app_done(None)
-        finally:
-            self._tasks.discard(cycle.task)
 
 def serve(app: AppRef, url: str = "http://127.0.0.1:8000", *, factory: bool = False,
           root_path: str = "", lifespan: str = "auto", **limits: Any) -> None:
