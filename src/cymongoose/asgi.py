@@ -85,6 +85,20 @@ _ASGI_HTTP = {"version": "3.0", "spec_version": "2.4"}  # shared by every scope
 _WS_EXTENSIONS: dict[str, Any] = {"websocket.http.response": {}}
 
 
+def _not_started() -> None:
+    pass
+
+
+def _scope_base(scheme: str, server: tuple[str, int | None], root_path: str) -> dict[str, Any]:
+    """The items every request through one listener shares, and a placeholder for each one
+    HttpMessage.asgi_scope() fills in: copying a dict that has all its keys and replacing
+    values costs less than growing a copy."""
+    return {"type": "http", "asgi": _ASGI_HTTP, "http_version": "1.1", "method": "GET",
+            "scheme": scheme, "path": "/", "raw_path": b"/", "query_string": b"",
+            "root_path": root_path, "headers": [], "client": None, "server": server,
+            "extensions": _HTTP_EXTENSIONS, "state": None}
+
+
 class ClientDisconnected(ConnectionResetError):
     """`send()` after the client went away (an `OSError`, as ASGI 2.4 asks)."""
 
@@ -762,6 +776,9 @@ class ASGIServer:
         self._refresh_stock()
         self._stopping = False
         self._stop_task: asyncio.Task[None] | None = None
+        # Poll soon: what was written outside a poll reaches the socket. Called per response,
+        # so it is the driver's own method once the loop runs, not a method calling it.
+        self._driver_kick: Callable[[], None] = _not_started
 
         # The handler of a connection waiting for a request head, and the app's task: in C
         # (ASGILoop, asgi_exchange.pxi); _on_request() below admits what it leaves to us.
@@ -857,6 +874,7 @@ class ASGIServer:
             await self._lifespan.startup()
             self._manager = Manager(None, enable_wakeup=True, error_handler=self._error_handler)
             self._driver = LoopDriver(self._manager, loop)
+            self._driver_kick = self._driver.kick  # a no-op again once it is detached
             self._loop = loop
             self._loop_side.loop = loop
             self._driver.attach()
@@ -889,9 +907,8 @@ class ASGIServer:
             manager, sock, tls=tls, on_unix=self._on_accept_unix, on_tls=self._on_accept_tls,
             on_plain=self._on_quiet, **limits)
         if unix:
-            self._unix_base = {"type": "http", "asgi": _ASGI_HTTP, "scheme": "http",
-                               "server": (name if isinstance(name, str) else "", None),
-                               "root_path": self._root_path, "extensions": _HTTP_EXTENSIONS}
+            self._unix_base = _scope_base("http", (name if isinstance(name, str) else "",
+                                                   None), self._root_path)
             self._extras = self._loop_side.python_admission = True
         else:
             self._add_base(name[0], int(name[1]), "https" if tls else "http")
@@ -899,8 +916,7 @@ class ASGIServer:
         return conn
 
     def _add_base(self, host: str, port: int, scheme: str) -> None:
-        base = {"type": "http", "asgi": _ASGI_HTTP, "scheme": scheme, "server": (host, port),
-                "root_path": self._root_path, "extensions": _HTTP_EXTENSIONS}
+        base = _scope_base(scheme, (host, port), self._root_path)
         self._bases[port] = base
         if len(self._bases) == 1:
             self._default_base = self._loop_side.base_default = base
@@ -989,11 +1005,6 @@ class ASGIServer:
             now = loop.time()
 
     # Loop side.
-    def _driver_kick(self) -> None:
-        driver = self._driver
-        if driver is not None:
-            driver.kick()
-
     def _tick_date(self) -> None:
         self._refresh_stock()
         if self._driver is not None:

@@ -2,13 +2,37 @@
 # (the ASGI server's per-request Python was mostly this). Headers are raw bytes with
 # lower-cased names, in order, duplicates kept; the path is percent-decoded as UTF-8.
 
+from cpython.dict cimport PyDict_Next
+from cpython.list cimport PyList_GET_ITEM
+
+cdef extern from "Python.h":
+    # Cython's own dict literals use it: a dict made with room for n items never resizes
+    # while they are added.
+    dict _PyDict_NewPresized(Py_ssize_t minused)
+
 # Header name as received -> the lower-cased bytes object, shared by every request.
 cdef dict _ASGI_NAMES = {}
 DEF _ASGI_NAMES_MAX = 1024  # a client sending random names can't grow the cache forever
+# The name seen last at each header position, as received and lower-cased: a client sends
+# the same names in the same order request after request, so a memcmp() against the slot
+# usually replaces making a bytes object, hashing it and looking it up.
+cdef list _ASGI_SLOT_RAW = [b""] * mg.MG_MAX_HTTP_HEADERS
+cdef list _ASGI_SLOT_LOWER = [b""] * mg.MG_MAX_HTTP_HEADERS
+DEF _SCOPE_ITEMS = 16  # a base's 6 items, the 8 added per request, and 2 to spare
 
 
-cdef bytes _asgi_name(const char *p, size_t n):
+cdef inline object _asgi_slot_name(size_t i, const char *p, size_t n):
+    cdef object raw = <object>PyList_GET_ITEM(_ASGI_SLOT_RAW, <Py_ssize_t>i)
+    if <size_t>PyBytes_GET_SIZE(raw) == n and memcmp(PyBytes_AS_STRING(raw), p, n) == 0:
+        return <object>PyList_GET_ITEM(_ASGI_SLOT_LOWER, <Py_ssize_t>i)
     cdef bytes name = PyBytes_FromStringAndSize(p, <Py_ssize_t>n)
+    cdef bytes lower = _asgi_name(name)
+    _ASGI_SLOT_RAW[i] = name
+    _ASGI_SLOT_LOWER[i] = lower
+    return lower
+
+
+cdef bytes _asgi_name(bytes name):
     cdef PyObject *hit = PyDict_GetItem(_ASGI_NAMES, name)
     if hit != NULL:
         return <bytes>hit
@@ -45,7 +69,18 @@ cdef dict _asgi_scope(HttpMessage msg, dict base, Connection conn, dict state):
     msg._ensure_valid()
     conn._ensure_open()
     cdef mg.mg_http_message *hm = msg._hm
-    cdef dict scope = PyDict_Copy(base)
+    cdef dict scope
+    cdef Py_ssize_t pos = 0
+    cdef PyObject *key
+    cdef PyObject *value
+    if "headers" in base:
+        # A template that has every key already (asgi.py's bases): the copy is one block
+        # copy and each item below replaces a value, no insertion, no resize.
+        scope = PyDict_Copy(base)
+    else:
+        scope = _PyDict_NewPresized(_SCOPE_ITEMS)
+        while PyDict_Next(base, &pos, &key, &value):
+            PyDict_SetItem(scope, <object>key, <object>value)
     cdef list headers = []
     cdef size_t i
     cdef mg.mg_http_header *h
@@ -62,7 +97,7 @@ cdef dict _asgi_scope(HttpMessage msg, dict base, Connection conn, dict state):
         h = &hm.headers[i]
         if h.name.len == 0:
             break
-        headers.append((_asgi_name(h.name.buf, h.name.len),
+        headers.append((_asgi_slot_name(i, h.name.buf, h.name.len),
                         PyBytes_FromStringAndSize(h.value.buf, <Py_ssize_t>h.value.len)))
     scope["headers"] = headers
     scope["state"] = PyDict_Copy(state)
