@@ -69,3 +69,36 @@ def test_asgi_scope_after_its_event_raises() -> None:
     msg, conn = kept[0]
     with pytest.raises(RuntimeError):
         msg.asgi_scope({}, conn, {})
+
+
+def test_header_names_that_change_between_requests() -> None:
+    """Names are matched against the one seen last at the same position: a request whose
+    names differ there (other name, other case, other length) must still get its own. A
+    base that already holds every key (the ASGI server's) is filled in, never changed."""
+    scopes: list[dict[str, Any]] = []
+    base = {"type": "http", "method": "GET", "path": "/", "headers": [], "state": None}
+
+    def handler(conn: Connection, ev: int, msg: Any) -> None:
+        if ev == MG_EV_HTTP_HDRS:
+            scopes.append(msg.asgi_scope(base, conn, {}))
+            conn.http_respond(200, [], b"ok")
+
+    sequences = [[("X-Alpha", "1"), ("Accept", "a")],
+                 [("X-ALPHA", "2"), ("Accept", "b")],
+                 [("X-Beta", "3"), ("X-Alphb", "4")],
+                 [("X-Alpha", "5")],
+                 [("X-Alpha", "6"), ("Accept", "c")]]
+    st = ServerThread()
+    port = st.listen("http://127.0.0.1:0", handler, stream_body=True)
+    st.start()
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            for headers in sequences:
+                sock.sendall(raw_request("POST", "/p", headers))
+                assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+    finally:
+        st.stop()
+    for scope, sent in zip(scopes, sequences, strict=True):
+        assert scope["headers"][1:] == [(n.lower().encode(), v.encode()) for n, v in sent]
+        assert scope["method"] == "POST" and scope["path"] == "/p"
+    assert base == {"type": "http", "method": "GET", "path": "/", "headers": [], "state": None}
