@@ -895,6 +895,10 @@ class ASGILoop:
     def spawn(self, cycle: Any) -> None: ...
     async def run_app(self, cycle: Any) -> None: ...
 
+def wsgi_environ_base(items: dict[str, Any]) -> dict[str, Any]:
+    """The base environ of a listener, for `cymongoose.wsgi` (not a user API): `items` plus
+    placeholders for what each request sets, with room for its headers."""
+
 @disjoint_base
 class WSGILoop:
     """The WSGI server's per-request work on the loop thread, for `cymongoose.wsgi` (not a

@@ -40,6 +40,7 @@ from ._mongoose import (
     WSGIExchange,
     WSGILoop,
     handles,
+    wsgi_environ_base,
 )
 from .access_log import AccessLog
 from .proxy_headers import ProxyHeaders
@@ -690,7 +691,7 @@ class WSGIServer:
 
     def _make_base(self, host: str, port: str, scheme: str) -> dict[str, Any]:
         scheme = self._url_scheme or scheme
-        return {
+        return wsgi_environ_base({
             "wsgi.version": (1, 0),
             "wsgi.url_scheme": scheme,
             "wsgi.errors": sys.stderr,
@@ -702,7 +703,7 @@ class WSGIServer:
             "SERVER_NAME": host,
             "SERVER_PORT": port,
             "SCRIPT_NAME": self._root_path,
-        }
+        })
 
     # Loop side.
     def _on_request(self, conn: Connection, msg: Any) -> None:

@@ -2,14 +2,6 @@
 # (the ASGI server's per-request Python was mostly this). Headers are raw bytes with
 # lower-cased names, in order, duplicates kept; the path is percent-decoded as UTF-8.
 
-from cpython.dict cimport PyDict_Next
-from cpython.list cimport PyList_GET_ITEM
-
-cdef extern from "Python.h":
-    # Cython's own dict literals use it: a dict made with room for n items never resizes
-    # while they are added.
-    dict _PyDict_NewPresized(Py_ssize_t minused)
-
 # Header name as received -> the lower-cased bytes object, shared by every request.
 cdef dict _ASGI_NAMES = {}
 DEF _ASGI_NAMES_MAX = 1024  # a client sending random names can't grow the cache forever

@@ -6,12 +6,57 @@
 from cpython.dict cimport PyDict_Copy, PyDict_GetItem, PyDict_SetItem
 from sys import intern as _sys_intern
 
+from cpython.dict cimport PyDict_Next
+from cpython.list cimport PyList_GET_ITEM
+
 cdef extern from "Python.h":
     object PyUnicode_DecodeLatin1(const char *s, Py_ssize_t size, const char *errors)
+    # Cython's own dict literals use it: a dict made with room for n items never resizes
+    # while they are added (also used by asgi_scope.pxi).
+    dict _PyDict_NewPresized(Py_ssize_t minused)
 
 # Header name as received -> its environ key, or None for names that are dropped.
 cdef dict _ENVIRON_KEYS = {}
 DEF _ENVIRON_KEYS_MAX = 1024  # a client sending random names can't grow the cache forever
+
+
+# The name seen last at each header position, as received, and its key (as in asgi_scope.pxi:
+# a client sends the same names in the same order, so a memcmp() usually finds the key).
+cdef list _ENVIRON_SLOT_RAW = [b""] * mg.MG_MAX_HTTP_HEADERS
+cdef list _ENVIRON_SLOT_KEY = [None] * mg.MG_MAX_HTTP_HEADERS
+# Items every request adds to its copy of the base: the base holds a placeholder for each, so
+# the copy replaces values instead of inserting (see wsgi_environ_base()).
+cdef tuple _ENVIRON_PER_REQUEST = ("REQUEST_METHOD", "PATH_INFO", "QUERY_STRING",
+                                   "SERVER_PROTOCOL", "REMOTE_ADDR", "REMOTE_PORT",
+                                   "wsgi.input")
+DEF _ENVIRON_ROOM = 48  # items an environ holds before it has to grow: base and headers
+
+
+def wsgi_environ_base(dict items not None):
+    """The base environ of a listener for cymongoose.wsgi: `items` plus a placeholder for each
+    item a request sets, in a dict with room for a request's headers too. Each request's
+    environ is a copy of it, which has that room as well: nothing is resized per request."""
+    cdef dict base = _PyDict_NewPresized(_ENVIRON_ROOM)
+    cdef Py_ssize_t pos = 0
+    cdef PyObject *key
+    cdef PyObject *value
+    # Item by item: update() would replace the presized table with a copy of the source's.
+    while PyDict_Next(items, &pos, &key, &value):
+        PyDict_SetItem(base, <object>key, <object>value)
+    for name in _ENVIRON_PER_REQUEST:
+        if name not in base:
+            base[name] = ""
+    return base
+
+
+cdef inline object _environ_slot_key(size_t i, const char *p, size_t n):
+    cdef object raw = <object>PyList_GET_ITEM(_ENVIRON_SLOT_RAW, <Py_ssize_t>i)
+    if <size_t>PyBytes_GET_SIZE(raw) == n and memcmp(PyBytes_AS_STRING(raw), p, n) == 0:
+        return <object>PyList_GET_ITEM(_ENVIRON_SLOT_KEY, <Py_ssize_t>i)
+    key = _environ_key(p, n)
+    _ENVIRON_SLOT_RAW[i] = PyBytes_FromStringAndSize(p, <Py_ssize_t>n)
+    _ENVIRON_SLOT_KEY[i] = key
+    return key
 
 
 cdef object _environ_key(const char *p, size_t n):
@@ -96,7 +141,7 @@ cdef dict _wsgi_environ(HttpMessage msg, dict base, Connection conn, str root_pa
         h = &hm.headers[i]
         if h.name.len == 0:
             break
-        key = _environ_key(h.name.buf, h.name.len)
+        key = _environ_slot_key(i, h.name.buf, h.name.len)
         if key is None:
             continue
         value = PyUnicode_DecodeLatin1(h.value.buf, <Py_ssize_t>h.value.len, NULL)

@@ -66,6 +66,24 @@ def test_http_headers_and_content_headers(served: Served) -> None:
     assert env["HTTP_HOST"] == f"127.0.0.1:{served.port}"
 
 
+def test_header_names_that_change_between_requests(served: Served) -> None:
+    """One keep-alive connection, other names (and other cases) at the same positions: each
+    request gets its own keys, and none of an earlier request's."""
+    sequences = [[("X-Alpha", "1"), ("Accept", "a")],
+                 [("X-ALPHA", "2"), ("X_Under", "dropped"), ("Accept", "b")],
+                 [("X-Beta", "3"), ("X-Alphb", "4")],
+                 [("Content-Type", "text/x"), ("X-Alpha", "5")]]
+    with HttpConnection(served.port) as c:
+        for headers in sequences:
+            env = json.loads(c.request("GET", "/environ", headers).body)
+            own = {k: v for k, v in env.items() if k.startswith("HTTP_X") or k == "CONTENT_TYPE"
+                   or k == "HTTP_ACCEPT"}
+            want = {("CONTENT_TYPE" if n == "Content-Type" else
+                     "HTTP_" + n.upper().replace("-", "_")): v
+                    for n, v in headers if "_" not in n}
+            assert own == want, (headers, own)
+
+
 def test_no_body_means_no_or_empty_content_length(served: Served) -> None:
     env = environ_for(served)
     assert env.get("CONTENT_LENGTH", "") in ("", "0")
