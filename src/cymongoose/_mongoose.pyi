@@ -5,7 +5,7 @@ User-facing documentation of every class and function lives here.
 
 import enum
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol, TypeAlias, TypeVar, final
 
 from typing_extensions import Buffer, disjoint_base
@@ -379,7 +379,7 @@ class Connection:
         headers: Sequence[tuple[str | bytes, str | bytes]] | None = None,
         *,
         reason: str | bytes | None = None,
-        more_headers: Sequence[tuple[str | bytes, str | bytes]] | None = None,
+        more_headers: Sequence[tuple[str | bytes, str | bytes]] | HeaderBlock | None = None,
     ) -> None:
         """Start a response whose body follows with `http_write()`/`http_sendfile()` and
         ends with `http_end()`. Framing is chosen here: the given Content-Length, else
@@ -395,7 +395,7 @@ class Connection:
         body: _Data = b"",
         *,
         reason: str | bytes | None = None,
-        more_headers: Sequence[tuple[str | bytes, str | bytes]] | None = None,
+        more_headers: Sequence[tuple[str | bytes, str | bytes]] | HeaderBlock | None = None,
     ) -> bool:
         """A whole response in one call (`http_begin` + `http_write` + `http_end`),
         Content-Length added when the headers have none. A body that differs from a given
@@ -809,6 +809,23 @@ __all__ = [
     "json_get_long",
     "json_get_str",
 ]
+
+@final
+class HeaderBlock:
+    """Header fields checked and rendered once, for fields many responses carry unchanged
+    (a server's Date and Server): as `more_headers=` of `Connection.http_begin()` and
+    `http_respond()` they are copied into each response as they are. Raises `ValueError`
+    for an invalid name or value and for Content-Length or Transfer-Encoding (a body's
+    framing belongs to each response), `TypeError` for names or values that are not str or
+    bytes."""
+
+    @property
+    def lines(self) -> bytes: ...
+    @property
+    def pairs(self) -> tuple[tuple[str | bytes, str | bytes], ...]: ...
+    def __init__(self, headers: Iterable[tuple[str | bytes, str | bytes]]) -> None: ...
+    def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator[tuple[str | bytes, str | bytes]]: ...
 
 @disjoint_base
 class WSGIExchange:

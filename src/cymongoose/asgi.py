@@ -35,6 +35,7 @@ from ._mongoose import (
     ASGIHTTPExchange,
     ASGILoop,
     Connection,
+    HeaderBlock,
     Manager,
     TlsOpts,
     handles,
@@ -272,7 +273,7 @@ class _HTTPCycle(ASGIHTTPExchange):
     def _begin(self, more: list[tuple[bytes, bytes]] | None = None) -> None:
         stock = self.server._stock[_stock_index(self.headers)]
         if more:
-            stock = (stock or []) + more
+            stock = [*(stock or ()), *more]
         self.conn.http_begin(self.status, self.headers, more_headers=stock)
         self.head_sent = True
 
@@ -771,7 +772,7 @@ class ASGIServer:
         self._tasks: set[asyncio.Task[None]] = set()
         self._date = DateHeader()
         self._date_timer: asyncio.TimerHandle | None = None
-        self._stock: list[list[tuple[bytes, bytes]] | None] = []
+        self._stock: list[HeaderBlock | None] = []
         self._draining = False
         self._refresh_stock()
         self._stopping = False
@@ -1014,14 +1015,15 @@ class ASGIServer:
         """The Date (index & 1) and Server (index & 2) fields an app left out, as lists
         indexed by `_stock_index()`, so no response formats a date."""
         date = self._date.get()
-        stock: list[list[tuple[bytes, bytes]] | None] = [
-            None, [(b"date", date)], [(b"server", SERVER_NAME)],
+        stock: list[list[tuple[bytes, bytes]]] = [
+            [], [(b"date", date)], [(b"server", SERVER_NAME)],
             [(b"date", date), (b"server", SERVER_NAME)]]
         if self._draining:
             # Stopping: every response closes its connection, so a client that keeps its
             # connection busy moves on to another worker instead of holding this one.
-            stock = [[*(lst or []), (b"connection", b"close")] for lst in stock]
-        self._stock = stock
+            stock = [[*lst, (b"connection", b"close")] for lst in stock]
+        # Checked and rendered once a second, copied into responses as they are.
+        self._stock = [HeaderBlock(lst) if lst else None for lst in stock]
 
     def _report(self, what: str, exc: BaseException) -> None:
         if self._error_handler is not None:

@@ -35,6 +35,7 @@ from ._mongoose import (
     MG_EV_READ,
     MG_EV_WRITE,
     Connection,
+    HeaderBlock,
     Manager,
     TlsOpts,
     WSGIExchange,
@@ -575,7 +576,7 @@ class WSGIServer:
         self._closed = False
         self._date = DateHeader()
         self._draining = False
-        self._stock_lists: list[list[tuple[bytes, bytes]] | None] = []
+        self._stock_lists: list[HeaderBlock | None] = []
         self._refresh_stock()
         self._manager.timer_add(1000, self._refresh_stock, repeat=True)
         self._bases: dict[int, dict[str, Any]] = {}
@@ -874,16 +875,17 @@ class WSGIServer:
         """Timer, every second: the Date (stock & 1) and Server (stock & 2) fields an app
         left out, as lists indexed by `_Exchange.stock`, so no response formats a date."""
         date = self._date.get()
-        stock: list[list[tuple[bytes, bytes]] | None] = [
-            None, [(b"Date", date)], [(b"Server", SERVER_NAME)],
+        stock: list[list[tuple[bytes, bytes]]] = [
+            [], [(b"Date", date)], [(b"Server", SERVER_NAME)],
             [(b"Date", date), (b"Server", SERVER_NAME)]]
         if self._draining:
             # Stopping: every response closes its connection, so a client that keeps its
             # connection busy moves on to another worker instead of holding this one.
-            stock = [[*(lst or []), (b"Connection", b"close")] for lst in stock]
-        self._stock_lists = stock
+            stock = [[*lst, (b"Connection", b"close")] for lst in stock]
+        # Checked and rendered once a second, copied into responses as they are.
+        self._stock_lists = [HeaderBlock(lst) if lst else None for lst in stock]
 
-    def _stock_for(self, stock: int) -> list[tuple[bytes, bytes]] | None:
+    def _stock_for(self, stock: int) -> HeaderBlock | None:
         return self._stock_lists[stock]
 
     # App side.

@@ -49,6 +49,55 @@ cdef inline int _put(mg.mg_connection *c, const void *p, size_t n) except -1:
     return 0
 
 
+@cython.final
+@cython.auto_pickle(False)
+cdef class HeaderBlock:
+    """Header fields checked and rendered once, for fields many responses carry unchanged
+    (the servers' Date and Server): `more_headers=` of http_begin()/http_respond() copies
+    them into each response as they are, instead of checking every byte again."""
+
+    cdef readonly bytes lines  # the rendered "Name: value\r\n" lines
+    cdef readonly tuple pairs  # the fields as given, as (name, value) tuples
+    cdef int conn_tokens
+    cdef bint has_connection
+
+    def __cinit__(self, headers):
+        cdef Py_ssize_t nlen, vlen
+        cdef const char *nptr
+        cdef const char *vptr
+        cdef list parts = []
+        cdef list pairs = []
+        for pair in headers:
+            name, value = pair
+            nptr = _field_bytes(name, &nlen, "names")
+            vptr = _field_bytes(value, &vlen, "values")
+            if not _valid_name(nptr, nlen):
+                raise ValueError(f"header name {name!r} is not a valid HTTP field name")
+            if not _valid_value(vptr, vlen):
+                raise ValueError(f"header value {value!r} for {name!r} contains CR, LF or NUL")
+            if (_is_named(nptr, nlen, b"content-length", 14)
+                    or _is_named(nptr, nlen, b"transfer-encoding", 17)):
+                raise ValueError(f"a HeaderBlock cannot hold {name!r}: the body's framing "
+                                 "belongs to each response")
+            if _is_named(nptr, nlen, b"connection", 10):
+                self.has_connection = True
+                _connection_tokens(<const unsigned char *>vptr, <size_t>vlen,
+                                   &self.conn_tokens)
+            parts.append(nptr[:nlen] + b": " + vptr[:vlen] + b"\r\n")
+            pairs.append((name, value))
+        self.lines = b"".join(parts)
+        self.pairs = tuple(pairs)
+
+    def __len__(self):
+        return len(self.pairs)
+
+    def __iter__(self):
+        return iter(self.pairs)
+
+    def __repr__(self):
+        return f"HeaderBlock({list(self.pairs)!r})"
+
+
 cdef int _put_headers(mg.mg_connection *c, object headers, int status_code,
                       long long *declared, int *conn_tokens, bint *has_connection) except -1:
     """Validate and append `headers` (name, value) pairs as header lines."""
@@ -116,6 +165,7 @@ cdef int _http_begin(Connection conn, int status_code, object headers, object re
             raise ValueError(f"reason {reason!r} contains CR, LF or NUL")
         status = b"HTTP/1.1 %d %s\r\n" % (status_code, reason)
     cdef long long declared = -1
+    cdef HeaderBlock block
     cdef int conn_tokens = 0
     cdef bint has_connection = False
     cdef bint nobody = (g.flags & _GF_HEAD) != 0 or status_code == 204 or status_code == 304
@@ -128,7 +178,12 @@ cdef int _http_begin(Connection conn, int status_code, object headers, object re
         _put(c, PyBytes_AS_STRING(status), <size_t>PyBytes_GET_SIZE(status))
         if headers is not None:
             _put_headers(c, headers, status_code, &declared, &conn_tokens, &has_connection)
-        if more_headers is not None:
+        if type(more_headers) is HeaderBlock:
+            block = <HeaderBlock>more_headers
+            _put(c, PyBytes_AS_STRING(block.lines), <size_t>PyBytes_GET_SIZE(block.lines))
+            conn_tokens |= block.conn_tokens
+            has_connection = has_connection or block.has_connection
+        elif more_headers is not None:
             _put_headers(c, more_headers, status_code, &declared, &conn_tokens,
                          &has_connection)
         if nobody:
