@@ -11,6 +11,7 @@ import shutil
 import socket
 import ssl
 import struct
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -331,3 +332,67 @@ def test_memory_and_fds_back_to_baseline(server_thread: Any, leaves: dict[str, c
     growth = rss_bytes() - rss
     assert growth < 4 * 1024 * 1024, f"RSS grew {growth / 1e6:.1f} MB over 200 sessions"
     assert len(served) == 240
+
+
+# --- client options: skip_verification, ALPN -------------------------------------------------
+
+def test_skip_verification_connects_to_a_peer_it_could_not_verify(
+        manager: Manager, leaves: dict[str, certs.Leaf], tmp_path: Path) -> None:
+    stranger = certs.CA(name="stranger CA")
+    srv = PyTlsServer(leaves["rsa2048"], tmp_path)
+    try:
+        checked = HttpsClient(manager, srv.port, TlsOpts(ca=stranger.cert_pem,
+                                                         name="wrong.example"), "/checked")
+        skipped = HttpsClient(manager, srv.port,
+                              TlsOpts(ca=stranger.cert_pem, name="wrong.example",
+                                      skip_verification=True), "/skipped")
+        assert run_until(manager, lambda: checked.closed and skipped.closed)
+    finally:
+        srv.close()
+    assert checked.response is None and checked.errors
+    assert skipped.errors == []
+    assert skipped.response == (200, b"py-tls /skipped")
+
+
+class _AlpnServer:
+    """Python's ssl as a server that offers h2 and http/1.1 and records what was chosen."""
+
+    def __init__(self, leaf: certs.Leaf, tmp_path: Path) -> None:
+        cert, key = leaf.write(tmp_path, "alpn")
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(cert, key)
+        self.ctx.set_alpn_protocols(["h2", "http/1.1"])
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.chosen: list[str | None] = []
+
+    def serve_one(self) -> None:
+        self.listener.settimeout(5)
+        raw, _ = self.listener.accept()
+        with self.ctx.wrap_socket(raw, server_side=True) as tls:
+            self.chosen.append(tls.selected_alpn_protocol())
+            tls.settimeout(5)
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = tls.recv(4096)
+                if not chunk:
+                    return
+                data += chunk
+            tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n\r\nalpn")
+
+
+def test_http_client_offers_http_1_1_by_alpn(manager: Manager, ca: certs.CA,
+                                            leaves: dict[str, certs.Leaf],
+                                            tmp_path: Path) -> None:
+    srv = _AlpnServer(leaves["p256"], tmp_path)
+    thread = threading.Thread(target=srv.serve_one, daemon=True)
+    thread.start()
+    try:
+        client = HttpsClient(manager, srv.port, TlsOpts(ca=ca.cert_pem, name="localhost"))
+        assert run_until(manager, lambda: client.closed)
+    finally:
+        thread.join(5)
+        srv.listener.close()
+    assert client.errors == [] and client.response == (200, b"alpn")
+    # Offered h2 first by the server, the client's only offer wins: HTTP/1.1, not h2.
+    assert srv.chosen == ["http/1.1"]

@@ -31,7 +31,10 @@ import warnings as _tls_warnings
 #     or s (not minimal DER); vendor/mongoose/build_fixes.py fixes it in our build.
 # Both engines: certificates are PEM (a chain: leaf first) or one DER certificate. A client
 # verifies the server's chain only when `ca` is set, and its host name only when `name` is
-# set. A server given `ca` requires client certificates signed by it. Validity dates use
+# set. A server given `ca` requires client certificates signed by it. skip_verification
+# turns every check of the peer off (OpenSSL: also a server's request for a client
+# certificate); the name is still sent as SNI. An HTTP client (http_connect) offers
+# http/1.1 by ALPN with the OpenSSL engine. Validity dates use
 # mg_now(), seeded from time.time() at import (module_init.pxi). mg_tls_init() and OpenSSL
 # copy everything they keep, so the option bytes need to live only for the call.
 
@@ -352,7 +355,8 @@ cdef int _tls_init(Connection conn, TlsOpts opts) except -1:
             c.is_closing = 1
             raise
         if mg.cym_tls_attach(c, ctx, PyBytes_AS_STRING(name), <size_t>PyBytes_GET_SIZE(name),
-                             1 if ca else 0) != 0:
+                             1 if ca else 0, 1 if opts.skip_verification else 0,
+                             1 if c.pfn == _mg_http_cb else 0) != 0:
             c.is_closing = 1
             raise MemoryError("tls_init(): out of memory for the TLS session")
         return 0

@@ -251,9 +251,13 @@ static void cym_tls_ctx_free(void *ctx) {
 
 /* What mg_tls_init() leaves behind, from a shared context: 0, or -1 (out of memory). A
  * client checks `name` through OpenSSL when the context verifies (has a CA), else through
- * Mongoose's own check after the handshake (check_name), as mg_tls_init() does. */
+ * Mongoose's own check after the handshake (check_name), as mg_tls_init() does.
+ * `skip_verification`: the peer is not verified at all (no chain, no name), whatever the
+ * context would do; SNI is still sent. `alpn_http11`: a client that will speak HTTP offers
+ * http/1.1 by ALPN (servers that serve several protocols on one port need it to choose). */
 static int cym_tls_attach(struct mg_connection *c, void *shared, const char *name,
-                          size_t name_len, int verifies) {
+                          size_t name_len, int verifies, int skip_verification,
+                          int alpn_http11) {
   SSL_CTX *ctx = (SSL_CTX *) shared;
   struct mg_tls *tls = (struct mg_tls *) calloc(1, sizeof(*tls)); /* mg_free()d */
   BIO *bio = NULL;
@@ -266,10 +270,14 @@ static int cym_tls_attach(struct mg_connection *c, void *shared, const char *nam
   if (c->is_client && name_len > 0) {
     if ((tls->name = (char *) calloc(1, name_len + 1)) == NULL) goto fail;
     memcpy(tls->name, name, name_len);
-    tls->check_name = !verifies;
-    SSL_set1_host(tls->ssl, tls->name);
+    tls->check_name = !verifies && !skip_verification;
+    if (!skip_verification) SSL_set1_host(tls->ssl, tls->name);
     SSL_set_tlsext_host_name(tls->ssl, tls->name);
   }
+  if (skip_verification) SSL_set_verify(tls->ssl, SSL_VERIFY_NONE, NULL);
+  if (c->is_client && alpn_http11 &&
+      SSL_set_alpn_protos(tls->ssl, cym_alpn_http11, sizeof(cym_alpn_http11)) != 0)
+    goto fail;
   if ((bio = BIO_new(method)) == NULL) goto fail;
   BIO_set_data(bio, c);
   BIO_set_init(bio, 1);
@@ -312,8 +320,10 @@ static void cym_tls_ctx_free(void *ctx) {
   (void) ctx;
 }
 static int cym_tls_attach(struct mg_connection *c, void *shared, const char *name,
-                          size_t name_len, int verifies) {
+                          size_t name_len, int verifies, int skip_verification,
+                          int alpn_http11) {
   (void) c, (void) shared, (void) name, (void) name_len, (void) verifies;
+  (void) skip_verification, (void) alpn_http11;
   return -1;
 }
 

@@ -459,4 +459,4 @@ cdef extern from "cym_tls.h" nogil:
                           size_t errlen)
     void cym_tls_ctx_free(void *ctx)
     int cym_tls_attach(mg_connection *c, void *shared, const char *name, size_t name_len,
-                       int verifies)
+                       int verifies, int skip_verification, int alpn_http11)
