@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import hashlib
 import json
 import os
@@ -26,6 +27,23 @@ from .patterns import pattern_chunks
 STATE: dict[str, Any] = {}  # token -> what a case recorded
 FILE_BODY = bytes(range(256)) * 1024  # 256 KiB served by http.response.pathsend
 _FILE = os.path.join(tempfile.gettempdir(), f"cymongoose-asgi-file-{os.getpid()}.bin")
+
+
+def served_file() -> str:
+    """The path of a file holding FILE_BODY, written once per process and removed when the
+    process exits (servers in subprocesses too: they exit normally on SIGTERM)."""
+    if not os.path.exists(_FILE):
+        with open(_FILE, "wb") as f:
+            f.write(FILE_BODY)
+        atexit.register(_remove_file)
+    return _FILE
+
+
+def _remove_file() -> None:
+    try:
+        os.unlink(_FILE)
+    except FileNotFoundError:
+        pass
 
 
 def _query(scope: dict[str, Any]) -> dict[str, str]:
@@ -140,12 +158,11 @@ async def _http(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await _respond(send, 200, b"done")
         STATE[token] = {"received": (await receive())["type"]}
     elif path == "/file":
-        with open(_FILE, "wb") as f:
-            f.write(FILE_BODY)
+        served_file()
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"application/octet-stream")]})
         if "http.response.pathsend" in scope.get("extensions", {}):
-            await send({"type": "http.response.pathsend", "path": _FILE})
+            await send({"type": "http.response.pathsend", "path": served_file()})
         else:
             await send({"type": "http.response.body", "body": FILE_BODY})
     elif path == "/raise-before":

@@ -11,7 +11,7 @@ from typing import Any
 from fastapi import FastAPI, Form, Request, UploadFile, WebSocket, WebSocketDisconnect
 from fastapi.responses import FileResponse, StreamingResponse
 
-from .asgi_apps import _FILE, FILE_BODY
+from .asgi_apps import served_file
 
 
 @asynccontextmanager
@@ -71,9 +71,7 @@ async def state(request: Request) -> dict[str, Any]:
 
 @app.get("/file")
 async def file() -> FileResponse:
-    with open(_FILE, "wb") as f:
-        f.write(FILE_BODY)
-    return FileResponse(_FILE, media_type="application/octet-stream")
+    return FileResponse(served_file(), media_type="application/octet-stream")
 
 
 @app.websocket("/chat")
