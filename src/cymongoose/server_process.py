@@ -260,8 +260,8 @@ def _serve_raw(args: argparse.Namespace, app: Any, sock: socket.socket,
     from ._mongoose import MG_EV_ACCEPT, Manager, listen_fd
 
     if args.static or args.access_log or args.proxy_headers:
-        raise CLIError("--static, --access-log and --proxy-headers need a WSGI app; a raw "
-                       "handler answers requests itself")
+        raise CLIError("--static, --access-log and --proxy-headers need a WSGI or ASGI app; "
+                       "a raw handler answers requests itself")
     tls = _tls_opts(args)
     handler = app
     if tls is not None:
@@ -290,8 +290,12 @@ def _serve_asgi(args: argparse.Namespace, app: Any, sock: socket.socket,
     except ImportError as exc:
         raise CLIError(f"the ASGI server is not available ({exc})") from None
     if args.static:
-        raise CLIError("--static serves files for WSGI apps; an ASGI app serves its own "
-                       "(e.g. Starlette's StaticFiles) or a proxy in front does")
+        from .static_files import ASGIStaticFiles, parse_mount
+
+        try:
+            app = ASGIStaticFiles(app, [parse_mount(spec) for spec in args.static])
+        except ValueError as exc:
+            raise CLIError(str(exc)) from None
     access, proxy = _access_and_proxy(args)
     tls = _tls_opts(args)
     try:

@@ -1,6 +1,8 @@
-"""`--static URL=DIR`: a WSGI middleware that answers GET/HEAD under URL from DIR, and hands
-everything else to the app. Files leave as `wsgi.file_wrapper`, which the WSGI server sends
-with sendfile(2) from the loop, so a static file costs no Python per byte."""
+"""`--static URL=DIR`: middleware that answers GET/HEAD under URL from DIR and hands everything
+else to the app, for WSGI (`StaticFiles`) and ASGI (`ASGIStaticFiles`) apps. Files leave through
+the servers' sendfile path (`wsgi.file_wrapper`, `http.response.pathsend`), so a static file
+costs no Python per byte. Both share one lookup: the longest mount prefix wins, paths that
+leave the directory are 404, a directory serves its index.html, If-Modified-Since gets 304."""
 
 from __future__ import annotations
 
@@ -8,12 +10,13 @@ import mimetypes
 import os
 import stat
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from email.utils import formatdate, parsedate_to_datetime
-from typing import Any
+from typing import IO, Any
 
-from .typedefs import StartResponse, WSGIApp
+from .typedefs import ASGIApp, StartResponse, WSGIApp
 
-__all__ = ["StaticFiles", "parse_mount"]
+__all__ = ["ASGIStaticFiles", "StaticFiles", "parse_mount"]
 
 
 def parse_mount(spec: str) -> tuple[str, str]:
@@ -27,68 +30,130 @@ def parse_mount(spec: str) -> tuple[str, str]:
     return url.rstrip("/") or "/", path
 
 
-class StaticFiles:
-    """Serve the files under each (url prefix, directory) mount; `app` gets the rest."""
+@dataclass
+class _Answer:
+    """What a static request gets: a short text answer, or an open file (`file`, `path`)."""
 
-    def __init__(self, app: WSGIApp, mounts: Iterable[tuple[str, str]]) -> None:
-        self.app = app
-        # Longest prefix first, so /static/img=... wins over /static=...
+    status: int
+    reason: str
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    body: bytes = b""
+    file: IO[bytes] | None = None
+    path: str = ""
+
+
+class _Mounts:
+    """The (url prefix, directory) mounts, longest prefix first (/static/img=... wins over
+    /static=...), and the lookup both middlewares share."""
+
+    def __init__(self, mounts: Iterable[tuple[str, str]]) -> None:
         self.mounts = sorted(((u, os.path.realpath(d)) for u, d in mounts),
                              key=lambda m: len(m[0]), reverse=True)
 
-    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Any:
-        path = environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", "")
+    def find(self, path: str) -> tuple[str, str] | None:
+        """(directory, rest of the path) of the mount serving `path`, or None."""
         for prefix, directory in self.mounts:
             if prefix == "/" or path == prefix or path.startswith(prefix + "/"):
-                rest = path[len(prefix):] if prefix != "/" else path
-                return self._serve(environ, start_response, directory, rest)
-        return self.app(environ, start_response)
+                return directory, path[len(prefix):] if prefix != "/" else path
+        return None
 
-    def _serve(self, environ: dict[str, Any], start_response: StartResponse,
-               directory: str, rest: str) -> Any:
-        method = environ["REQUEST_METHOD"]
-        if method not in ("GET", "HEAD"):
-            return _plain(start_response, "405 Method Not Allowed", b"method not allowed\n",
-                          [("Allow", "GET, HEAD")])
+
+def _text(status: int, reason: str, body: bytes,
+          extra: list[tuple[str, str]] | None = None) -> _Answer:
+    return _Answer(status, reason, [("Content-Type", "text/plain; charset=utf-8"),
+                                    ("Content-Length", str(len(body))), *(extra or [])], body)
+
+
+def _lookup(directory: str, relative: str | None, method: str,
+            if_modified_since: str | None) -> _Answer:
+    """The answer for `relative` (a decoded path under `directory`; None: undecodable)."""
+    if method not in ("GET", "HEAD"):
+        return _text(405, "Method Not Allowed", b"method not allowed\n",
+                     [("Allow", "GET, HEAD")])
+    if relative is None:
+        return _text(404, "Not Found", b"not found\n")
+    full = os.path.realpath(os.path.join(directory, relative.lstrip("/")))
+    if full != directory and not full.startswith(directory + os.sep):
+        return _text(404, "Not Found", b"not found\n")  # ../ escapes
+    if os.path.isdir(full):
+        full = os.path.join(full, "index.html")
+    try:
+        fh = open(full, "rb")  # noqa: SIM115 - the caller closes it (or the server does)
+    except OSError:
+        return _text(404, "Not Found", b"not found\n")
+    st = os.fstat(fh.fileno())
+    if not stat.S_ISREG(st.st_mode):
+        fh.close()
+        return _text(404, "Not Found", b"not found\n")
+    last_modified = formatdate(st.st_mtime, usegmt=True)
+    if if_modified_since:
+        try:
+            if int(st.st_mtime) <= parsedate_to_datetime(if_modified_since).timestamp():
+                fh.close()
+                return _Answer(304, "Not Modified", [("Last-Modified", last_modified)])
+        except (TypeError, ValueError):
+            pass
+    ctype = mimetypes.guess_type(full)[0] or "application/octet-stream"
+    if ctype.startswith("text/"):
+        ctype += "; charset=utf-8"
+    return _Answer(200, "OK", [("Content-Type", ctype), ("Content-Length", str(st.st_size)),
+                               ("Last-Modified", last_modified)], file=fh, path=full)
+
+
+class StaticFiles:
+    """WSGI: serve the files under each (url prefix, directory) mount; `app` gets the rest."""
+
+    def __init__(self, app: WSGIApp, mounts: Iterable[tuple[str, str]]) -> None:
+        self.app = app
+        self._mounts = _Mounts(mounts)
+        self.mounts = self._mounts.mounts
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Any:
+        found = self._mounts.find(environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", ""))
+        if found is None:
+            return self.app(environ, start_response)
+        directory, rest = found
         # PATH_INFO is latin-1-decoded bytes (PEP 3333): back to the bytes, then UTF-8.
         try:
-            relative = rest.encode("latin-1").decode("utf-8").lstrip("/")
+            relative: str | None = rest.encode("latin-1").decode("utf-8")
         except UnicodeError:
-            return _plain(start_response, "404 Not Found", b"not found\n")
-        full = os.path.realpath(os.path.join(directory, relative))
-        if full != directory and not full.startswith(directory + os.sep):
-            return _plain(start_response, "404 Not Found", b"not found\n")  # ../ escapes
-        if os.path.isdir(full):
-            full = os.path.join(full, "index.html")
-        try:
-            fh = open(full, "rb")  # noqa: SIM115 - closed by the server via FileWrapper
-        except OSError:
-            return _plain(start_response, "404 Not Found", b"not found\n")
-        st = os.fstat(fh.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            fh.close()
-            return _plain(start_response, "404 Not Found", b"not found\n")
-        last_modified = formatdate(st.st_mtime, usegmt=True)
-        since = environ.get("HTTP_IF_MODIFIED_SINCE")
-        if since:
-            try:
-                if int(st.st_mtime) <= parsedate_to_datetime(since).timestamp():
-                    fh.close()
-                    start_response("304 Not Modified", [("Last-Modified", last_modified)])
-                    return []
-            except (TypeError, ValueError):
-                pass
-        ctype = mimetypes.guess_type(full)[0] or "application/octet-stream"
-        if ctype.startswith("text/"):
-            ctype += "; charset=utf-8"
-        start_response("200 OK", [("Content-Type", ctype),
-                                  ("Content-Length", str(st.st_size)),
-                                  ("Last-Modified", last_modified)])
-        return environ["wsgi.file_wrapper"](fh, 65536)
+            relative = None
+        answer = _lookup(directory, relative, environ["REQUEST_METHOD"],
+                         environ.get("HTTP_IF_MODIFIED_SINCE"))
+        start_response(f"{answer.status} {answer.reason}", answer.headers)
+        if answer.file is not None:
+            return environ["wsgi.file_wrapper"](answer.file, 65536)
+        return [answer.body] if answer.body else []
 
 
-def _plain(start_response: StartResponse, status: str, body: bytes,
-           extra: list[tuple[str, str]] | None = None) -> list[bytes]:
-    start_response(status, [("Content-Type", "text/plain; charset=utf-8"),
-                            ("Content-Length", str(len(body))), *(extra or [])])
-    return [body]
+class ASGIStaticFiles:
+    """ASGI: serve the files under each mount (http requests only); `app` gets the rest,
+    WebSockets and lifespan included. A file leaves as `http.response.pathsend` when the
+    server offers it (ours sends it with sendfile), else read into one body message."""
+
+    def __init__(self, app: ASGIApp, mounts: Iterable[tuple[str, str]]) -> None:
+        self.app = app
+        self._mounts = _Mounts(mounts)
+        self.mounts = self._mounts.mounts
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        found = self._mounts.find(scope["path"]) if scope["type"] == "http" else None
+        if found is None:
+            await self.app(scope, receive, send)
+            return
+        directory, rest = found
+        since = next((v.decode("latin-1") for k, v in scope["headers"]
+                      if k == b"if-modified-since"), None)
+        answer = _lookup(directory, rest, scope["method"], since)
+        headers = [(k.lower().encode("latin-1"), v.encode("latin-1"))
+                   for k, v in answer.headers]
+        await send({"type": "http.response.start", "status": answer.status,
+                    "headers": headers})
+        if answer.file is None:
+            await send({"type": "http.response.body", "body": answer.body})
+            return
+        with answer.file as fh:
+            if "http.response.pathsend" in scope.get("extensions", {}):
+                await send({"type": "http.response.pathsend", "path": answer.path})
+            else:
+                await send({"type": "http.response.body", "body": fh.read()})

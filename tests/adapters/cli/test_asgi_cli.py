@@ -245,3 +245,42 @@ def test_https_from_certificate_files(tmp_path: Path) -> None:
         assert body and _fields(body)[2] == "https" and body.endswith(b"|/tls"), body
     finally:
         assert cli.stop() == 0, cli.err
+
+
+def test_static_files_in_front_of_an_asgi_app(tmp_path: Path) -> None:
+    public = tmp_path / "public"
+    (public / "sub").mkdir(parents=True)
+    big = bytes(range(256)) * 1200  # 300 KiB: sent with sendfile, not one write
+    (public / "big.bin").write_bytes(big)
+    (public / "sub" / "index.html").write_text("<p>index</p>")
+    (tmp_path / "secret.txt").write_text("not for you")
+    port = free_port()
+    cli = _asgi_cli(tmp_path, "asgi_raw:app", "--port", str(port), "--static",
+                    f"/s={public}")
+    try:
+        cli.wait_http(port)
+        r = get(port, "/s/big.bin")
+        assert r.status == 200 and r.body == big
+        assert r.header("content-length") == str(len(big))
+        assert r.header("content-type") == "application/octet-stream"
+        with HttpConnection(port) as c:
+            head = c.request("HEAD", "/s/big.bin")
+            assert head.status == 200 and head.body == b""
+            assert head.header("content-length") == str(len(big))
+            again = c.request("GET", "/s/big.bin",
+                              [("If-Modified-Since", head.header("last-modified") or "")])
+            assert again.status == 304 and again.body == b""
+            index = c.request("GET", "/s/sub/")
+            assert index.body == b"<p>index</p>"
+            assert index.header("content-type") == "text/html; charset=utf-8"
+            assert c.request("GET", "/s/nothing").status == 404
+            posted = c.request("POST", "/s/big.bin")
+            assert posted.status == 405 and posted.header("allow") == "GET, HEAD"
+            # Everything outside the mount reaches the app, on the same connection.
+            assert _fields(c.request("GET", "/app/x").body)[5] == "/app/x"
+            assert _fields(c.request("GET", "/static-not").body)[5] == "/static-not"
+        for target in ("/s/../secret.txt", "/s/%2e%2e/secret.txt", "/s/sub/../../secret.txt"):
+            r = get(port, target)
+            assert r.status in (400, 404) and b"not for you" not in r.body, target
+    finally:
+        assert cli.stop() == 0, cli.err

@@ -40,7 +40,9 @@ def test_serves_the_app_from_the_working_directory(tmp_path: Path) -> None:
     (["cli_app:app", "--forwarded-allow-ips", "10.0.0.300"], "is not an IP address"),
     (["cli_app:app", "--access-log", "--access-log-format", "%(zz)s"], "unknown atom"),
     (["cli_app:app", "--log-config", "nope.json"], "no such file"),
-    (["cli_app:app", "--interface", "asgi", "--static", "/s=."], "--static serves files"),
+    (["cli_app:app", "--interface", "raw", "--static", "/s=."], "need a WSGI or ASGI app"),
+    (["cli_app:app", "--interface", "asgi", "--static", "/s=/no/such/dir"],
+     "is not a directory"),
     ([], "give the app"),
 ])
 def test_a_mistake_is_one_line_and_exit_2(tmp_path: Path, args: list[str],
