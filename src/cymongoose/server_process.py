@@ -22,6 +22,7 @@ import signal
 import socket
 import stat
 import sys
+import threading
 from typing import Any
 
 from .cli import LIMIT_OPTIONS, CLIError
@@ -225,6 +226,24 @@ def _access_and_proxy(args: argparse.Namespace) -> tuple[Any, Any]:
     return access, trusted if args.proxy_headers else None
 
 
+def _exit_after_graceful_timeout(args: argparse.Namespace, phases: int = 1) -> None:
+    """Started when the worker begins to stop: if it is still running one second after its
+    `phases` stop phases had --graceful-timeout each (a request stuck in a blocking call that
+    never returns, perhaps on the very thread that would return), the process ends anyway,
+    so a stop never waits on an app."""
+    seconds = phases * args.graceful_timeout + 1.0
+
+    def give_up() -> None:
+        log.error("still stopping %.0f s after the stop signal (--graceful-timeout %g): "
+                  "exiting without the requests in flight", seconds, args.graceful_timeout)
+        logging.shutdown()  # flush the log handlers: os._exit() skips that
+        os._exit(0)
+
+    timer = threading.Timer(seconds, give_up)
+    timer.daemon = True
+    timer.start()
+
+
 def _serve_wsgi(args: argparse.Namespace, app: Any, sock: socket.socket,
                 status: StatusPipe) -> int:
     from .static_files import StaticFiles, parse_mount
@@ -247,6 +266,7 @@ def _serve_wsgi(args: argparse.Namespace, app: Any, sock: socket.socket,
         server.close()
         raise CLIError(f"cannot serve on {_url(args, sock)}: {exc}") from None
     server.on_max_requests = lambda: status.send("recycle")
+    server.on_stop = lambda: _exit_after_graceful_timeout(args)
     log.info("serving %s (WSGI, %d app threads) on %s", args.app, args.threads,
              _url(args, sock))
     status.send("ready")
@@ -328,6 +348,7 @@ def _serve_asgi(args: argparse.Namespace, app: Any, sock: socket.socket,
         try:
             await stop.wait()
         finally:
+            _exit_after_graceful_timeout(args, phases=2)  # the drain, then lifespan shutdown
             await asyncio.wait_for(server.stop(), timeout=args.graceful_timeout + 5)
 
     loop = asgi.new_event_loop()

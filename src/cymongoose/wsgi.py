@@ -560,6 +560,8 @@ class WSGIServer:
         self._requests_left = max_requests or -1
         #: Called once when max_requests is reached, before the server drains and stops.
         self.on_max_requests: Callable[[], object] | None = None
+        #: Called once, from stop(), when the server starts to stop (any thread).
+        self.on_stop: Callable[[], object] | None = None
         self._listeners: list[Connection] = []
         self._unix_conns: set[int] = set()  # connections accepted on a Unix socket
         self.stream_timeout = float(stream_timeout)
@@ -1069,10 +1071,16 @@ class WSGIServer:
     def stop(self) -> None:
         """Make run() return: requests in flight are finished first. Thread-safe."""
         turns = self._turns
+        first = not self._draining
         self._draining = True
         self._refresh_stock()
         with turns.lock:
             turns.stopping = True
+        if first and self.on_stop is not None:
+            try:
+                self.on_stop()
+            except Exception as exc:
+                report_exception("on_stop failed", exc)
         self._call_loop(_nothing)  # end the current poll wait now
 
     def close(self) -> None:

@@ -41,6 +41,15 @@ def slow(environ, start_response):
     return [body]
 
 
+def mortal(environ, start_response):
+    if environ["PATH_INFO"] == "/die":
+        os._exit(3)  # a crash the app brings on itself, mid-life
+    if environ["PATH_INFO"] == "/hang":
+        import time
+        time.sleep(120)  # a request that never finishes in time
+    return app(environ, start_response)
+
+
 def handler(conn, ev, data):
     from cymongoose import MG_EV_HTTP_MSG
     if ev == MG_EV_HTTP_MSG:

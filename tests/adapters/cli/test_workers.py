@@ -5,13 +5,17 @@ worker, SIGHUP rolling restart, SIGTTIN/SIGTTOU, SIGTERM drain, --max-requests r
 from __future__ import annotations
 
 import os
+import re
 import signal
+import socket
+import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.cli_run import CLI, LoadClient
+from support.cli_run import CLI, LoadClient, run_cli
 from support.http_client import get
 from support.ports import free_port
 
@@ -130,3 +134,67 @@ def test_max_requests_recycles_workers_without_a_failed_request(tmp_path: Path) 
         assert cli.stop() == 0, cli.err
     result = load.result
     assert result.failed == [] and result.partial == [], result
+
+
+def test_a_worker_that_crashes_mid_life_is_replaced(tmp_path: Path) -> None:
+    port = free_port()
+    cli = CLI(tmp_path, "cli_app:mortal", "--port", str(port), "--workers", "2")
+    try:
+        cli.wait_http(port)
+        assert wait_until(lambda: len(cli.worker_pids()) == 2, 20)
+        before = set(cli.worker_pids())
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(b"GET /die HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert sock.recv(4096) == b""  # the worker died under it: no answer
+        assert wait_until(lambda: len(set(cli.worker_pids()) - before) == 1, 20)
+        assert len(cli.worker_pids()) == 2
+        assert get(port, "/after").status == 200
+    finally:
+        assert cli.stop() == 0, cli.err
+    assert re.search(r"worker \d+ died \(status 3\); restarting it", cli.err), cli.err
+
+
+def test_a_worker_failing_before_it_is_ready_stops_the_server(tmp_path: Path) -> None:
+    # The app imports in the supervisor (which checks it) but not in a worker, as an app that
+    # opens a database at import might: the server stops with the worker's error.
+    (tmp_path / "worker_fails.py").write_text(
+        "import sys\n"
+        "if '--worker-socket' in sys.argv:\n"
+        "    raise RuntimeError('database unreachable')\n"
+        "from cli_app import app\n")
+    port = free_port()
+    started = time.monotonic()
+    done = run_cli(tmp_path, "worker_fails:app", "--port", str(port), "--workers", "2")
+    assert done.returncode != 0
+    assert "database unreachable" in done.stderr, done.stderr
+    assert time.monotonic() - started < 20
+    assert subprocess.run(["pgrep", "-f", "worker_fails:app"], capture_output=True).stdout == b""
+
+
+def test_sigterm_gives_up_on_a_request_past_the_graceful_timeout(tmp_path: Path) -> None:
+    port = free_port()
+    cli = CLI(tmp_path, "cli_app:mortal", "--port", str(port), "--workers", "2",
+              "--graceful-timeout", "2")
+    cli.wait_http(port)
+    outcome: list[object] = []
+
+    def hang() -> None:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            sock.sendall(b"GET /hang HTTP/1.1\r\nHost: x\r\n\r\n")
+            try:
+                outcome.append(sock.recv(4096))
+            except OSError as exc:
+                outcome.append(exc)
+
+    stuck = threading.Thread(target=hang, daemon=True)
+    stuck.start()
+    time.sleep(0.5)  # the request is in the app
+    signalled = time.monotonic()
+    code = cli.stop(timeout=30)
+    took = time.monotonic() - signalled
+    stuck.join(10)
+    print(f"\nSIGTERM with a request stuck in the app: exit {code} after {took:.2f} s")
+    assert code == 0, cli.err
+    assert 2 <= took < 2 + 3, took  # the worker gives up at --graceful-timeout itself
+    assert outcome == [b""] or isinstance(outcome[0], OSError), outcome  # cut off, no answer
+    assert cli.worker_pids() == []
