@@ -1150,10 +1150,19 @@ class ASGIServer:
 
 
 def serve(app: AppRef, url: str = "http://127.0.0.1:8000", *, factory: bool = False,
-          root_path: str = "", lifespan: str = "auto", **limits: Any) -> None:
-    """Serve `app` on `url` until SIGINT/SIGTERM (uvloop when installed). A failed lifespan
-    startup prints the app's message and exits with status 3."""
-    server = ASGIServer(app, factory=factory, root_path=root_path, lifespan=lifespan)
+          root_path: str = "", lifespan: str = "auto", shutdown_timeout: float = 5.0,
+          access_log: AccessLog | None = None, proxy_headers: ProxyHeaders | None = None,
+          tls: TlsOpts | None = None, max_requests: int = 0,
+          error_handler: Callable[[BaseException], object] | None = None,
+          **limits: Any) -> None:
+    """Serve `app` on `url` until SIGINT/SIGTERM (uvloop when installed), or until
+    `max_requests` requests were admitted; the requests in flight are finished first. The
+    options are ASGIServer's (an https:// `url` needs `tls`); `limits` go to its listener. A
+    failed lifespan startup prints the app's message and exits with status 3."""
+    server = ASGIServer(app, error_handler, factory=factory, root_path=root_path,
+                        lifespan=lifespan, shutdown_timeout=shutdown_timeout,
+                        access_log=access_log, proxy_headers=proxy_headers, tls=tls,
+                        max_requests=max_requests)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -1167,6 +1176,7 @@ def serve(app: AppRef, url: str = "http://127.0.0.1:8000", *, factory: bool = Fa
                 print(f"cymongoose: ASGI lifespan startup failed: {exc}", file=sys.stderr)
                 raise SystemExit(3) from None
             print(f"cymongoose ASGI server on {url}; Ctrl-C stops it", file=sys.stderr)
+            server.on_max_requests = stop.set
             await stop.wait()
         finally:
             await server.stop()

@@ -4,15 +4,19 @@ speak it, how the app is named, and the server's API."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
 import threading
+import time
+from pathlib import Path
 
 import pytest
 from support.asgi_fixtures import ServeASGI
 from support.gunicorn_server import TESTS_DIR
 from support.http_client import get
+from support.ports import free_port
 from support.served import Served
 
 from cymongoose.asgi import ASGIServer, LifespanFailure, serve
@@ -157,3 +161,41 @@ def test_requests_never_cross_a_thread() -> None:
         assert seen == {threading.get_ident()}  # the loop's own thread, every time
 
     asyncio.run(main())
+
+
+def test_serve_takes_the_servers_options(tmp_path: Path) -> None:
+    """serve() with an access log (JSON lines to stderr), a limit, and max_requests: after
+    three answered requests it stops by itself, exit status 0."""
+    port = free_port()
+    code = ("import logging, sys\n"
+            "from cymongoose.access_log import AccessLog\n"
+            "from cymongoose.asgi import serve\n"
+            "logging.basicConfig(stream=sys.stderr, level=logging.INFO, format='%(message)s')\n"
+            f"serve('support.asgi_apps:raw_app', 'http://127.0.0.1:{port}', lifespan='off',\n"
+            "      access_log=AccessLog(as_json=True), max_requests=3, max_uri_size=100)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p))
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=TESTS_DIR, env=env,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                status = get(port, "/echo?first").status
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.05)
+        assert status == 200
+        assert get(port, "/" + "u" * 200).status == 414  # the limit reached the listener
+        assert get(port, "/echo?second").status == 200
+        assert get(port, "/echo?third").status == 200
+        _, err = proc.communicate(timeout=20)  # max_requests=3: it stops by itself
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    logged = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    assert [(r["path"], r["query"], r["status"]) for r in logged if r["path"] == "/echo"] == [
+        ("/echo", "first", 200), ("/echo", "second", 200), ("/echo", "third", 200)], err
