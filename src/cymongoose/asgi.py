@@ -382,7 +382,7 @@ class _WSCycle:
 
     __slots__ = ("task", "server", "conn", "scope", "key", "state", "queue", "rx", "tx",
                  "disconnected", "close_timer", "status", "headers", "head_sent",
-                 "queued", "paused")
+                 "queued", "paused", "sent", "started")
 
     _CONNECTING, _OPEN, _CLOSING, _RESPONDING, _DONE = range(5)
 
@@ -405,6 +405,8 @@ class _WSCycle:
         self.head_sent = False
         self.queued = 0  # bytes of received messages waiting in `queue`
         self.paused = False
+        self.sent = 0  # body bytes of an HTTP answer to the handshake (the access log's)
+        self.started = 0.0  # perf_counter() at the handshake, when the access log is on
 
     # Loop side.
     def on_message(self, msg: Any) -> None:
@@ -508,6 +510,7 @@ class _WSCycle:
                     headers.extend(stock)
                 self.conn.ws_accept(self.key, headers)
                 self.state = self._OPEN
+                self._answered(101, 0)
                 self.conn.set_handler(self.server._on_ws)
                 self.server._driver_kick()
             elif kind == "websocket.close":
@@ -547,9 +550,11 @@ class _WSCycle:
                     conn.http_begin(self.status, self.headers, more_headers=stock)
                 if body:
                     conn.http_write(body)
+                    self.sent += len(body)
                 if not message.get("more_body", False):
                     conn.http_end()
                     self.state = self._DONE
+                    self._answered(self.status, self.sent)
                 self.server._driver_kick()
             else:
                 raise ValueError(f"unexpected ASGI message type {kind!r} for a WebSocket")
@@ -578,8 +583,16 @@ class _WSCycle:
         self.state = self._DONE
         self.conn.http_respond(403, _HEADERS_TEXT, _RESPONSE_403,
                                more_headers=self.server._stock[3])
+        self._answered(403, len(_RESPONSE_403))
         self.server._driver_kick()
         self._detach()
+
+    def _answered(self, status: int, sent: int) -> None:
+        """The handshake got its answer: one access-log line, as for an HTTP request."""
+        self.status = status
+        self.sent = sent
+        if self.server._access is not None:
+            self.server._log_access(self)
 
     def _force_close(self) -> None:
         self.close_timer = None
@@ -618,6 +631,7 @@ class _WSCycle:
                     self.state = self._DONE
                     self.conn.http_respond(500, _HEADERS_500, _RESPONSE_500,
                                            more_headers=self.server._stock[3])
+                    self._answered(500, len(_RESPONSE_500))
                     self.server._driver_kick()
                     self._detach()
                 else:
@@ -1094,7 +1108,7 @@ class ASGIServer:
             scope["headers"] = [pair for pair in scope["headers"] if pair[0] != b"host"] + \
                 [(b"host", fwd.host.encode("latin-1"))]
 
-    def _log_access(self, cycle: _HTTPCycle) -> None:
+    def _log_access(self, cycle: _HTTPCycle | _WSCycle) -> None:
         access = self._access
         assert access is not None
         scope = cycle.scope
@@ -1108,11 +1122,12 @@ class ASGIServer:
             return None
 
         client = scope.get("client")
+        method = scope.get("method", "GET")  # a WebSocket scope has none: its handshake's
         try:
-            access.log(client[0] if client else "-", scope["method"], scope["path"],
+            access.log(client[0] if client else "-", method, scope["path"],
                        scope["query_string"].decode("latin-1"),
                        "HTTP/" + scope["http_version"], cycle.status,
-                       0 if scope["method"] == "HEAD" else cycle.sent,
+                       0 if method == "HEAD" else cycle.sent,
                        time.perf_counter() - cycle.started, lookup)
         except Exception as exc:  # a broken handler or format must not break serving
             report_exception("access log failed", exc)
@@ -1145,6 +1160,8 @@ class ASGIServer:
         scope["extensions"] = _WS_EXTENSIONS
         del scope["method"]
         cycle = _WSCycle(self, conn, scope, key.encode("latin-1"))
+        if self._access is not None:
+            cycle.started = time.perf_counter()
         conn.userdata = cycle
         self._loop_side.spawn(cycle)
 

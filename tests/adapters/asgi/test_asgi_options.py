@@ -19,6 +19,8 @@ from support.asgi_server import running_asgi_server
 from support.cli_run import unix_get
 from support.http_client import HttpConnection, get
 from support.ports import bound_listener
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
 
 from cymongoose.access_log import AccessLog
 from cymongoose.asgi import ASGIServer
@@ -214,3 +216,40 @@ def test_bad_arguments() -> None:
     with pytest.raises(ValueError, match="needs ASGIServer"):
         asyncio.run(https_without_tls())
 
+
+
+async def ws_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """/ok accepts and echoes one message; /no refuses (403); /teapot answers the handshake
+    with its own HTTP response (websocket.http.response)."""
+    if scope["type"] != "websocket":
+        return
+    await receive()  # websocket.connect
+    if scope["path"] == "/ok":
+        await send({"type": "websocket.accept"})
+        message = await receive()
+        await send({"type": "websocket.send", "text": message.get("text")})
+        await send({"type": "websocket.close"})
+    elif scope["path"] == "/teapot":
+        await send({"type": "websocket.http.response.start", "status": 418,
+                    "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "websocket.http.response.body", "body": b"short and stout"})
+    else:
+        await send({"type": "websocket.close"})
+
+
+def test_websocket_handshakes_are_access_logged() -> None:
+    access, lines = _access_log()
+    with running_asgi_server(ws_app, server_kwargs={"access_log": access}) as run:
+        with connect(f"ws://127.0.0.1:{run.port}/ok?q=1", open_timeout=5) as ws:
+            ws.send("hi")
+            assert ws.recv(timeout=5) == "hi"
+        for path, status in (("/no", 403), ("/teapot", 418)):
+            with pytest.raises(InvalidStatus) as refused:
+                connect(f"ws://127.0.0.1:{run.port}{path}", open_timeout=5)
+            assert refused.value.response.status_code == status
+        assert wait_until(lambda: len(lines.lines) == 3, 5), lines.lines
+    records = [json.loads(line) for line in lines.lines]
+    assert [(r["method"], r["path"], r["query"], r["status"], r["bytes"]) for r in records] == [
+        ("GET", "/ok", "q=1", 101, 0), ("GET", "/no", "", 403, len(b"Forbidden\n")),
+        ("GET", "/teapot", "", 418, len(b"short and stout"))]
+    assert all(r["client"] == "127.0.0.1" and r["duration_ms"] >= 0 for r in records)
