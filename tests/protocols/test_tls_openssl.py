@@ -17,6 +17,7 @@ from typing import Any
 
 import certs
 import pytest
+from support.http_client import recv_head
 from support.resources import fd_count
 from support.rss import rss_bytes
 from test_tls import HttpsClient, PyTlsServer, TlsServer, bio_handshake, https_get, run_until
@@ -372,12 +373,8 @@ class _AlpnServer:
         with self.ctx.wrap_socket(raw, server_side=True) as tls:
             self.chosen.append(tls.selected_alpn_protocol())
             tls.settimeout(5)
-            data = b""
-            while b"\r\n\r\n" not in data:
-                chunk = tls.recv(4096)
-                if not chunk:
-                    return
-                data += chunk
+            if recv_head(tls) is None:
+                return
             tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\nConnection: close\r\n\r\nalpn")
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from support.http_client import recv_head
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.sync.client import connect
 from websockets.sync.server import ServerConnection, serve
@@ -656,12 +657,8 @@ class RawServer:
             return
         with conn:
             conn.settimeout(3)
-            data = b""
-            while b"\r\n\r\n" not in data:
-                chunk = conn.recv(4096)
-                if not chunk:
-                    return
-                data += chunk
+            if recv_head(conn) is None:
+                return
             conn.sendall(self.response + self.after)
             try:
                 while chunk := conn.recv(4096):

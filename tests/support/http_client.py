@@ -234,3 +234,15 @@ def raw_request(method: str, target: str, headers: Headers = (), body: bytes = b
         lines.append(f"Host: {host}")
     lines += [f"{k}: {v}" for k, v in headers]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+def recv_head(sock: socket.socket) -> bytes | None:
+    """Bytes from `sock` up to and including the first blank line (a request or response
+    head, and whatever came with it); None if the peer closed before it."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(4096)
+        if not chunk:
+            return None
+        data += chunk
+    return data
