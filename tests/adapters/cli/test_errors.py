@@ -44,6 +44,8 @@ def test_serves_the_app_from_the_working_directory(tmp_path: Path) -> None:
     (["cli_app:app", "--interface", "asgi", "--static", "/s=/no/such/dir"],
      "is not a directory"),
     ([], "give the app"),
+    (["cli_app:app", "--host", "no-such-host.invalid"], "cannot listen on no-such-host"),
+    (["cli_app:app", "--host", "192.0.2.1"], "cannot listen on 192.0.2.1"),  # not ours
 ])
 def test_a_mistake_is_one_line_and_exit_2(tmp_path: Path, args: list[str],
                                           message: str) -> None:

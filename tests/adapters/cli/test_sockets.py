@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support.cli_run import CLI, https_raw_get, run_cli, self_signed_cert, unix_get
+from support.cli_run import CLI, cli_env, https_raw_get, run_cli, self_signed_cert, unix_get
 from support.http_client import get
 from support.ports import bound_listener, free_port
 
@@ -156,3 +156,18 @@ def test_ssl_ca_requires_a_client_certificate_signed_by_it(tmp_path: Path) -> No
         assert fetch("client") is not None  # and it still serves the right one
     finally:
         assert cli.stop() == 0, cli.err
+
+
+def test_host_option_and_variable(tmp_path: Path) -> None:
+    """--host names the address to bind, CYMONGOOSE_HOST does the same: the listener
+    answers there (a host that is not this machine's is test_errors.py's)."""
+    for args, env in ((["--host", "127.0.0.1"], None),
+                      ([], cli_env(CYMONGOOSE_HOST="localhost"))):
+        port = free_port()
+        cli = CLI(tmp_path, "cli_app:app", "--port", str(port), *args, env=env)
+        try:
+            cli.wait_http(port)
+            fields = get(port, "/h").body.split(b"|")
+            assert fields[1] == b"127.0.0.1" and fields[5] == b"/h"
+        finally:
+            assert cli.stop() == 0, cli.err
