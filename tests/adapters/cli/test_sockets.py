@@ -162,7 +162,7 @@ def test_host_option_and_variable(tmp_path: Path) -> None:
     """--host names the address to bind, CYMONGOOSE_HOST does the same: the listener
     answers there (a host that is not this machine's is test_errors.py's)."""
     for args, env in ((["--host", "127.0.0.1"], None),
-                      ([], cli_env(CYMONGOOSE_HOST="localhost"))):
+                      ([], cli_env(CYMONGOOSE_HOST="127.0.0.1"))):
         port = free_port()
         cli = CLI(tmp_path, "cli_app:app", "--port", str(port), *args, env=env)
         try:
