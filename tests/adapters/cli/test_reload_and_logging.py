@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.cli_run import CLI
+from support.cli_run import CLI, cli_env, run_cli
 from support.http_client import get
 from support.ports import free_port
 
@@ -42,6 +42,36 @@ def test_reload_picks_up_an_edited_file(tmp_path: Path) -> None:
     finally:
         assert cli.stop() == 0, cli.err
     assert "changed: restarting" in cli.err
+
+
+def test_reload_dir_watches_only_the_directories_named(tmp_path: Path) -> None:
+    watched = tmp_path / "pkg"
+    watched.mkdir()
+    (watched / "versioned.py").write_text(VERSIONED % 1)
+    (tmp_path / "elsewhere.py").write_text("x = 1\n")
+    port = free_port()
+    cli = CLI(tmp_path, "versioned:app", "--port", str(port), "--reload", "--reload-dir",
+              str(watched), env=cli_env(PYTHONPATH=str(watched)))
+    try:
+        cli.wait_http(port)
+        time.sleep(0.3)  # the watcher is up
+        (tmp_path / "elsewhere.py").write_text("x = 2\n")  # not watched: no restart
+        time.sleep(1.0)
+        assert get(port, "/").body == b"version 1"
+        (watched / "versioned.py").write_text(VERSIONED % 2)
+
+        def body() -> bytes:
+            try:
+                return get(port, "/").body
+            except OSError:
+                return b""
+
+        assert wait_until(lambda: body() == b"version 2", 20), cli.err
+    finally:
+        assert cli.stop() == 0, cli.err
+    assert cli.err.count("changed: restarting") == 1, cli.err
+    done = run_cli(tmp_path, "versioned:app", "--reload", "--reload-dir", str(tmp_path / "no"))
+    assert done.returncode == 2 and "is not a directory" in done.stderr, done.stderr
 
 
 LOG_JSON = {
