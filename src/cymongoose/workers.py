@@ -8,8 +8,10 @@ workers accept from the one shared socket, so the kernel's accept queue outlives
 worker: a worker that dies or restarts loses no connection waiting there.
 
 - A worker that dies is started again (at once, then with back-off while it keeps dying).
-- A worker that fails before it is ready (a broken app, a bad option) stops the whole server
-  with its error.
+- A worker that fails before it is ready (a broken app, a bad option: it reports an error or
+  exits by itself) stops the whole server with its error. One killed by a signal before it
+  was ready (kill -9, the OOM killer) is restarted like any dead worker, unless that keeps
+  happening: then it is a start-up crash, and the server stops.
 - SIGTERM/SIGINT: each worker stops accepting, finishes its requests in flight and closes
   idle connections within --graceful-timeout; the supervisor exits 0 when all are gone.
 - SIGHUP: workers are replaced one at a time, each only once its successor is ready.
@@ -40,6 +42,7 @@ _TICK_S = 0.05
 _READY_TIMEOUT_S = 120.0
 _MAX_BACKOFF_S = 5.0
 _STABLE_S = 10.0  # a worker that lived this long resets the back-off
+_MAX_EARLY_KILLS = 5  # deaths by signal before ready, in a row, that stop the server
 
 
 class _Worker:
@@ -65,6 +68,7 @@ class Supervisor:
         self.workers: list[_Worker] = []
         self.stopping = False
         self.crashes = 0  # consecutive deaths, for the back-off
+        self.early_kills = 0  # consecutive deaths by signal before ready
         self.restart_at: list[float] = []  # when each pending restart may start
         self.rolling: list[_Worker] = []  # SIGHUP: old workers still to replace
         self.successor: _Worker | None = None
@@ -198,6 +202,7 @@ class Supervisor:
             text = line.decode("utf-8", "replace")
             if text == "ready":
                 w.ready = True
+                self.early_kills = 0
             elif text == "recycle":
                 if not w.retiring and not self.stopping:
                     w.retiring = True
@@ -216,11 +221,15 @@ class Supervisor:
             os.close(w.status_fd)
             if w.retiring or self.stopping:
                 continue
-            if not w.ready:
-                self._kill_all()
-                raise CLIError(w.error or f"worker {w.proc.pid} exited with status {code} "
-                                          "before it was ready")
             how = f"signal {-code}" if code < 0 else f"status {code}"
+            if not w.ready:
+                # An error of its own (it reported one, or exited) repeats in every
+                # successor; a signal came from outside, so a successor may well start.
+                self.early_kills += 1
+                if w.error or code >= 0 or self.early_kills >= _MAX_EARLY_KILLS:
+                    self._kill_all()
+                    raise CLIError(w.error or f"worker {w.proc.pid} exited with {how} "
+                                              "before it was ready")
             if time.monotonic() - w.started > _STABLE_S:
                 self.crashes = 0
             delay = 0.0 if self.crashes == 0 else min(_MAX_BACKOFF_S,

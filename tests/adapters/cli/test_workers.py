@@ -39,6 +39,9 @@ def supervised(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[CLI, 
               "--workers", "2", "--threads", "2", "--graceful-timeout", "10")
     cli.wait_http(port)
     assert wait_until(lambda: len(cli.worker_pids()) == 2, 20)
+    # Both ready: each answers from the shared socket (on a slow machine one worker may still
+    # be importing the app when the other already serves).
+    assert wait_until(lambda: len(_pids_served(port, 2, 0.5)) == 2, 30)
     yield cli, port
     assert cli.stop() == 0, cli.err
 
@@ -169,6 +172,28 @@ def test_a_worker_failing_before_it_is_ready_stops_the_server(tmp_path: Path) ->
     assert "database unreachable" in done.stderr, done.stderr
     assert time.monotonic() - started < 20
     assert subprocess.run(["pgrep", "-f", "worker_fails:app"], capture_output=True).stdout == b""
+
+
+def test_a_worker_killed_before_it_is_ready_is_restarted(tmp_path: Path) -> None:
+    # kill -9 (or the OOM killer) while the worker still imports the app is no start-up
+    # error of the app's: its successor starts, and the server serves.
+    (tmp_path / "slow_start.py").write_text(
+        "import sys, time\n"
+        "if '--worker-socket' in sys.argv:\n"
+        "    time.sleep(1.5)\n"
+        "from cli_app import app\n")
+    port = free_port()
+    cli = CLI(tmp_path, "slow_start:app", "--port", str(port), "--workers", "2")
+    try:
+        assert wait_until(lambda: len(cli.worker_pids()) == 2, 20)
+        victim = min(cli.worker_pids())
+        os.kill(victim, signal.SIGKILL)
+        cli.wait_http(port)
+        assert wait_until(lambda: len(set(cli.worker_pids()) - {victim}) == 2, 10)
+        assert victim not in {int(p) for p in _pids_served(port, 2)}
+    finally:
+        assert cli.stop() == 0, cli.err
+    assert re.search(rf"worker {victim} died \(signal 9\); restarting it", cli.err), cli.err
 
 
 def test_sigterm_gives_up_on_a_request_past_the_graceful_timeout(tmp_path: Path) -> None:
