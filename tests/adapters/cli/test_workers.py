@@ -157,14 +157,21 @@ def test_a_worker_that_crashes_mid_life_is_replaced(tmp_path: Path) -> None:
     assert re.search(r"worker \d+ died \(status 3\); restarting it", cli.err), cli.err
 
 
-def test_a_worker_failing_before_it_is_ready_stops_the_server(tmp_path: Path) -> None:
-    # The app imports in the supervisor (which checks it) but not in a worker, as an app that
-    # opens a database at import might: the server stops with the worker's error.
-    (tmp_path / "worker_fails.py").write_text(
-        "import sys\n"
+def _app_that_in_a_worker_first(tmp_path: Path, name: str, statement: str) -> None:
+    """Module `name` re-exporting cli_app.app, running `statement` first only in a worker
+    process: the supervisor imports the app (to check it) unharmed."""
+    (tmp_path / f"{name}.py").write_text(
+        "import sys, time\n"
         "if '--worker-socket' in sys.argv:\n"
-        "    raise RuntimeError('database unreachable')\n"
+        f"    {statement}\n"
         "from cli_app import app\n")
+
+
+def test_a_worker_failing_before_it_is_ready_stops_the_server(tmp_path: Path) -> None:
+    # As an app that opens a database at import might: the server stops with the worker's
+    # error.
+    _app_that_in_a_worker_first(tmp_path, "worker_fails",
+                                "raise RuntimeError('database unreachable')")
     port = free_port()
     started = time.monotonic()
     done = run_cli(tmp_path, "worker_fails:app", "--port", str(port), "--workers", "2")
@@ -177,11 +184,7 @@ def test_a_worker_failing_before_it_is_ready_stops_the_server(tmp_path: Path) ->
 def test_a_worker_killed_before_it_is_ready_is_restarted(tmp_path: Path) -> None:
     # kill -9 (or the OOM killer) while the worker still imports the app is no start-up
     # error of the app's: its successor starts, and the server serves.
-    (tmp_path / "slow_start.py").write_text(
-        "import sys, time\n"
-        "if '--worker-socket' in sys.argv:\n"
-        "    time.sleep(1.5)\n"
-        "from cli_app import app\n")
+    _app_that_in_a_worker_first(tmp_path, "slow_start", "time.sleep(1.5)")
     port = free_port()
     cli = CLI(tmp_path, "slow_start:app", "--port", str(port), "--workers", "2")
     try:
