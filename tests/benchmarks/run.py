@@ -15,6 +15,7 @@ and reports socket errors and p99 beside req/s. Everything, with every version a
 goes to results/results.json, results.md, results.png/.svg, and the README's Performance block.
 
     python tests/benchmarks/run.py [--quick] [--only a,b] [--skip a,b] [--list] ...
+    python tests/benchmarks/run.py --report-from results/results.json   # re-render only
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--only", default="", help="comma-separated contender names to run")
     p.add_argument("--skip", default="", help="comma-separated contender names to leave out")
     p.add_argument("--list", action="store_true", help="list the contenders and exit")
+    p.add_argument("--report-from", type=Path, metavar="RESULTS_JSON",
+                   help="measure nothing: re-render the outputs of a finished run "
+                        "(its results.json) with the current targets and tables")
     p.add_argument("--duration", type=int, help="seconds per measured run (default 5; quick 3)")
     p.add_argument("--warmup", type=int, help="seconds of warm-up per contender (2; quick 1)")
     p.add_argument("--rounds", type=int, help="interleaved rounds at -c50 (default 3; quick 2)")
@@ -479,10 +483,24 @@ def preflight() -> None:
                  "the Debian packages listed in tools/debian-packages.txt.")
 
 
+def rerender(args: argparse.Namespace) -> int:
+    """The same runs, summarized again: for a target or table added after the run."""
+    old = json.loads(args.report_from.read_text())
+    data = report.build(old["meta"], old["contenders"], old["runs"], old["rss"], old["apps"])
+    out = args.out or args.report_from.parent
+    report.write_all(data, out, chart=not args.no_chart)
+    if args.readme == "yes" or (args.readme == "auto" and old["meta"].get("mode") == "full"):
+        report.update_readme(ROOT / "README.md", data, out)
+    report.print_targets(data)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)-7s %(message)s", datefmt="%H:%M:%S")
+    if args.report_from is not None:
+        return rerender(args)
     all_contenders = order(ck.discover())
     if args.list:
         for c in all_contenders:
