@@ -23,6 +23,19 @@ from . import __version__
 
 EXIT_USAGE = 2
 
+# Every limit and timeout of docs/server-behaviour.md, as listen()'s keyword: its flag's help.
+LIMIT_OPTIONS = {
+    "max_header_count": "request header fields at most (431 past it)",
+    "max_header_size": "bytes of a request head at most (431)",
+    "max_uri_size": "bytes of a request target at most (414)",
+    "max_body_size": "bytes of a request body at most (413)",
+    "header_timeout_ms": "to receive a whole request head (408)",
+    "body_timeout_ms": "window in which a request body must progress (408)",
+    "keepalive_timeout_ms": "an idle keep-alive connection is closed after this",
+    "tls_handshake_timeout_ms": "to finish the TLS handshake",
+    "send_timeout_ms": "window in which a client must take some of its response",
+}
+
 
 class CLIError(Exception):
     """A problem the user can fix: printed as one line, exit status 2."""
@@ -40,14 +53,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="how to call the app (default: auto-detect)")
     a.add_argument("--root-path", default="", help="mount point: SCRIPT_NAME / root_path")
     a.add_argument("--static", action="append", default=[], metavar="URL=DIR",
-                   help="serve DIR's files under URL (repeatable; WSGI apps)")
+                   help="serve DIR's files under URL (repeatable; WSGI and ASGI apps)")
     b = p.add_argument_group("binding")
     b.add_argument("--host", default="127.0.0.1")
     b.add_argument("--port", type=int, default=8000)
     b.add_argument("--uds", metavar="PATH", help="listen on this Unix socket instead")
     b.add_argument("--fd", type=int, help="listen on this inherited socket descriptor")
     b.add_argument("--ssl-certfile", help="PEM certificate (chain): serve HTTPS")
-    b.add_argument("--ssl-keyfile", help="PEM key (ECDSA P-256)")
+    b.add_argument("--ssl-keyfile", help="PEM private key (RSA or ECDSA)")
     b.add_argument("--ssl-ca", help="PEM CA: require client certificates signed by it")
     w = p.add_argument_group("processes")
     w.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
@@ -79,11 +92,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="honour X-Forwarded-For/-Proto/-Host and Forwarded from trusted peers")
     px.add_argument("--forwarded-allow-ips", default="127.0.0.1",
                     help="trusted proxies: IPs, CIDR networks or '*' (default 127.0.0.1)")
-    lim = p.add_argument_group("limits (docs/server-behaviour.md)")
-    for name in ("max-header-count", "max-header-size", "max-uri-size", "max-body-size",
-                 "header-timeout-ms", "body-timeout-ms", "keepalive-timeout-ms",
-                 "tls-handshake-timeout-ms"):
-        lim.add_argument(f"--{name}", type=int, default=None)
+    lim = p.add_argument_group("limits (docs/server-behaviour.md; 0 turns a timeout off)")
+    for name, what in LIMIT_OPTIONS.items():
+        lim.add_argument(f"--{name.replace('_', '-')}", type=int, default=None, help=what)
     p.add_argument("--version", action="version", version=f"cymongoose {__version__}")
     # Set by a supervisor for the workers it starts; not for people.
     p.add_argument("--worker-socket", type=int, help=argparse.SUPPRESS)
@@ -91,9 +102,6 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-LIMIT_OPTIONS = ("max_header_count", "max_header_size", "max_uri_size", "max_body_size",
-                 "header_timeout_ms", "body_timeout_ms", "keepalive_timeout_ms",
-                 "tls_handshake_timeout_ms")
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -145,3 +146,37 @@ def test_access_log_lines(served: Served) -> None:
     assert 0 < float(logged["seconds"]) < 5
     static = by_request["GET /s/big.bin HTTP/1.1"]
     assert static["bytes"] == str(len(served.big)) and static["client"] == "127.0.0.1"
+
+
+BIG_RESPONSE_APP = '''\
+def app(environ, start_response):
+    piece = b"x" * (1 << 20)
+    start_response("200 OK", [("Content-Length", str(32 * len(piece)))])
+    return (piece for _ in range(32))
+'''
+
+
+def test_send_timeout_closes_a_client_that_stops_reading(tmp_path: Path) -> None:
+    # 32 MiB owed to a client that reads nothing: after --send-timeout-ms without progress
+    # the server closes the connection instead of holding the rest for it.
+    (tmp_path / "big_response.py").write_text(BIG_RESPONSE_APP)
+    port = free_port()
+    cli = CLI(tmp_path, "big_response:app", "--port", str(port), "--send-timeout-ms", "300")
+    try:
+        cli.wait_http(port, "/")
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+            sock.connect(("127.0.0.1", port))
+            sock.sendall(raw_request("GET", "/"))
+            time.sleep(2.0)  # many send timeouts long, reading nothing
+            sock.settimeout(10)
+            received = 0
+            try:
+                while chunk := sock.recv(1 << 20):
+                    received += len(chunk)
+            except ConnectionResetError:
+                pass
+        assert 0 < received < 32 << 20  # cut off, not waited for
+        assert get(port, "/").status == 200  # and the server goes on
+    finally:
+        assert cli.stop() == 0, cli.err
