@@ -199,7 +199,13 @@ class _HTTPCycle(ASGIHTTPExchange):
         a streamed body, or waiting for the client to go away."""
         while self.streaming and not self.closed:
             conn = self.conn
-            data = conn.body_read(_RECEIVE_MAX)
+            try:
+                data = conn.body_read(_RECEIVE_MAX)
+            except ConnectionResetError:
+                # Broken chunked framing: the core is closing the connection, and to the
+                # app the client is gone (as uvicorn reports a body its parser refused).
+                self.closed = True
+                break
             if conn.body_complete and conn.body_pending == 0:
                 self.streaming = False
                 return {"type": "http.request", "body": data, "more_body": False}

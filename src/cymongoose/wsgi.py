@@ -290,6 +290,9 @@ class _Exchange(WSGIExchange):
             data = conn.body_read(room) if room > 0 else b""
             pending = conn.body_pending
             done = pending == 0 and conn.body_complete
+        except ConnectionResetError as exc:  # broken chunked framing: the core closes
+            inp.fail(ClientDisconnected(str(exc)))
+            return
         except RuntimeError:  # the connection closed under us
             return
         if data or done or pending:

@@ -454,6 +454,25 @@ def test_malformed_chunked_framing_mid_stream_closes_only_that_connection(
         assert recv_polling(manager, good_client, want) == want
 
 
+@pytest.mark.parametrize("bad", [b"zz\r\nhello\r\n0\r\n\r\n", b"5\r\nhelloXX0\r\n\r\n",
+                                 b"5\nhello\r\n"], ids=["size", "data-crlf", "bare-lf"])
+def test_malformed_chunked_framing_with_the_head_is_400_before_the_handler(
+        manager: Manager, bad: bytes) -> None:
+    # The broken framing arrives in the head's own read: no handler has seen the request,
+    # so it is refused as the buffered path refuses it, and the server goes on.
+    echo = Echo()
+    port = listen_stream(manager, echo)
+    with connect(port) as s:
+        s.sendall(b"POST /bad HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + bad)
+        answer = closed_by_server(manager, s)
+    assert answer.startswith(b"HTTP/1.1 400 "), answer
+    assert echo.heads == []
+    with connect(port) as s:
+        s.sendall(b"POST /good HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nok")
+        want = ok(b"/good:ok")
+        assert recv_polling(manager, s, want) == want
+
+
 def test_body_read_after_broken_framing_raises(manager: Manager) -> None:
     raised: list[BaseException] = []
     box: dict[str, Connection] = {}

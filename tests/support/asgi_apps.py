@@ -153,6 +153,17 @@ async def _http(scope: dict[str, Any], receive: Any, send: Any) -> None:
             STATE[token]["send"] = f"OSError:{type(exc).__name__}"
         except Exception as exc:  # a non-OSError is what the test must catch
             STATE[token]["send"] = f"other:{type(exc).__name__}"
+    elif path == "/receive-log":
+        # Records the type of every message receive() gives, up to the body's end or a
+        # disconnect.
+        types = STATE.setdefault(q["token"], {"types": []})["types"]
+        while True:
+            message = await receive()
+            types.append(message["type"])
+            if message["type"] != "http.request" or not message.get("more_body"):
+                break
+        if types[-1] == "http.request":
+            await _respond(send, 200, b"read it all")
     elif path == "/after-response":
         token = q["token"]
         await _respond(send, 200, b"done")

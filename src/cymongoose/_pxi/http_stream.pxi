@@ -23,6 +23,7 @@ cdef enum:
     _GF_STREAM = 512  # the front request's body is streamed (head already delivered)
     _GF_BODY_DONE = 1024  # the streamed body has fully arrived
     _GF_PAUSED = 2048  # reads paused (c->is_full) for back-pressure
+    _GF_HEAD_OUT = 4096  # MG_EV_HTTP_HDRS delivered: the handler has this request
 
 
 cdef void _set_reading(mg.mg_connection *c, HttpGuard *g, bint on) noexcept nogil:
@@ -72,7 +73,7 @@ cdef int _dechunk(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
             if c.recv.len - w < 2:
                 return 0
             if b[w] != 13 or b[w + 1] != 10:
-                return _stream_fail(c, b"chunk data not followed by CRLF")
+                return _stream_fail(c, g, b"chunk data not followed by CRLF")
             _cut(c, w, 2)
             g.chunk_state = _CK_SIZE
             continue
@@ -83,12 +84,12 @@ cdef int _dechunk(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
         if e == c.recv.len:
             if c.recv.len - w > (_CHUNK_LINE_MAX if g.chunk_state == _CK_SIZE
                                  else lim.max_header_size):
-                return _stream_fail(c, b"chunk-size line or trailer too long")
+                return _stream_fail(c, g, b"chunk-size line or trailer too long")
             return 0
         if e == w or b[e - 1] != 13:
-            return _stream_fail(c, b"bare LF in chunked body")
+            return _stream_fail(c, g, b"bare LF in chunked body")
         if g.chunk_state == _CK_SIZE and e - w > _CHUNK_LINE_MAX:
-            return _stream_fail(c, b"chunk-size line or trailer too long")
+            return _stream_fail(c, g, b"chunk-size line or trailer too long")
         if g.chunk_state == _CK_TRAILER:
             # RFC 9112 §7.1.2: trailer fields may be discarded; they are checked as field
             # lines (the same rule as http_request_parser.pxi's _scan_chunks) and dropped.
@@ -97,10 +98,10 @@ cdef int _dechunk(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
                 g.flags |= _GF_BODY_DONE
                 return 1
             if not _field_line_ok(b + w, e - 1 - w):
-                return _stream_fail(c, b"malformed trailer field")
+                return _stream_fail(c, g, b"malformed trailer field")
             g.head_len += e + 1 - w  # trailer bytes count against max_header_size
             if g.head_len > lim.max_header_size:
-                return _stream_fail(c, b"trailer fields larger than max_header_size")
+                return _stream_fail(c, g, b"trailer fields larger than max_header_size")
             _cut(c, w, e + 1 - w)
             continue
         j = w
@@ -109,17 +110,17 @@ cdef int _dechunk(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
         while j < e - 1 and (_CC[b[j]] & _C_HEX):
             digits += 1
             if digits > 15:
-                return _stream_fail(c, b"chunk size too long")
+                return _stream_fail(c, g, b"chunk size too long")
             size = size * 16 + _hexval(b[j])
             j += 1
         if digits == 0:
-            return _stream_fail(c, b"invalid chunk size")
+            return _stream_fail(c, g, b"invalid chunk size")
         # RFC 9112 §7.1.1: unknown chunk extensions must be ignored, once they match the
         # grammar (the same rule as http_request_parser.pxi's _scan_chunks).
         if not _chunk_ext_ok(b + j, e - 1 - j):
-            return _stream_fail(c, b"invalid chunk size line or extension")
+            return _stream_fail(c, g, b"invalid chunk size line or extension")
         if g.decoded + size > lim.max_body_size:
-            return _stream_fail(c, b"chunked body larger than max_body_size")
+            return _stream_fail(c, g, b"chunked body larger than max_body_size")
         g.decoded += size
         _cut(c, w, e + 1 - w)
         if size == 0:
@@ -130,8 +131,13 @@ cdef int _dechunk(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
             g.body_left = size
 
 
-cdef int _stream_fail(mg.mg_connection *c, const char *why) noexcept nogil:
-    # The head was already handed to the app, so no refusal can be framed any more: close.
+cdef int _stream_fail(mg.mg_connection *c, HttpGuard *g, const char *why) noexcept nogil:
+    if not (g.flags & _GF_HEAD_OUT):
+        # Broken framing among the bytes that came with the head: no handler has seen this
+        # request, so it is refused like a malformed head (400, then linger and close).
+        _refuse(c, g, 400, why, (g.flags & _GF_HEAD) != 0, mg.mg_millis())
+        return -1
+    # The handler has the head and may be answering: no refusal can be framed any more.
     _log_event(c, 0, why)
     c.is_closing = 1
     return -1
@@ -223,6 +229,7 @@ cdef void _stream_begin(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcep
     if _stream_decode(c, g) < 0:
         return
     mark = c.send.len
+    g.flags |= _GF_HEAD_OUT
     if c.fn != NULL:
         c.fn(c, mg.MG_EV_HTTP_HDRS, <void *>&hm)
     if c.is_closing:

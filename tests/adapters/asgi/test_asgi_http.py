@@ -182,3 +182,25 @@ def test_disconnect_then_send_raises_oserror(our_asgi: ServeASGI) -> None:
         time.sleep(0.02)
     assert state["received"] == "http.disconnect"
     assert state["send"].startswith("OSError:"), state
+
+
+def test_broken_chunked_framing_mid_body_is_a_disconnect(our_asgi: ServeASGI) -> None:
+    # The core closes a connection whose chunked framing breaks after the app has the
+    # request; the app's receive() then says the client is gone, as for any disconnect.
+    asgi_served = our_asgi()
+    token = uuid.uuid4().hex
+    with HttpConnection(asgi_served.port) as c:
+        c.send_raw(raw_request("POST", f"/receive-log?token={token}",
+                               [("Transfer-Encoding", "chunked")]))
+        c.send_raw(b"5\r\nhello\r\n")
+        time.sleep(0.2)
+        c.send_raw(b"zz\r\n")  # not a chunk size
+        assert c.server_closed()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        state = json.loads(get(asgi_served.port, f"/_ctl/state?token={token}").body)
+        if state and state["types"][-1] != "http.request":
+            break
+        time.sleep(0.02)
+    assert state["types"][-1] == "http.disconnect", state
+    assert get(asgi_served.port, "/_ctl/ping").body == b"pong"

@@ -3,6 +3,7 @@ stalling others, streaming before the app finishes, close() and wsgi.input on di
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 import uuid
@@ -143,3 +144,24 @@ def test_client_leaving_mid_upload_makes_read_raise_oserror(served: Served) -> N
     st = wait_app_state(served.port, token, "done", True)
     assert st["done"] is True, st
     assert st.get("oserror") is True, st
+
+
+def test_broken_chunked_framing_mid_upload_makes_read_raise_oserror(
+        served: Served, caplog: pytest.LogCaptureFixture) -> None:
+    if not served.ours:
+        pytest.skip("gunicorn's wsgi.input raises its own parser error (not an OSError) on "
+                    "a broken chunk")
+    caplog.set_level(logging.ERROR)
+    token = uuid.uuid4().hex
+    with HttpConnection(served.port) as c:
+        c.send_raw(raw_request("POST", f"/read_until_error?token={token}",
+                               [("Transfer-Encoding", "chunked")]))
+        c.send_raw(b"5\r\nhello\r\n")
+        assert wait_app_state(served.port, token, "done").get("done") is False
+        c.send_raw(b"zz\r\n")  # not a chunk size: the core closes the connection
+        assert c.server_closed()
+    st = wait_app_state(served.port, token, "done", True)
+    assert st["done"] is True, st
+    assert st.get("oserror") is True, st
+    # The loop side knew it first (it feeds wsgi.input): no failure of its own is logged.
+    assert "Unhandled exception" not in caplog.text, caplog.text
