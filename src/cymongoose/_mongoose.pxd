@@ -103,6 +103,7 @@ cdef class Manager:
     cdef bint _stop_dispatch
     cdef object _handler
     cdef object _error_handler
+    cdef object _refusal_handler  # see Manager.refusal_handler in the .pyi
     cdef object _fatal
     cdef set _timers
     cdef bint _wakeup_enabled

@@ -234,6 +234,13 @@ class Manager:
     """After traffic, how long (0-100 ms, default 1) `poll()` waits for the next request
     still holding the GIL; 0 when other threads need the GIL while the loop waits."""
 
+    refusal_handler: Callable[[Connection, int, str, str, int], object] | None
+    """Called as `refusal_handler(conn, status, reason, request_line, body_size)` after an
+    HTTP listener's guard answered a request itself (400, 408, 413, 414, 431, 501, 505: no
+    handler saw it), for an access log. `request_line` is what the client sent up to its
+    first line end (at most 2 KiB, latin-1; it may be malformed or cut), `body_size` the
+    bytes of the refusal's body. Exceptions follow the handlers' rules. Default None."""
+
     def fileno(self) -> int:
         """Mongoose's epoll descriptor (-1 once closed), for driving this Manager from
         another event loop on the loop's own thread: call `poll(0)` when it is readable,

@@ -26,6 +26,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 __all__ = ["AccessLog", "AccessLogWriter", "DEFAULT_FORMAT", "HeaderLookup"]
 
@@ -125,6 +126,23 @@ class AccessLog:
             handlers[0].write_line(line)
         else:
             logger.info(line)
+
+    def log_refusal(self, conn: Any, status: int, reason: str, request_line: str,
+                    body_size: int) -> None:
+        """The record of a request the server answered before any app saw it (malformed,
+        over a limit, timed out): `Manager.refusal_handler`'s signature, so a server sets
+        `manager.refusal_handler = access_log.log_refusal`. The request line as the client
+        sent it, escaped as nginx does (control and non-ASCII bytes, and `"`, as `\\xNN`), stands
+        for method, target and protocol; the client is the peer (no proxy header was read)."""
+        if not self.logger.isEnabledFor(logging.INFO):
+            return
+        addr = conn.remote_addr
+        line = request_line.encode("unicode_escape").decode("ascii").replace('"', "\\x22")
+        method, _, rest = line.partition(" ")
+        target, _, protocol = rest.partition(" ")
+        path, _, query = target.partition("?")
+        self.log(addr[0] if addr and addr[0] else "-", method or "-", path, query, protocol,
+                 status, body_size, 0.0)
 
     def _time(self) -> str:
         now = int(time.time())

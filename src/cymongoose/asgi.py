@@ -894,6 +894,8 @@ class ASGIServer:
             self._lifespan = _Lifespan(self, self._lifespan_mode)
             await self._lifespan.startup()
             self._manager = Manager(None, enable_wakeup=True, error_handler=self._error_handler)
+            if self._access is not None:  # requests the core refused are logged too
+                self._manager.refusal_handler = self._access.log_refusal
             self._driver = LoopDriver(self._manager, loop)
             self._driver_kick = self._driver.kick  # a no-op again once it is detached
             self._loop = loop

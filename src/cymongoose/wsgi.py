@@ -574,6 +574,8 @@ class WSGIServer:
         self._manager = Manager(None, enable_wakeup=True, error_handler=error_handler)
         # App threads need the GIL while the loop waits: never wait holding it.
         self._manager.linger_ms = 0
+        if access_log is not None:  # requests the core refused are logged too
+            self._manager.refusal_handler = access_log.log_refusal
         self._turns = _LoopTurns(self, count, _STALL_S)
         self._outbox: collections.deque[tuple[_Exchange, int, Any]] = collections.deque()
         self._wake_pending = False  # a wake-up of the loop is on its way

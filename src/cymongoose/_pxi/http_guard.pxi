@@ -125,6 +125,7 @@ cdef const char *_connection_field(Connection conn, bint user_set,
 # neither the GIL nor any formatting.
 cdef enum:
     _N_REFUSALS = 7
+    _REFUSED_LINE_MAX = 2048  # request-line bytes handed to Manager.refusal_handler
 cdef int _REFUSAL_CODES[_N_REFUSALS]
 cdef const char *_REFUSAL_DATA[_N_REFUSALS][2]
 cdef size_t _REFUSAL_LEN[_N_REFUSALS][2]
@@ -173,6 +174,33 @@ cdef void _log_event_gil(mg.mg_connection *c, int status, const char *why) noexc
         pass
 
 
+cdef void _report_refusal(mg.mg_connection *c, int status, const char *why,
+                          size_t body_len) noexcept with gil:
+    """Manager.refusal_handler(conn, status, reason, request_line, body_size) for a request
+    the guard answered itself (the access log's source for them). The request line is what
+    the client sent up to its first line end (at most _REFUSED_LINE_MAX bytes), as latin-1;
+    exceptions follow the handlers' rules (_route_exception)."""
+    cdef GilSlot *slot = <GilSlot *>c.mgr.userdata
+    cdef Manager manager
+    cdef size_t n = 0, limit = c.recv.len
+    if slot.finalizing or slot.manager == NULL:
+        return
+    manager = <Manager>slot.manager
+    if manager._refusal_handler is None:
+        return
+    if limit > _REFUSED_LINE_MAX:
+        limit = _REFUSED_LINE_MAX
+    while n < limit and c.recv.buf[n] != 10:
+        n += 1
+    if n and c.recv.buf[n - 1] == 13:
+        n -= 1
+    try:
+        manager._refusal_handler(_bind(c), status, why.decode("ascii"),
+                                 (<char *>c.recv.buf)[:n].decode("latin-1"), body_len)
+    except BaseException as exc:
+        _route_exception(manager, exc)
+
+
 cdef inline void _reset_front(HttpGuard *g) noexcept nogil:
     g.head_len = 0
     g.frame_len = 0
@@ -189,6 +217,8 @@ cdef void _refuse(mg.mg_connection *c, HttpGuard *g, int status, const char *why
         i += 1
     _log_event(c, status, why)
     mg.mg_send(c, _REFUSAL_DATA[i][head], _REFUSAL_LEN[i][head])
+    # _log_event took the GIL back for this iteration: telling Python costs no switch.
+    _report_refusal(c, status, why, 0 if head else _REFUSAL_LEN[i][0] - _REFUSAL_LEN[i][1])
     c.recv.len = 0  # never parsed: not one byte of a refused request reaches a handler
     c.is_resp = 0
     _reset_front(g)

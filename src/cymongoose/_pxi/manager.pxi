@@ -191,6 +191,18 @@ cdef class Manager:
         self._gil.linger_ms = value
 
     @property
+    def refusal_handler(self):
+        return self._refusal_handler
+
+    @refusal_handler.setter
+    def refusal_handler(self, value):
+        if value is not None and not callable(value):
+            raise TypeError(
+                "refusal_handler must be a callable refusal_handler(conn, status, reason, "
+                f"request_line, body_size) or None, not {type(value).__name__}")
+        self._refusal_handler = value
+
+    @property
     def wakeup_id(self):
         return self._wakeup_id if self._wakeup_enabled and not self._closed else 0
 

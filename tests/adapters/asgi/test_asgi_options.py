@@ -90,6 +90,20 @@ def test_access_log_records_status_bytes_and_client() -> None:
     assert all(r["client"] == "127.0.0.1" and r["duration_ms"] >= 0 for r in records)
 
 
+def test_access_log_records_requests_the_server_refused() -> None:
+    # No app saw them, but an operator looking for bad clients should (as with nginx).
+    access, lines = _access_log()
+    with running_asgi_server(echo_app, server_kwargs={"access_log": access}) as run:
+        with HttpConnection(run.port) as c:
+            c.send_raw(b"GET /x HTTP/1.1\r\nHost: a b\r\n\r\n")
+            assert c.read_response().status == 400
+        assert wait_until(lambda: len(lines.lines) == 1, 5), lines.lines
+    record = json.loads(lines.lines[0])
+    assert (record["method"], record["path"], record["protocol"], record["status"],
+            record["bytes"], record["client"]) == ("GET", "/x", "HTTP/1.1", 400, 12,
+                                                   "127.0.0.1")
+
+
 def _scope(port: int, headers: list[tuple[str, str]]) -> dict[str, Any]:
     resp = get(port, "/", headers)
     assert resp.status == 200, resp

@@ -129,12 +129,16 @@ def test_access_log_lines(served: Served) -> None:
     get(served.port, "/api/logged?q=1", [("User-Agent", "probe/1"), ("Referer", "http://r/"),
                                          ("X-Forwarded-For", "192.0.2.44")])
     get(served.port, "/s/big.bin")
+    with HttpConnection(served.port) as c:  # refused by the server itself: logged too
+        c.send_raw(b'GET /api/bad"\xe9 HTTP/1.1\r\nHost: x\r\n\r\n')
+        assert c.read_response().status == 400
     # A line is written after its response has left, so the client can be ahead of the file.
     deadline = time.monotonic() + 5
     while True:
         lines = logged_lines()
         if (sum("/s/big.bin" in ln for ln in lines) > static_before
-                and any("/api/logged?q=1" in ln for ln in lines)) or time.monotonic() > deadline:
+                and any("/api/logged?q=1" in ln for ln in lines)
+                and any("/api/bad" in ln for ln in lines)) or time.monotonic() > deadline:
             break
         time.sleep(0.05)
     parsed = [ACCESS_LINE.match(line) for line in lines]
@@ -146,6 +150,10 @@ def test_access_log_lines(served: Served) -> None:
     assert 0 < float(logged["seconds"]) < 5
     static = by_request["GET /s/big.bin HTTP/1.1"]
     assert static["bytes"] == str(len(served.big)) and static["client"] == "127.0.0.1"
+    # The raw request line, escaped as nginx escapes it; the refusal's body size.
+    refused = by_request["GET /api/bad\\x22\\xe9 HTTP/1.1"]
+    assert refused["status"] == "400" and refused["bytes"] == "12"
+    assert refused["client"] == "127.0.0.1"
 
 
 BIG_RESPONSE_APP = '''\
