@@ -8,6 +8,7 @@ import socket
 from typing import Any
 
 import pytest
+from support.routes import read_to_eof
 
 from cymongoose import MG_EV_HTTP_MSG, Connection, Manager
 
@@ -24,16 +25,10 @@ def _answer(conn: Connection, ev: int, data: Any) -> None:
 
 
 def _exchange(port: int, payload: bytes) -> bytes:
-    """Send raw bytes, read until the server closes (refusals close) or 3 s of silence."""
+    """Send raw bytes, read until the server closes (refusals close)."""
     with socket.create_connection(("127.0.0.1", port), timeout=3) as s:
         s.sendall(payload)
-        out = b""
-        try:
-            while chunk := s.recv(65536):
-                out += chunk
-        except TimeoutError:
-            pass
-        return out
+        return read_to_eof(s)
 
 
 @pytest.fixture
