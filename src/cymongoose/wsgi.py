@@ -1,6 +1,6 @@
 """PEP 3333 server on the Mongoose loop: Flask, Django or any WSGI app at C-loop speed.
 
-Threads take turns owning the Manager (leader/followers, `_LoopTurns`): the owner polls and
+Threads take turns owning the Manager (leader/followers, wsgi_threads.py): the owner polls and
 runs the apps of the requests that poll delivered inline, one after another, so under load no
 request crosses a thread and the GIL does not change hands per request. A standby thread takes
 the loop over from an owner stuck in one app for `_STALL_S`; that app finishes on its own
@@ -21,11 +21,10 @@ import collections
 import io
 import os
 import signal
-import stat
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from ._mongoose import (
@@ -38,7 +37,6 @@ from ._mongoose import (
     HeaderBlock,
     Manager,
     TlsOpts,
-    WSGIExchange,
     WSGILoop,
     handles,
     wsgi_environ_base,
@@ -54,23 +52,21 @@ from .serving import (
     report_exception,
 )
 from .typedefs import AppRef, WSGIApp
+from .wsgi_bodies import _NO_BODY, ClientDisconnected, FileWrapper, _StreamInput
+from .wsgi_threads import (
+    _OP_ABORT,
+    _OP_BEGIN,
+    _OP_END,
+    _OP_FILE,
+    _OP_WHOLE,
+    _OP_WRITE,
+    _SEND_LOW,
+    _STALL_S,
+    _Exchange,
+    _LoopTurns,
+)
 
 __all__ = ["WSGIServer", "FileWrapper", "serve", "WSGIApp"]
-
-# wsgi.input: the loop stops taking body bytes from a connection while this much waits
-# unread in the app's buffer, and takes more once the app has read it below _INPUT_LOW.
-_INPUT_HIGH = 1 << 20
-_INPUT_LOW = 256 << 10
-# Streaming responses: an app thread waits while this much is queued towards its client,
-# until the client has read it below _SEND_LOW.
-_SEND_HIGH = 1 << 20
-_SEND_LOW = 256 << 10
-# An app thread wakes the loop before its work runs dry once a response has waited this long.
-# The loop's owner runs apps inline; one that runs longer than this hands the loop over.
-_STALL_S = 0.005
-
-# Outbox operations (WSGILoop.drain() in wsgi_exchange.pxi knows WHOLE and FILE by number).
-_OP_WHOLE, _OP_BEGIN, _OP_WRITE, _OP_FILE, _OP_END, _OP_ABORT = range(6)
 
 _RESPONSE_500 = b"Internal Server Error\n"
 
@@ -93,439 +89,6 @@ def _nothing() -> None:
     pass
 
 
-class _NoBody(io.RawIOBase):
-    """`wsgi.input` of a request without a body: shared, since it has no state."""
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        return 0
-
-    def read(self, size: int | None = -1) -> bytes:
-        return b""
-
-    def readline(self, size: int | None = -1) -> bytes:
-        return b""
-
-    def close(self) -> None:  # an app closing it must not close it for the next one
-        pass
-
-
-_NO_BODY = _NoBody()
-
-
-class ClientDisconnected(ConnectionResetError):
-    """The client went away while the app was reading its body or writing the response."""
-
-
-class FileWrapper:
-    """`wsgi.file_wrapper`: iterates a file in blocks; the server sends a real file with
-    sendfile(2) instead of iterating it."""
-
-    def __init__(self, filelike: Any, blksize: int = 8192) -> None:
-        if blksize <= 0:
-            raise ValueError("blksize must be a positive number of bytes")
-        self.filelike = filelike
-        self.blksize = blksize
-
-    def __iter__(self) -> Iterator[bytes]:
-        read = self.filelike.read
-        while True:
-            block = read(self.blksize)
-            if not block:
-                return
-            yield block
-
-    def fileno_for_sendfile(self) -> int | None:
-        """The descriptor of a regular file positioned where the body starts, or None."""
-        try:
-            fd = self.filelike.fileno()
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return None
-        except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
-            return None
-        return int(fd)
-
-    def close(self) -> None:
-        """PEP 3333: closing the wrapper closes the file, when it has a close()."""
-        close = getattr(self.filelike, "close", None)
-        if close is not None:
-            close()
-
-
-class _StreamInput:
-    """`wsgi.input` for a body that is still arriving: reads block the app's thread."""
-
-    __slots__ = ("_buf", "_eof", "_error", "_cond", "_want", "_exchange", "_paused")
-
-    def __init__(self, exchange: _Exchange) -> None:
-        self._buf = bytearray()
-        self._eof = False
-        self._error: BaseException | None = None
-        self._cond = threading.Condition(threading.Lock())
-        self._want = 0  # bytes a waiting reader needs (0: nobody waits)
-        self._exchange = exchange
-        self._paused = False  # the loop stopped feeding: buffer full
-
-    # Loop side.
-    def room(self) -> int:
-        return max(_INPUT_HIGH, self._want) - len(self._buf)
-
-    def feed(self, data: bytes, eof: bool, left_behind: bool) -> None:
-        """`left_behind`: the connection still holds body bytes this feed had no room for.
-        Then the app side must ask for them (the connection may have paused its reads, so no
-        read event would bring them), however much the app consumed meanwhile."""
-        with self._cond:
-            self._buf += data
-            if eof:
-                self._eof = True
-            self._paused = not eof and (left_behind or
-                                        len(self._buf) >= max(_INPUT_HIGH, self._want))
-            if self._want:
-                self._cond.notify()
-
-    def fail(self, exc: BaseException) -> None:
-        with self._cond:
-            if not self._eof:
-                self._error = exc
-            self._cond.notify_all()
-
-    # App side.
-    def _take(self, n: int) -> bytes:
-        data = bytes(self._buf[:n])
-        del self._buf[:n]
-        if self._paused and len(self._buf) < _INPUT_LOW:
-            self._paused = False
-            self._exchange.server._call_loop(self._exchange.feed_input)
-        return data
-
-    def _wait_for(self, n: int) -> None:
-        """Block until n bytes (n < 0: the whole body) are buffered, or the body ended."""
-        while not self._eof and (n < 0 or len(self._buf) < n):
-            if self._error is not None:
-                raise self._error
-            self._want = sys.maxsize if n < 0 else n
-            if self._exchange.server._turns.owns_loop():
-                # Running inline on the loop's owner: the loop must go on without us.
-                self._cond.release()
-                try:
-                    self._exchange.server._turns.hand_off()
-                finally:
-                    self._cond.acquire()
-                continue
-            if self._paused:
-                self._paused = False
-                self._exchange.server._call_loop(self._exchange.feed_input)
-            self._cond.wait(1.0)
-            self._want = 0
-        if self._error is not None and not self._eof:
-            raise self._error
-
-    def read(self, size: int | None = -1) -> bytes:
-        n = -1 if size is None or size < 0 else size
-        with self._cond:
-            self._wait_for(n)
-            return self._take(len(self._buf) if n < 0 else min(n, len(self._buf)))
-
-    def read1(self, size: int = -1) -> bytes:
-        with self._cond:
-            if not self._buf:
-                self._wait_for(1)
-            return self._take(len(self._buf) if size < 0 else min(size, len(self._buf)))
-
-    def readline(self, size: int | None = -1) -> bytes:
-        limit = -1 if size is None or size < 0 else size
-        with self._cond:
-            start = 0
-            while True:
-                end = self._buf.find(b"\n", start)
-                if end >= 0:
-                    n = end + 1
-                    break
-                if self._eof or (0 <= limit <= len(self._buf)):
-                    n = len(self._buf)
-                    break
-                start = len(self._buf)
-                self._wait_for(len(self._buf) + 1)
-            if 0 <= limit < n:
-                n = limit
-            return self._take(n)
-
-    def readlines(self, hint: int = -1) -> list[bytes]:
-        lines: list[bytes] = []
-        total = 0
-        while True:
-            line = self.readline()
-            if not line:
-                return lines
-            lines.append(line)
-            total += len(line)
-            if 0 < hint <= total:
-                return lines
-
-    def __iter__(self) -> Iterator[bytes]:
-        while True:
-            line = self.readline()
-            if not line:
-                return
-            yield line
-
-
-class _Exchange(WSGIExchange):
-    """One request and its response (the fields and start_response() are the C base's).
-    Connection methods are only ever called on the loop thread."""
-
-    __slots__ = ("started",)  # set only while the access log is on
-    started: float
-
-    # Loop side.
-    def feed_input(self) -> None:
-        inp = self.input
-        conn = self.conn
-        if inp is None or self.closed or inp._paused:
-            return
-        try:
-            room = inp.room()
-            data = conn.body_read(room) if room > 0 else b""
-            pending = conn.body_pending
-            done = pending == 0 and conn.body_complete
-        except ConnectionResetError as exc:  # broken chunked framing: the core closes
-            inp.fail(ClientDisconnected(str(exc)))
-            return
-        except RuntimeError:  # the connection closed under us
-            return
-        if data or done or pending:
-            inp.feed(data, done, pending > 0)
-
-    def gone(self) -> None:
-        self.closed = True
-        if self.input is not None:
-            self.input.fail(ClientDisconnected("the client disconnected"))
-        self.notify_writer()
-
-    def notify_writer(self) -> None:
-        cond = self.cond
-        if cond is not None:
-            with cond:
-                if self.waiting:
-                    cond.notify()
-
-    # App side: start_response() and write() are the base's.
-    def stream(self, data: bytes) -> None:
-        """Send one piece of a streamed body, waiting while the client is behind."""
-        if type(data) is not bytes:
-            if not isinstance(data, (bytes, bytearray, memoryview)):
-                raise TypeError(f"response body items must be bytes, not {type(data).__name__}")
-            data = bytes(data)
-        if self.closed:
-            raise ClientDisconnected("the client disconnected")
-        self.sent += len(data)
-        if 0 <= self.declared < self.sent:
-            raise ValueError(
-                f"the app sent more than its Content-Length of {self.declared} bytes")
-        server = self.server
-        if not self.head_queued:
-            self.head_queued = True
-            self.head_sent = True
-            server._post(self, _OP_BEGIN, None)
-        if data:
-            self.queued += len(data)
-            server._post(self, _OP_WRITE, data)
-            if self.queued + self.backlog > _SEND_HIGH:
-                self.wait_for_client()
-
-    def wait_for_client(self) -> None:
-        turns = self.server._turns
-        if turns.owns_loop():
-            turns.hand_off()  # the loop must write what we wait on: stream on our own
-        if self.cond is None:
-            self.cond = threading.Condition(threading.Lock())
-        timeout = self.server.stream_timeout
-        with self.cond:
-            self.waiting = True
-            try:
-                while not self.closed and self.queued + self.backlog > _SEND_LOW:
-                    before = self.queued + self.backlog
-                    if not self.cond.wait(timeout) and self.queued + self.backlog >= before:
-                        raise TimeoutError(
-                            f"the client read nothing for {timeout} s (stream_timeout)")
-            finally:
-                self.waiting = False
-        if self.closed:
-            raise ClientDisconnected("the client disconnected")
-
-
-class _LoopTurns:
-    """Threads that take turns owning the Manager (leader/followers).
-
-    The owner polls, then runs the apps of the requests that polling delivered inline, one
-    after another, and writes their responses once the batch is done: under load no request
-    crosses a thread, so the GIL never changes hands per request. For the batch the owner
-    lets go of `loop_lock`, the right to touch Mongoose. A standby thread checks every
-    `stall_s`: when the same app has been running for longer (it blocks on I/O, or
-    computes), the standby takes `loop_lock` and the loop over, and goes on with the rest of
-    the batch; the stalled thread finishes its request on its own, its response reaching the
-    loop through the outbox, then waits to take a turn again. An app that must wait for the
-    loop itself (reading a body still arriving, a client slow to read) hands the loop over
-    before it waits.
-
-    Per request this costs deque operations only (atomic under the GIL); `lock` is taken
-    once per batch, and by the standby once per `stall_s`.
-    """
-
-    def __init__(self, server: WSGIServer, count: int, stall_s: float) -> None:
-        self._server = server
-        self._count = count
-        self._stall_s = stall_s
-        self.lock = threading.Lock()  # guards owner and _standby
-        self._cond = threading.Condition(self.lock)
-        self.loop_lock = threading.Lock()  # held by whoever touches Mongoose
-        self.owner: threading.Thread | None = None
-        self.current: _Exchange | None = None  # the app the owner is running inline
-        self._standby_wake = threading.Event()  # set when the standby should look now
-        self._standby: threading.Thread | None = None
-        self.pending: collections.deque[_Exchange] = collections.deque()
-        # One token per app allowed to run at once (the loop owner is a thread more, so a
-        # stalled app on every app thread still leaves one to serve the loop).
-        self._slots: collections.deque[None] = collections.deque([None] * count)
-        self.stopping = False
-        self._threads: list[threading.Thread] = []
-
-    def start(self) -> None:
-        if self._threads:
-            return
-        for i in range(self._count):
-            t = threading.Thread(target=self._follow_forever, name=f"cymongoose-wsgi-{i}",
-                                 daemon=True)
-            t.start()
-            self._threads.append(t)
-
-    def owns_loop(self) -> bool:
-        return self.owner is threading.current_thread()
-
-    # The owner.
-    def run_pending(self) -> bool:
-        """Owner: run the queued apps inline, then write their responses. False once this
-        thread lost the loop."""
-        me = threading.current_thread()
-        server = self._server
-        outbox = server._outbox
-        self.loop_lock.release()
-        try:
-            server._loop_side.run_batch(self, me, server._app, self._slots)
-        finally:
-            with self.lock:
-                owner = self.owner is me
-                if owner:
-                    self.loop_lock.acquire()  # free: only a takeover holds it otherwise
-        if not owner:
-            server._wake_loop()  # for our responses, and for the requests waiting for a slot
-            return False
-        if outbox:
-            server._drain_outbox()
-        return True
-
-    def hand_off(self) -> None:
-        """Called from an app running inline that is about to wait for the loop: give the
-        loop to another thread."""
-        me = threading.current_thread()
-        with self.lock:
-            if self.owner is me:
-                self.owner = None
-                self.current = None
-                self._cond.notify()
-                self._standby_wake.set()
-        self._server._wake_loop()  # what this app posted so far is the new owner's to write
-
-    # The followers.
-    def _follow_forever(self) -> None:
-        while True:
-            if not self.follow():
-                return
-            self.lead()
-
-    def follow(self) -> bool:
-        """Wait for a turn. True: this thread now owns the loop (holding loop_lock)."""
-        me = threading.current_thread()
-        while True:
-            with self._cond:
-                while True:
-                    if self.stopping:
-                        return False
-                    if self.owner is None and self.loop_lock.acquire(False):
-                        self.owner = me
-                        return True
-                    if self._standby is None:
-                        self._standby = me
-                        break
-                    self._cond.wait()
-            try:
-                if self._stand_by(me):
-                    return True
-            finally:
-                with self._cond:
-                    self._standby = None
-                    self._cond.notify()  # another thread stands by now
-
-    def _stand_by(self, me: threading.Thread) -> bool:
-        """Check the owner every stall_s, without holding `lock` in between. True: the
-        owner was stuck in an app and this thread took the loop over; False: the loop is
-        free or the server stops."""
-        wake = self._standby_wake
-        seen: _Exchange | None = None
-        while True:
-            wake.wait(self._stall_s)
-            wake.clear()  # the state is read after this: a wake-up set from now on counts
-            with self.lock:
-                if self.stopping or self.owner is None:
-                    return False
-                cur = self.current
-                if cur is not None and cur is seen and self.loop_lock.acquire(False):
-                    # The same app ran for a whole stall_s, and its thread let go of
-                    # loop_lock for its batch: take the loop (and the rest of the batch).
-                    self.owner = me
-                    self.current = None
-                    return True
-                seen = cur
-
-    def lead(self) -> None:
-        """Own the loop until another thread takes it over or the server stops."""
-        server = self._server
-        manager = server.manager
-        poll_ms = server._poll_ms
-        me = threading.current_thread()
-        try:
-            outbox = server._outbox
-            while not self.stopping:
-                manager.poll(poll_ms)
-                if outbox:
-                    server._drain_outbox()
-                if self.pending and not self.run_pending():
-                    return
-                if self.owner is not me:
-                    return
-            server._drain_in_flight()
-        except BaseException:
-            self.stopping = True
-            raise
-        finally:
-            if self.owner is me:
-                with self._cond:
-                    self.owner = None
-                    self.loop_lock.release()
-                    self._cond.notify_all()
-                    self._standby_wake.set()
-
-    def stop(self, timeout: float) -> None:
-        with self._cond:
-            self.stopping = True
-            self._cond.notify_all()
-            self._standby_wake.set()
-        deadline = time.monotonic() + timeout
-        for t in self._threads:
-            t.join(max(0.0, deadline - time.monotonic()))
-        self._threads = [t for t in self._threads if t.is_alive()]
 
 
 class WSGIServer:

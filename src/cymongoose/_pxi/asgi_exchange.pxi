@@ -2,7 +2,7 @@
 # In Python these cost more than a raw ASGI app itself (about 250 bytecodes a request: making
 # the object, send() twice, finishing). The common paths are here in C: a body that came
 # with the head, a whole response in one http.response.body. The server's Python subclass
-# (asgi.py's _HTTPCycle) adds the rarer ones: streaming both ways, waiting, errors. Each
+# (asgi_http.py's _HTTPCycle) adds the rarer ones: streaming both ways, waiting, errors. Each
 # fast path either completes or hands the message, untouched, to that subclass; the core's
 # http_respond() is all or nothing, so a refused response can be retried there and fail
 # the same way, with the error logged once.

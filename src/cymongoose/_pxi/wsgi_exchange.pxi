@@ -126,7 +126,7 @@ import io as _io
 from time import perf_counter as _perf_counter
 
 
-# The outbox operations of cymongoose.wsgi (the same numbers there).
+# The outbox operations of cymongoose.wsgi_threads (the same numbers there).
 DEF _WSGI_OP_WHOLE = 0
 DEF _WSGI_OP_FILE = 3
 
@@ -224,7 +224,7 @@ cdef class WSGILoop:
 
     def run_batch(self, turns, me, app, slots):
         """The loop's owner `me` runs the queued apps one after another while it owns the
-        loop and an app slot is free (see cymongoose.wsgi._LoopTurns.run_pending). The
+        loop and an app slot is free (see cymongoose.wsgi_threads._LoopTurns.run_pending). The
         common answer, start_response() and a one-item list, is queued whole here."""
         cdef WSGIExchange ex
         pending = self.pending

@@ -1,0 +1,248 @@
+"""One HTTP request of the ASGI server and its response: the C base (ASGIHTTPExchange,
+_pxi/asgi_exchange.pxi) answers the common cases; this subclass streams bodies, waits on a
+slow client and turns app mistakes into a logged 500 or a closed connection."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from ._mongoose import ASGIHTTPExchange
+from .asgi_shared import (
+    _HEADERS_500,
+    _RECEIVE_MAX,
+    _RESPONSE_500,
+    _SEND_HIGH,
+    _SEND_LOW,
+    ClientDisconnected,
+    _has_header,
+    _stock_index,
+    _Waiter,
+)
+from .serving import error_log
+from .typedefs import ASGIMessage
+
+
+class _HTTPCycle(ASGIHTTPExchange):
+    """One HTTP request and its response; every method runs on the loop's thread. The state,
+    `receive()`/`send()` on their common paths and `_finish()` are in C (ASGIHTTPExchange,
+    asgi_exchange.pxi); what waits or fails is here."""
+
+    __slots__ = ()
+
+    # Loop side (Mongoose events).
+    def gone(self) -> None:
+        self.closed = True
+        if self.rx is not None:
+            self.rx.wake()
+        if self.tx is not None:
+            self.tx.wake()
+
+    def on_read(self) -> None:
+        if self.rx is not None:
+            self.rx.wake()
+
+    def on_write(self) -> None:
+        if self.tx is not None and self.conn.send_len < _SEND_LOW:
+            self.tx.wake()
+
+    def _need_events(self) -> None:
+        if not self.busy:
+            self.busy = True
+            self.conn.set_handler(self.server._on_busy)
+
+    # App side.
+    def _rx(self) -> _Waiter:
+        rx = self.rx
+        if rx is None:
+            rx = self.rx = _Waiter()
+        return rx  # type: ignore[no-any-return]
+
+    async def _receive_wait(self) -> ASGIMessage:
+        """receive() past its common paths (a disconnect, the body that came with the head):
+        a streamed body, or waiting for the client to go away."""
+        while self.streaming and not self.closed:
+            conn = self.conn
+            try:
+                data = conn.body_read(_RECEIVE_MAX)
+            except ConnectionResetError:
+                # Broken chunked framing: the core is closing the connection, and to the
+                # app the client is gone (as uvicorn reports a body its parser refused).
+                self.closed = True
+                break
+            if conn.body_complete and conn.body_pending == 0:
+                self.streaming = False
+                return {"type": "http.request", "body": data, "more_body": False}
+            if data:
+                return {"type": "http.request", "body": data, "more_body": True}
+            self._need_events()
+            await self._rx().wait()
+        while not self.closed and not self.complete:
+            if self.conn.peer_closed:
+                # The client sent EOF. It may only have half-closed (and would still read
+                # a response), but the app asked whether it is gone: from here on it is,
+                # as with uvicorn; the connection closes and a send() raises.
+                self.closed = True
+                self.conn.close()
+                self.server._driver_kick()
+                break
+            self._need_events()  # MG_EV_READ (0 bytes) tells of the EOF
+            await self._rx().wait()
+        return {"type": "http.disconnect"}
+
+    async def _send_slow(self, message: ASGIMessage) -> None:
+        """send() for every message its C path did not complete (streaming, files, errors)."""
+        if self.closed:
+            raise ClientDisconnected("the client disconnected")
+        kind = message["type"]
+        try:
+            if kind == "http.response.body":
+                if self.head_sent or not self.status or self.complete:
+                    await self._send_more(message)
+                    return
+                body = message.get("body", b"")
+                if message.get("more_body", False):
+                    self._begin()
+                    await self._send_more(message)
+                    return
+                if type(body) is not bytes:
+                    body = self._bytes(body)
+                # All or nothing: a refused head or body leaves nothing in the send buffer.
+                self.conn.http_respond(self.status, self.headers, body,
+                                       more_headers=self.server._stock[
+                                           _stock_index(self.headers)])  # may raise
+                self.head_sent = True
+                self.sent = len(body)
+                self._finish()
+            elif kind == "http.response.start":
+                if self.status:
+                    raise RuntimeError("http.response.start sent twice")
+                status = message["status"]
+                if type(status) is not int or not 200 <= status <= 999:
+                    raise ValueError(f"status must be an int from 200 to 999, not {status!r}")
+                headers = message.get("headers", ())
+                if type(headers) is not list:
+                    headers = list(headers)
+                self.headers = headers
+                self.status = status
+            elif kind == "http.response.pathsend":
+                self._send_file(message)
+            else:
+                raise ValueError(f"unexpected ASGI message type {kind!r} for an HTTP response")
+        except (ClientDisconnected, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            self._protocol_error(exc)
+            raise
+
+    def _bytes(self, body: Any) -> bytes:
+        if isinstance(body, (bytearray, memoryview)):
+            return bytes(body)
+        raise TypeError(f"response bodies are bytes, not {type(body).__name__}")
+
+    def _begin(self, more: list[tuple[bytes, bytes]] | None = None) -> None:
+        stock = self.server._stock[_stock_index(self.headers)]
+        if more:
+            stock = [*(stock or ()), *more]
+        self.conn.http_begin(self.status, self.headers, more_headers=stock)
+        self.head_sent = True
+
+    async def _send_more(self, message: ASGIMessage) -> None:
+        if not self.status:
+            raise RuntimeError("http.response.body before http.response.start")
+        if self.complete:
+            raise RuntimeError("http.response.body after the response was complete")
+        if not self.head_sent:
+            self._begin()
+        body = message.get("body", b"")
+        if type(body) is not bytes:
+            body = self._bytes(body)
+        conn = self.conn
+        if body:
+            conn.http_write(body)
+            self.sent += len(body)
+        if not message.get("more_body", False):
+            if not conn.http_end():
+                error_log.error("%s %s: the app sent fewer bytes than its Content-Length; "
+                                "the connection was closed", self.scope["method"],
+                                self.scope["path"])
+            self._finish()
+            return
+        self.server._driver_kick()
+        if conn.send_len > _SEND_HIGH:
+            self._need_events()
+            while not self.closed and conn.send_len > _SEND_LOW:
+                if self.tx is None:
+                    self.tx = _Waiter()
+                await self.tx.wait()
+            if self.closed:
+                raise ClientDisconnected("the client disconnected")
+
+    def _send_file(self, message: ASGIMessage) -> None:
+        if not self.status:
+            raise RuntimeError("http.response.pathsend before http.response.start")
+        if self.head_sent:
+            raise RuntimeError("http.response.pathsend after the body started")
+        path = message["path"]
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            size = os.fstat(fd).st_size
+            more = (None if _has_header(self.headers, b"content-length")
+                    else [(b"content-length", b"%d" % size)])
+            self._begin(more)
+            self.conn.http_sendfile(fd, 0, size)
+            self.conn.http_end()
+            self.sent = size
+        finally:
+            os.close(fd)
+        self._finish()
+
+    # Errors.
+    def _protocol_error(self, exc: BaseException) -> None:
+        self.failed = True
+        self.server._report(f"{self.scope['method']} {self.scope['path']}: invalid response "
+                            f"from the app", exc)
+        self.abort()
+
+    def abort(self) -> None:
+        """Answer 500 if nothing was sent yet, else close: a response that went wrong never
+        looks complete."""
+        if self.complete or self.closed:
+            return
+        conn = self.conn
+        try:
+            if self.head_sent or conn.response_started:
+                conn.close()
+            else:
+                self.head_sent = True
+                self.status = 500
+                self.sent = len(_RESPONSE_500)
+                conn.http_respond(500, _HEADERS_500, _RESPONSE_500,
+                                  more_headers=self.server._stock[3])
+        except RuntimeError:  # closed under us
+            pass
+        self._finish()
+
+    def cancelled(self) -> None:
+        """The app's task was cancelled (the server stops)."""
+        if self.complete:
+            self.app_done(None)
+        else:
+            self.abort()
+
+    def app_done(self, exc: BaseException | None) -> None:
+        if exc is not None:
+            if isinstance(exc, ClientDisconnected) or (self.closed and isinstance(exc, OSError)):
+                return
+            if not self.failed:
+                what = "after its response started; the connection is closed" \
+                    if self.head_sent else "; answered 500"
+                self.server._report(f"{self.scope['method']} {self.scope['path']}: the app "
+                                    f"failed{' ' if self.head_sent else ''}{what}", exc)
+            self.abort()
+        elif not self.complete and not self.closed:
+            error_log.error("%s %s: the app returned without %s", self.scope["method"],
+                            self.scope["path"], "completing its response (connection closed)"
+                            if self.head_sent else "sending a response (answered 500)")
+            self.abort()

@@ -1,0 +1,71 @@
+"""What the ASGI server's HTTP and WebSocket cycles share: flow-control thresholds, the
+server's own answers, the header checks of a response start, the client-gone error and the
+waiter their coroutines park on."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+# A streamed response: send() waits while this much is queued towards a slow client, until
+# the client has read it below _SEND_LOW.
+_SEND_HIGH = 1 << 20
+_SEND_LOW = 256 << 10
+# Most body bytes one http.request message carries.
+_RECEIVE_MAX = 1 << 20
+
+_RESPONSE_500 = b"Internal Server Error\n"
+_HEADERS_500 = [(b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close")]
+_RESPONSE_403 = b"Forbidden\n"
+_HEADERS_TEXT = [(b"content-type", b"text/plain; charset=utf-8")]
+
+
+class ClientDisconnected(ConnectionResetError):
+    """`send()` after the client went away (an `OSError`, as ASGI 2.4 asks)."""
+
+
+def _stock_index(headers: Any) -> int:
+    """Which of Date (1) and Server (2) the app's headers leave for the server to add."""
+    stock = 3
+    for pair in headers:
+        name = pair[0]
+        n = len(name)
+        if n == 4:
+            if name.lower() == b"date":
+                stock &= ~1
+        elif n == 6 and name.lower() == b"server":
+            stock &= ~2
+    return stock
+
+
+def _has_header(headers: Any, lower: bytes) -> bool:
+    n = len(lower)
+    return any(len(p[0]) == n and p[0].lower() == lower for p in headers)
+
+
+class _Waiter:
+    """Wake-ups for coroutines waiting on the loop's thread. Several may wait at once (an
+    app may call receive() from two tasks); each awaits a future of its own, so cancelling
+    one waiter never disturbs the others."""
+
+    __slots__ = ("_futures",)
+
+    def __init__(self) -> None:
+        self._futures: list[asyncio.Future[None]] = []
+
+    async def wait(self) -> None:
+        fut = asyncio.get_running_loop().create_future()
+        self._futures.append(fut)
+        try:
+            await fut
+        finally:
+            if fut in self._futures:
+                self._futures.remove(fut)
+
+    def wake(self) -> None:
+        futures = self._futures
+        if futures:
+            for fut in futures:
+                if not fut.done():
+                    fut.set_result(None)
+            futures.clear()
