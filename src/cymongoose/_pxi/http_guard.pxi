@@ -195,8 +195,8 @@ cdef void _report_refusal(mg.mg_connection *c, int status, const char *why,
     if n and c.recv.buf[n - 1] == 13:
         n -= 1
     try:
-        manager._refusal_handler(_bind(c), status, why.decode("ascii"),
-                                 (<char *>c.recv.buf)[:n].decode("latin-1"), body_len)
+        line = (<char *>c.recv.buf)[:n].decode("latin-1") if n else ""
+        manager._refusal_handler(_bind(c), status, why.decode("ascii"), line, body_len)
     except BaseException as exc:
         _route_exception(manager, exc)
 
