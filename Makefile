@@ -33,7 +33,7 @@ demo: setup
 	$(UV) run --no-sync python tests/benchmarks/demo_server.py
 
 test: debian-packages setup
-	$(MAKE) --no-print-directory test-suite stubtest asan-test
+	$(MAKE) --no-print-directory lint typecheck test-suite stubtest asan-test
 
 test-suite:
 	$(UV) run --no-sync pytest -q -p no:cacheprovider $(PYTEST_ARGS)

@@ -447,8 +447,6 @@ cdef class Manager:
             self._timers.discard(t)
 
 
-
-
 cdef bint _ready_soon(mg.mg_mgr *mgr, int linger_ms) noexcept nogil:
     # Non-consuming readiness probe: Mongoose's epoll set is level-triggered, so an
     # epoll_wait() here leaves every event for mg_mgr_poll() to see again. It does not walk
