@@ -7,6 +7,7 @@ import json
 import socket
 import time
 import uuid
+from typing import Any
 
 import pytest
 from support.asgi_apps import FILE_BODY
@@ -184,6 +185,16 @@ def test_disconnect_then_send_raises_oserror(our_asgi: ServeASGI) -> None:
     assert state["send"].startswith("OSError:"), state
 
 
+def _wait_state(port: int, token: str, done: Any, timeout: float = 5.0) -> Any:
+    """The app's recorded state once `done(state)` holds (or the last one read)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        state = json.loads(get(port, f"/_ctl/state?token={token}").body)
+        if (state and done(state)) or time.monotonic() > deadline:
+            return state
+        time.sleep(0.02)
+
+
 def test_broken_chunked_framing_mid_body_is_a_disconnect(our_asgi: ServeASGI) -> None:
     # The core closes a connection whose chunked framing breaks after the app has the
     # request; the app's receive() then says the client is gone, as for any disconnect.
@@ -193,14 +204,11 @@ def test_broken_chunked_framing_mid_body_is_a_disconnect(our_asgi: ServeASGI) ->
         c.send_raw(raw_request("POST", f"/receive-log?token={token}",
                                [("Transfer-Encoding", "chunked")]))
         c.send_raw(b"5\r\nhello\r\n")
-        time.sleep(0.2)
+        # The app has the request (so the head is out) before the framing breaks.
+        assert _wait_state(asgi_served.port, token, lambda st: bool(st and st["types"]))
         c.send_raw(b"zz\r\n")  # not a chunk size
         assert c.server_closed()
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        state = json.loads(get(asgi_served.port, f"/_ctl/state?token={token}").body)
-        if state and state["types"][-1] != "http.request":
-            break
-        time.sleep(0.02)
+    state = _wait_state(asgi_served.port, token,
+                        lambda st: st["types"][-1] != "http.request")
     assert state["types"][-1] == "http.disconnect", state
     assert get(asgi_served.port, "/_ctl/ping").body == b"pong"
