@@ -7,9 +7,9 @@ import json
 import socket
 import time
 import uuid
-from typing import Any
 
 import pytest
+from support.app_state import wait_state
 from support.asgi_apps import FILE_BODY
 from support.asgi_fixtures import ServeASGI
 from support.http_client import HttpConnection, get, raw_request
@@ -158,12 +158,7 @@ def test_pathsend_file(asgi_served: Served) -> None:
 def test_receive_after_the_response_is_disconnect(asgi_served: Served) -> None:
     token = uuid.uuid4().hex
     assert get(asgi_served.port, f"/after-response?token={token}").body == b"done"
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        state = json.loads(get(asgi_served.port, f"/_ctl/state?token={token}").body)
-        if state:
-            break
-        time.sleep(0.02)
+    state = wait_state(asgi_served.port, token, lambda st: True)
     assert state == {"received": "http.disconnect"}
 
 
@@ -175,24 +170,9 @@ def test_disconnect_then_send_raises_oserror(our_asgi: ServeASGI) -> None:
     with socket.create_connection(("127.0.0.1", asgi_served.port)) as sock:
         sock.sendall(raw_request("GET", f"/wait-disconnect?token={token}"))
         time.sleep(0.2)
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        state = json.loads(get(asgi_served.port, f"/_ctl/state?token={token}").body)
-        if state and "send" in state:
-            break
-        time.sleep(0.02)
+    state = wait_state(asgi_served.port, token, lambda st: "send" in st)
     assert state["received"] == "http.disconnect"
     assert state["send"].startswith("OSError:"), state
-
-
-def _wait_state(port: int, token: str, done: Any, timeout: float = 5.0) -> Any:
-    """The app's recorded state once `done(state)` holds (or the last one read)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        state = json.loads(get(port, f"/_ctl/state?token={token}").body)
-        if (state and done(state)) or time.monotonic() > deadline:
-            return state
-        time.sleep(0.02)
 
 
 def test_broken_chunked_framing_mid_body_is_a_disconnect(our_asgi: ServeASGI) -> None:
@@ -205,10 +185,10 @@ def test_broken_chunked_framing_mid_body_is_a_disconnect(our_asgi: ServeASGI) ->
                                [("Transfer-Encoding", "chunked")]))
         c.send_raw(b"5\r\nhello\r\n")
         # The app has the request (so the head is out) before the framing breaks.
-        assert _wait_state(asgi_served.port, token, lambda st: bool(st and st["types"]))
+        assert wait_state(asgi_served.port, token, lambda st: bool(st["types"]))
         c.send_raw(b"zz\r\n")  # not a chunk size
         assert c.server_closed()
-    state = _wait_state(asgi_served.port, token,
-                        lambda st: st["types"][-1] != "http.request")
+    state = wait_state(asgi_served.port, token,
+                       lambda st: st["types"][-1] != "http.request")
     assert state["types"][-1] == "http.disconnect", state
     assert get(asgi_served.port, "/_ctl/ping").body == b"pong"

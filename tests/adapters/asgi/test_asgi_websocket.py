@@ -8,11 +8,11 @@ import base64
 import json
 import os
 import socket
-import time
 import uuid
 
 import pytest
-from support.http_client import HttpConnection, get, raw_request
+from support.app_state import wait_state
+from support.http_client import HttpConnection, raw_request
 from support.served import Served
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
@@ -25,13 +25,9 @@ def url(served: Served, path: str) -> str:
 
 
 def state(served: Served, token: str) -> dict:
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        got = json.loads(get(served.port, f"/_ctl/state?token={token}").body)
-        if got:
-            return got  # type: ignore[no-any-return]
-        time.sleep(0.02)
-    raise AssertionError(f"nothing recorded for {token}")
+    got = wait_state(served.port, token, lambda st: True)
+    assert got, f"nothing recorded for {token}"
+    return got
 
 
 def test_echo_text_and_bytes(asgi_served: Served) -> None:

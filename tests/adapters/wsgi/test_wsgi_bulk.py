@@ -13,12 +13,12 @@ import uuid
 from typing import Any
 
 import pytest
+from support.app_state import app_state
 from support.gunicorn_server import TESTS_DIR
 from support.patterns import pattern_sha256
 from support.rss import RssSampler
 from support.served import Served
 from support.subprocess_env import child_env
-from support.wsgi_state import app_state
 
 ASAN = bool(os.environ.get("CYMONGOOSE_ASAN"))
 UPLOAD_SIZE = (64 if ASAN else 512) << 20

@@ -10,9 +10,9 @@ import uuid
 from typing import Any
 
 import pytest
+from support.app_state import app_state, release, wait_app_state
 from support.http_client import HttpConnection, raw_request
 from support.served import Served
-from support.wsgi_state import app_state, release, wait_app_state
 
 
 @pytest.mark.timeout(60)

@@ -7,9 +7,9 @@ import logging
 import uuid
 
 import pytest
+from support.app_state import wait_app_state
 from support.http_client import HttpConnection, IncompleteResponse, Response, get
 from support.served import Served
-from support.wsgi_state import wait_app_state
 
 
 def still_serving(served: Served) -> None:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from support.app_state import wait_app_state
 from support.http_client import HttpConnection, IncompleteResponse, get, raw_request
 from support.patterns import pattern_sha256
 from support.served import Served
-from support.wsgi_state import wait_app_state
 
 
 def wait_state(served: Served, token: str, key: str) -> dict[str, object]:
