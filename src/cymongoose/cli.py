@@ -102,7 +102,6 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
 
