@@ -145,15 +145,15 @@ def _url(args: argparse.Namespace, sock: socket.socket | None) -> str:
 
 
 def _tls_opts(args: argparse.Namespace) -> Any:
+    """The TLS settings, every file read and checked now (a key that does not match the
+    certificate, an encrypted key, an expired certificate), so a bad file stops the server
+    at start-up instead of failing each handshake."""
     if not args.ssl_certfile:
         return None
     from ._mongoose import TlsOpts
     try:
-        def read(path: str) -> bytes:
-            with open(path, "rb") as fh:
-                return fh.read()
-        return TlsOpts(cert=read(args.ssl_certfile), key=read(args.ssl_keyfile),
-                       ca=read(args.ssl_ca) if args.ssl_ca else None)
+        return TlsOpts.from_files(cert=args.ssl_certfile, key=args.ssl_keyfile,
+                                  ca=args.ssl_ca)
     except OSError as exc:
         raise CLIError(f"TLS: cannot read {exc.filename} ({exc.strerror})") from None
     except ValueError as exc:

@@ -4,10 +4,11 @@ status 2, never a traceback, whether one process serves or a supervisor runs wor
 from __future__ import annotations
 
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
-from support.cli_run import CLI, cli_env, run_cli
+from support.cli_run import CLI, cli_env, run_cli, self_signed_cert
 from support.http_client import get
 from support.ports import free_port
 
@@ -77,3 +78,33 @@ def test_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path, workers: str) -> N
 def test_version(tmp_path: Path) -> None:
     done = run_cli(tmp_path, "--version")
     assert done.returncode == 0 and done.stdout.strip() == f"cymongoose {__version__}"
+
+
+def _bad_tls_files(tmp_path: Path, case: str) -> tuple[str, str]:
+    """A certificate file and a key file that must stop the server at start-up."""
+    self_signed_cert(tmp_path)
+    if case == "foreign key":
+        self_signed_cert(tmp_path, stem="other-")
+        return "cert.pem", "other-key.pem"
+    if case == "encrypted key":
+        subprocess.run(["openssl", "pkey", "-in", "key.pem", "-aes256", "-passout", "pass:x",
+                        "-out", "locked-key.pem"], cwd=tmp_path, check=True,
+                       capture_output=True)
+        return "cert.pem", "locked-key.pem"
+    return "key.pem", "key.pem"  # the key file given as the certificate
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("case,message", [
+    ("foreign key", "does not belong"),
+    ("encrypted key", "encrypted"),
+    ("key as certificate", "not a certificate file"),
+])
+def test_a_bad_tls_file_stops_at_start_up(tmp_path: Path, case: str, message: str,
+                                          workers: str) -> None:
+    cert, key = _bad_tls_files(tmp_path, case)
+    done = run_cli(tmp_path, "cli_app:app", "--port", str(free_port()), "--workers", workers,
+                   "--ssl-certfile", cert, "--ssl-keyfile", key)
+    assert done.returncode == 2
+    _one_line(done.stderr, message)
+    assert "serving" not in done.stderr and "ready" not in done.stderr
