@@ -25,6 +25,7 @@ import re
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -56,14 +57,15 @@ class AccessLog:
     """Formats and emits access-log records. `fmt` is a gunicorn-style format (default
     `DEFAULT_FORMAT`); `as_json=True` emits one JSON object per line instead, with the
     fields client, method, path, query, protocol, status, bytes, duration_ms, referer,
-    user_agent (and time).
+    user_agent and time (ISO 8601 with milliseconds and the UTC offset).
 
     Records go to `logger` (default `cymongoose.access`) like any other. When the logger's
     only handler is an `AccessLogWriter` (what `--access-log` installs), the line is handed to
     it directly, without a `LogRecord`: the access log then costs a few microseconds per
     request instead of a `logging` call."""
 
-    __slots__ = ("logger", "_fmt", "_values", "_json", "_pid", "_tz_second", "_tz_value")
+    __slots__ = ("logger", "_fmt", "_values", "_json", "_pid", "_tz_second", "_tz_value",
+                 "_iso_second", "_iso_prefix", "_iso_zone")
 
     def __init__(self, fmt: str | None = None, *, as_json: bool = False,
                  logger: logging.Logger | None = None) -> None:
@@ -87,6 +89,9 @@ class AccessLog:
         self._pid = f"<{os.getpid()}>"
         self._tz_second = -1
         self._tz_value = ""
+        self._iso_second = -1
+        self._iso_prefix = ""
+        self._iso_zone = ""
         try:  # a sample request, with the value types real ones have
             self._fmt % self._values(self, "192.0.2.1", "GET", "/", "", "HTTP/1.1", 200, 0,
                                      0.0, _no_headers, None)
@@ -112,7 +117,7 @@ class AccessLog:
         lookup = header or _no_headers
         if self._json:
             line = json.dumps({
-                "time": self._time(), "client": client, "method": method, "path": path,
+                "time": self._iso_time(), "client": client, "method": method, "path": path,
                 "query": query, "protocol": protocol, "status": status, "bytes": size,
                 "duration_ms": round(duration_s * 1000.0, 3),
                 "referer": lookup("referer"), "user_agent": lookup("user-agent"),
@@ -152,6 +157,20 @@ class AccessLog:
         return self._tz_value
 
 
+    def _iso_time(self) -> str:
+        """ISO 8601 local time with milliseconds and the UTC offset, what log pipelines
+        parse without a pattern: `2026-11-25T14:03:07.123+00:00`."""
+        now = time.time()
+        second = int(now)
+        if second != self._iso_second:  # the date part once per second
+            self._iso_second = second
+            local = time.localtime(second)
+            zone = time.strftime("%z", local)
+            self._iso_prefix = time.strftime("%Y-%m-%dT%H:%M:%S", local)
+            self._iso_zone = f"{zone[:3]}:{zone[3:]}"
+        return f"{self._iso_prefix}.{int((now - second) * 1000):03d}{self._iso_zone}"
+
+
 def _no_headers(name: str) -> str | None:
     return None
 
@@ -160,28 +179,44 @@ class AccessLogWriter(logging.Handler):
     """A `logging` handler for access lines that writes them in batches: lines gather in
     memory and reach the file (or stdout) at most `flush_interval` seconds later, every 256
     lines, and at exit, in one write each. It formats records of any logger like other
-    handlers; `AccessLog` hands it ready lines without making a record."""
+    handlers; `AccessLog` hands it ready lines without making a record.
+
+    Like `logging.FileHandler`, a closed writer opens its file again at the next line:
+    `logging.config.dictConfig()` closes every existing handler, and an app that configures
+    logging while it is imported (Django does) must not silence the access log."""
 
     def __init__(self, path: str | None = None, flush_interval: float = 0.2) -> None:
         super().__init__()
         self.setFormatter(logging.Formatter("%(message)s"))
-        if path is None:
-            self._fd = sys.stdout.fileno()
-            self._own = False
-        else:
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
-                               0o644)
-            self._own = True
+        self._path = path
+        self._own = path is not None
+        self._fd = -1
         self._lines: list[str] = []
         self._write_lock = threading.Lock()
-        self._stop = threading.Event()
         self._interval = flush_interval
-        self._thread = threading.Thread(target=self._flush_often, daemon=True,
-                                        name="cymongoose-access-log")
-        self._thread.start()
-        atexit.register(self.close)
+        self._stop = threading.Event()
+        self._closed = True
+        self._open()
+        _WRITERS.add(self)
+
+    def _open(self) -> None:
+        """The descriptor and the flushing thread (again, after a close)."""
+        with self._write_lock:
+            if not self._closed:
+                return
+            if self._path is None:
+                self._fd = sys.stdout.fileno()
+            else:
+                self._fd = os.open(self._path,
+                                   os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            self._stop = threading.Event()
+            threading.Thread(target=self._flush_often, args=(self._stop,), daemon=True,
+                             name="cymongoose-access-log").start()
+            self._closed = False
 
     def write_line(self, line: str) -> None:
+        if self._closed:
+            self._open()
         lines = self._lines
         lines.append(line)  # atomic under the GIL; flush() swaps the list out
         if len(lines) >= 256:
@@ -205,8 +240,8 @@ class AccessLogWriter(logging.Handler):
             except OSError as exc:
                 print(f"cymongoose: access log write failed: {exc}", file=sys.stderr)
 
-    def _flush_often(self) -> None:
-        while not self._stop.wait(self._interval):
+    def _flush_often(self, stop: threading.Event) -> None:
+        while not stop.wait(self._interval):
             self.flush()
 
     def close(self) -> None:
@@ -216,4 +251,17 @@ class AccessLogWriter(logging.Handler):
             if self._own and self._fd >= 0:
                 os.close(self._fd)
             self._fd = -1
+            self._closed = True
         super().close()
+
+
+# Every writer, closed (flushed) at exit: after a dictConfig() `logging.shutdown()` no longer
+# knows them, and a process that ends with os._exit() calls close_writers() itself.
+_WRITERS: weakref.WeakSet[AccessLogWriter] = weakref.WeakSet()
+
+
+@atexit.register
+def close_writers() -> None:
+    """Write out what every access-log writer still holds, and close them."""
+    for writer in list(_WRITERS):
+        writer.close()

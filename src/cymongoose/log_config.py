@@ -10,9 +10,10 @@ import logging
 import logging.config
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
-__all__ = ["LEVELS", "configure_logging"]
+__all__ = ["LEVELS", "configure_logging", "keep_server_loggers"]
 
 LEVELS = {"critical": logging.CRITICAL, "error": logging.ERROR, "warning": logging.WARNING,
           "info": logging.INFO, "debug": logging.DEBUG}
@@ -75,3 +76,21 @@ def _apply_file(path: str) -> None:
         raise ValueError(f"--log-config {path!r}: {exc}") from None
     except Exception as exc:  # json/yaml/configparser errors, bad handler classes...
         raise ValueError(f"--log-config {path!r}: {type(exc).__name__}: {exc}") from None
+
+
+_SERVER_LOGGERS = ("cymongoose", "cymongoose.error", "cymongoose.access", "cymongoose.mongoose")
+
+
+def keep_server_loggers() -> Callable[[], None]:
+    """Remembers which server loggers are on now; the function it returns turns back on
+    those that something disabled since. Called around loading the app: an app that runs
+    `dictConfig()` while it is imported (Django does, and a configuration's
+    `disable_existing_loggers` defaults to true) must not silence the log and the access log
+    the command line asked for. The app's handlers added to them stay."""
+    enabled = [name for name in _SERVER_LOGGERS if not logging.getLogger(name).disabled]
+
+    def restore() -> None:
+        for name in enabled:
+            logging.getLogger(name).disabled = False
+
+    return restore

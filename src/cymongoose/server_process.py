@@ -26,7 +26,7 @@ import threading
 from typing import Any
 
 from .cli import LIMIT_OPTIONS, CLIError
-from .log_config import configure_logging
+from .log_config import configure_logging, keep_server_loggers
 from .serving import AppLoadError, load_app
 
 __all__ = ["close_listener", "detect_interface", "open_listener", "serve_process"]
@@ -175,10 +175,13 @@ def serve_process(args: argparse.Namespace) -> int:
     if "." not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())  # `cymongoose app:app` finds app.py here, as uvicorn
     try:
+        restore_loggers = keep_server_loggers()
         try:
             app = load_app(args.app, factory=args.factory)
         except AppLoadError as exc:
             raise CLIError(str(exc)) from None
+        finally:
+            restore_loggers()
         interface = args.interface if args.interface != "auto" else detect_interface(app)
         sock = (socket.socket(fileno=args.worker_socket) if args.worker_socket is not None
                 else open_listener(args))
@@ -236,7 +239,10 @@ def _exit_after_graceful_timeout(args: argparse.Namespace, phases: int = 1) -> N
     def give_up() -> None:
         log.error("still stopping %.0f s after the stop signal (--graceful-timeout %g): "
                   "exiting without the requests in flight", seconds, args.graceful_timeout)
-        logging.shutdown()  # flush the log handlers: os._exit() skips that
+        from .access_log import close_writers
+
+        close_writers()  # os._exit() skips the atexit hooks that would write them out
+        logging.shutdown()
         os._exit(0)
 
     timer = threading.Timer(seconds, give_up)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
+import re
+import time
+from pathlib import Path
 
 import pytest
 
-from cymongoose.access_log import AccessLog
+from cymongoose.access_log import AccessLog, AccessLogWriter
 
 
 class _Capture(logging.Handler):
@@ -58,6 +62,23 @@ def test_json(capture: logging.Logger) -> None:
     rec = json.loads(_lines(capture)[0])
     assert rec["client"] == "192.0.2.1" and rec["status"] == 201 and rec["bytes"] == 5
     assert rec["duration_ms"] == 250.0 and rec["user_agent"] == "ua/1"
+    stamp = datetime.datetime.fromisoformat(rec["time"])  # ISO 8601, not CLF's brackets
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d", rec["time"])
+    assert abs(stamp.timestamp() - time.time()) < 60
+
+
+def test_writer_opens_its_file_again_after_a_close(tmp_path: Path) -> None:
+    """logging.config.dictConfig() closes every handler; the access log must go on."""
+    path = tmp_path / "access.log"
+    writer = AccessLogWriter(str(path), flush_interval=60)
+    try:
+        writer.write_line("before")
+        writer.close()
+        writer.write_line("after")  # opens the file again
+        writer.flush()
+        assert path.read_text() == "before\nafter\n"
+    finally:
+        writer.close()
 
 
 def test_off_builds_nothing(capture: logging.Logger) -> None:

@@ -85,6 +85,7 @@ class CLI:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "cymongoose", *args], cwd=cwd, env=env or cli_env(),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, pass_fds=pass_fds)
+        self.out = ""
         self.err = ""
 
     def wait_http(self, port: int, path: str = "/", timeout: float = 20.0) -> None:
@@ -110,10 +111,10 @@ class CLI:
         if self.proc.poll() is None:
             self.proc.send_signal(signum)
         try:
-            _, self.err = self.proc.communicate(timeout=timeout)
+            self.out, self.err = self.proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            _, self.err = self.proc.communicate()
+            self.out, self.err = self.proc.communicate()
             raise AssertionError(f"did not stop within {timeout} s: {self.err}") from None
         return self.proc.returncode
 

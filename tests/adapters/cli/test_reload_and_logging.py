@@ -135,3 +135,38 @@ def test_log_config_files(tmp_path: Path, kind: str) -> None:
         assert rec["query"] == "x=1" and rec["status"] == 200 and rec["method"] == "GET"
         assert rec["client"] == "127.0.0.1" and rec["user_agent"] == "t/1"
         assert rec["bytes"] > 0 and 0 <= rec["duration_ms"] < 5000
+
+
+# An app that configures logging while it is imported, as Django does: dictConfig closes
+# every handler that exists, the access log's writer among them.
+CONFIGURES_LOGGING = '''
+import logging.config
+
+logging.config.dictConfig({"version": 1, "disable_existing_loggers": %s,
+                           "handlers": {"console": {"class": "logging.StreamHandler"}},
+                           "root": {"handlers": ["console"], "level": "WARNING"}})
+
+
+def app(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"configured"]
+'''
+
+
+@pytest.mark.parametrize("to_file,disable", [(True, False), (False, True)])
+def test_access_log_survives_an_app_that_configures_logging(tmp_path: Path, to_file: bool,
+                                                            disable: bool) -> None:
+    (tmp_path / "logs_app.py").write_text(CONFIGURES_LOGGING % disable)
+    port = free_port()
+    where = ["--access-log-file", "access.log"] if to_file else []
+    cli = CLI(tmp_path, "logs_app:app", "--port", str(port), "--access-log", *where)
+    try:
+        cli.wait_http(port)
+        for i in range(3):
+            assert get(port, f"/after-dictconfig/{i}").body == b"configured"
+    finally:
+        assert cli.stop() == 0, cli.err
+    out = (tmp_path / "access.log").read_text() if to_file else cli.out
+    lines = [ln for ln in out.splitlines() if "/after-dictconfig/" in ln]
+    assert len(lines) == 3 and all('" 200 ' in ln for ln in lines), out
+    assert "serving logs_app:app" in cli.err  # the server's own log is not silenced either
