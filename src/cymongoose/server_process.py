@@ -271,13 +271,17 @@ def _serve_wsgi(args: argparse.Namespace, app: Any, sock: socket.socket,
     except (ValueError, TypeError, RuntimeError, OSError) as exc:
         server.close()
         raise CLIError(f"cannot serve on {_url(args, sock)}: {exc}") from None
+    def ready() -> None:
+        log.info("serving %s (WSGI, %d app threads) on %s", args.app, args.threads,
+                 _url(args, sock))
+        status.send("ready")
+
     server.on_max_requests = lambda: status.send("recycle")
     server.on_stop = lambda: _exit_after_graceful_timeout(args)
-    log.info("serving %s (WSGI, %d app threads) on %s", args.app, args.threads,
-             _url(args, sock))
-    status.send("ready")
+    server.on_ready = ready
     server.run()
     close_listener(args, sock)
+    log.info("stopped")
     return 0
 
 
@@ -305,6 +309,7 @@ def _serve_raw(args: argparse.Namespace, app: Any, sock: socket.socket,
     status.send("ready")
     manager.run()
     close_listener(args, sock)
+    log.info("stopped")
     return 0
 
 
@@ -353,6 +358,7 @@ def _serve_asgi(args: argparse.Namespace, app: Any, sock: socket.socket,
         status.send("ready")
         try:
             await stop.wait()
+            log.info("stopping, finishing the requests in flight")
         finally:
             _exit_after_graceful_timeout(args, phases=2)  # the drain, then lifespan shutdown
             await asyncio.wait_for(server.stop(), timeout=args.graceful_timeout + 5)
@@ -363,4 +369,5 @@ def _serve_asgi(args: argparse.Namespace, app: Any, sock: socket.socket,
     finally:
         loop.close()
     close_listener(args, sock)
+    log.info("stopped")
     return 0

@@ -20,7 +20,6 @@ from __future__ import annotations
 import collections
 import io
 import os
-import signal
 import sys
 import threading
 import time
@@ -51,6 +50,7 @@ from .serving import (
     load_app,
     report_exception,
 )
+from .stop_signals import StopSignals
 from .typedefs import AppRef, WSGIApp
 from .wsgi_bodies import _NO_BODY, ClientDisconnected, FileWrapper, _StreamInput
 from .wsgi_threads import (
@@ -128,6 +128,9 @@ class WSGIServer:
         self.on_max_requests: Callable[[], object] | None = None
         #: Called once, from stop(), when the server starts to stop (any thread).
         self.on_stop: Callable[[], object] | None = None
+        #: Called by run() once a stop signal would be honoured: a supervisor told "ready"
+        #: from here cannot kill the server with a SIGTERM it sends at once.
+        self.on_ready: Callable[[], object] | None = None
         self._listeners: list[Connection] = []
         self._unix_conns: set[int] = set()  # connections accepted on a Unix socket
         self.stream_timeout = float(stream_timeout)
@@ -577,18 +580,17 @@ class WSGIServer:
         with turns.lock:
             turns.owner = threading.current_thread()
         turns.start()
-        previous: dict[signal.Signals, Any] = {}
-        if threading.current_thread() is threading.main_thread():
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                previous[signum] = signal.signal(signum, lambda *_: self.stop())
         try:
-            while True:
-                turns.lead()
-                if turns.stopping or not turns.follow():
-                    break
+            # This thread takes turns at the loop and may wait on the turns' lock when a
+            # stop signal comes: StopSignals acts on it from a thread of its own.
+            with StopSignals(self.stop):
+                if self.on_ready is not None:
+                    self.on_ready()
+                while True:
+                    turns.lead()
+                    if turns.stopping or not turns.follow():
+                        break
         finally:
-            for signum, old in previous.items():
-                signal.signal(signum, old)
             self.close()
 
     def _drain_in_flight(self) -> None:

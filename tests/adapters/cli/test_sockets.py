@@ -91,6 +91,7 @@ def test_raw_handler_detected_and_factory(tmp_path: Path) -> None:
         assert get(port, "/r").body == b"raw:/r"
     finally:
         assert cli.stop() == 0, cli.err
+    assert cli.err.rstrip().endswith("stopped"), cli.err  # one process says it stopped
     port = free_port()
     cli = CLI(tmp_path, "cli_app:make_app", "--factory", "--interface", "wsgi",
               "--port", str(port))
@@ -99,6 +100,7 @@ def test_raw_handler_detected_and_factory(tmp_path: Path) -> None:
         assert get(port, "/made").body.endswith(b"|/made")
     finally:
         assert cli.stop() == 0, cli.err
+    assert "SIGTERM: stopping" in cli.err and cli.err.rstrip().endswith("stopped"), cli.err
 
 
 ASGI_APP = '''
@@ -122,6 +124,7 @@ def test_asgi_app_detected(tmp_path: Path) -> None:
         assert get(port, "/a").body == b"asgi:/a"
     finally:
         assert cli.stop() == 0, cli.err
+    assert "stopping" in cli.err and cli.err.rstrip().endswith("stopped"), cli.err
 
 
 def test_ssl_ca_requires_a_client_certificate_signed_by_it(tmp_path: Path) -> None:
