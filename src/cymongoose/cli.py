@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import platform
 import sys
 from collections.abc import Sequence
 
-from . import __version__
+from . import MONGOOSE_VERSION, TLS_ENGINE, __version__
 
 EXIT_USAGE = 2
 
@@ -39,6 +40,12 @@ LIMIT_OPTIONS = {
 
 class CLIError(Exception):
     """A problem the user can fix: printed as one line, exit status 2."""
+
+
+def _version_line() -> str:
+    """What a bug report needs: ours, the Mongoose inside, the TLS engine, the Python."""
+    return (f"cymongoose {__version__} (Mongoose {MONGOOSE_VERSION}, TLS {TLS_ENGINE}, "
+            f"{platform.python_implementation()} {platform.python_version()})")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -95,7 +102,7 @@ def _parser() -> argparse.ArgumentParser:
     lim = p.add_argument_group("limits (docs/server-behaviour.md; 0 turns a timeout off)")
     for name, what in LIMIT_OPTIONS.items():
         lim.add_argument(f"--{name.replace('_', '-')}", type=int, default=None, help=what)
-    p.add_argument("--version", action="version", version=f"cymongoose {__version__}")
+    p.add_argument("--version", action="version", version=_version_line())
     # Set by a supervisor for the workers it starts; not for people.
     p.add_argument("--worker-socket", type=int, help=argparse.SUPPRESS)
     p.add_argument("--worker-status", type=int, help=argparse.SUPPRESS)
@@ -143,6 +150,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                       ("max_requests_jitter", 0)):
         if getattr(args, name) < low:
             raise CLIError(f"--{name.replace('_', '-')} must be at least {low}")
+    if not 0 <= args.port <= 65535:
+        raise CLIError(f"--port must be 0..65535, not {args.port}")
+    if args.reload and (args.workers > 1 or args.max_requests):
+        # The reloader serves from one child it restarts on changes; workers are another
+        # process model, so both at once would silently drop one.
+        given = f"--workers {args.workers}" if args.workers > 1 else "--max-requests"
+        raise CLIError(f"--reload serves from one process: drop {given} or --reload")
     if args.graceful_timeout < 0:
         raise CLIError("--graceful-timeout must be >= 0 seconds")
     if args.uds and args.fd is not None:

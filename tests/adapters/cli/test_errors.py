@@ -3,6 +3,7 @@ status 2, never a traceback, whether one process serves or a supervisor runs wor
 
 from __future__ import annotations
 
+import platform
 import socket
 import subprocess
 from pathlib import Path
@@ -12,7 +13,7 @@ from support.cli_run import CLI, cli_env, run_cli, self_signed_cert
 from support.http_client import get
 from support.ports import free_port
 
-from cymongoose import __version__
+from cymongoose import MONGOOSE_VERSION, TLS_ENGINE, __version__
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -45,12 +46,16 @@ def test_serves_the_app_from_the_working_directory(tmp_path: Path) -> None:
     (["cli_app:app", "--interface", "asgi", "--static", "/s=/no/such/dir"],
      "is not a directory"),
     ([], "give the app"),
+    (["cli_app:app", "--port", "99999"], "--port must be 0..65535"),
+    (["cli_app:app", "--port", "-1"], "--port must be 0..65535"),
+    (["cli_app:app", "--reload", "--workers", "2"], "--reload serves from one process"),
+    (["cli_app:app", "--reload", "--max-requests", "9"], "--reload serves from one process"),
     (["cli_app:app", "--host", "no-such-host.invalid"], "cannot listen on no-such-host"),
     (["cli_app:app", "--host", "192.0.2.1"], "cannot listen on 192.0.2.1"),  # not ours
 ])
 def test_a_mistake_is_one_line_and_exit_2(tmp_path: Path, args: list[str],
                                           message: str) -> None:
-    done = run_cli(tmp_path, *args, "--port", str(free_port()))
+    done = run_cli(tmp_path, "--port", str(free_port()), *args)
     assert done.returncode == 2
     _one_line(done.stderr, message)
 
@@ -77,7 +82,10 @@ def test_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path, workers: str) -> N
 
 def test_version(tmp_path: Path) -> None:
     done = run_cli(tmp_path, "--version")
-    assert done.returncode == 0 and done.stdout.strip() == f"cymongoose {__version__}"
+    assert done.returncode == 0
+    assert done.stdout.strip() == (f"cymongoose {__version__} (Mongoose {MONGOOSE_VERSION}, "
+                                   f"TLS {TLS_ENGINE}, {platform.python_implementation()} "
+                                   f"{platform.python_version()})")
 
 
 def _bad_tls_files(tmp_path: Path, case: str) -> tuple[str, str]:
