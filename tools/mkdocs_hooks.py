@@ -10,6 +10,10 @@ from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "tests" / "benchmarks" / "results"
+# docs/performance.md links the committed results by their paths in the repository, which
+# GitHub resolves; the site has them as results.svg (added below) and the Benchmarks page.
+SITE_LINKS = {"](../tests/benchmarks/results/results.svg)": "](results.svg)",
+              "](../tests/benchmarks/results/results.md)": "](benchmarks.md)"}
 
 
 def on_files(files: Files, config: Any) -> Files:
@@ -22,3 +26,12 @@ def on_files(files: Files, config: Any) -> Files:
     files.append(File.generated(config, "results.svg",
                                 content=(RESULTS / "results.svg").read_bytes()))
     return files
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
+    # Only pages at the top of docs/ (all of them today): the links are relative to it.
+    if "/" in page.file.src_uri:
+        return markdown
+    for repo_link, site_link in SITE_LINKS.items():
+        markdown = markdown.replace(repo_link, site_link)
+    return markdown

@@ -12,7 +12,8 @@ its own CPU cost per call, which the report subtracts from each server's CPU per
 server's overhead. The connections phase runs the contenders that declare it (ours, Mongoose in C,
 nginx with its defaults and nginx tuned) at 1,000 and 10,000 keep-alive connections (wrk -cN)
 and reports socket errors and p99 beside req/s. Everything, with every version and build flag,
-goes to results/results.json, results.md, results.png/.svg, and the README's Performance block.
+goes to results/results.json, results.md, results.png/.svg, the README's Performance block
+and the top of docs/performance.md.
 
     python tests/benchmarks/run.py [--quick] [--only a,b] [--skip a,b] [--list] ...
     python tests/benchmarks/run.py --report-from results/results.json   # re-render only
@@ -91,7 +92,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--client-cpu", type=int, default=1)
     p.add_argument("--out", type=Path, help="output directory (results/ or results/quick/)")
     p.add_argument("--readme", choices=["auto", "yes", "no"], default="auto",
-                   help="rewrite the README's Performance block (auto: full runs only)")
+                   help="rewrite the results blocks of README.md and docs/performance.md "
+                   "(auto: full runs only)")
     p.add_argument("--no-chart", action="store_true")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
@@ -490,7 +492,7 @@ def rerender(args: argparse.Namespace) -> int:
     out = args.out or args.report_from.parent
     report.write_all(data, out, chart=not args.no_chart)
     if args.readme == "yes" or (args.readme == "auto" and old["meta"].get("mode") == "full"):
-        report.update_readme(ROOT / "README.md", data, out)
+        report.update_docs(ROOT, data, out)
     report.print_targets(data)
     return 0
 
@@ -587,7 +589,7 @@ def main(argv: list[str] | None = None) -> int:
     for p in paths:
         log.info("wrote %s", p.relative_to(ROOT) if p.is_relative_to(ROOT) else p)
     if args.readme == "yes" or (args.readme == "auto" and not args.quick and not args.only):
-        report.update_readme(ROOT / "README.md", data, args.out)
+        report.update_docs(ROOT, data, args.out)
     report.print_targets(data)
     return 0
 

@@ -1,19 +1,22 @@
-"""Summaries, targets and outputs: results.json, results.md, the chart, the README block."""
+"""Summaries, targets and outputs: results.json, results.md, the chart, and the generated
+blocks of README.md and docs/performance.md."""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import statistics
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 log = logging.getLogger("bench")
 
 MIB = 1024 * 1024
-README_START = "<!-- bench:start -->"
-README_END = "<!-- bench:end -->"
+BLOCK_START = "<!-- bench:start -->"
+BLOCK_END = "<!-- bench:end -->"
 
 # The issue's targets, as ratios within one run. goal None: shown for information.
 TARGETS = [
@@ -95,6 +98,21 @@ TARGETS = [
 APP_ORDER = ["hello_apps:wsgi_hello", "hello_apps:flask_app", "hello_apps:asgi_hello"]
 RSS_GOAL = 1 * MIB
 PHASE_TITLES = {"hello": "Hello", "c200": "Hello", "static": "Static files"}
+# docs/performance.md's headline ratios: {id} is that target's measured figure.
+PERFORMANCE_SUMMARY = [
+    "**Raw handler**: {hello_rps} the req/s of Mongoose in C, at {hello_cpu} its CPU per "
+    "request; {hello_rps_nginx} nginx's req/s",
+    "**Static files** (`serve_dir`): {static_bytes} nginx's bytes/s (sendfile), "
+    "{static_vs_c} Mongoose in C's",
+    "**WSGI**, req/s of the same app on ours ÷ on the other server: raw hello {wsgi_rps} "
+    "granian; Flask {flask_rps_gthread} gunicorn gthread, {flask_rps_granian} granian",
+    "**ASGI**, the same way: raw hello {asgi_rps_granian} granian, {asgi_rps_uvicorn} uvicorn; "
+    "FastAPI {fastapi_rps_uvicorn} uvicorn, {fastapi_rps_granian} granian",
+    "**Server overhead per request** (CPU − the app's own), ours ÷ granian's, lower is "
+    "better: raw WSGI {wsgi_overhead}, Flask {flask_overhead}, raw ASGI {asgi_overhead}, "
+    "FastAPI {fastapi_overhead}",
+    "**Memory**: RSS growth {rss_growth} over {rss_requests} requests after warm-up",
+]
 
 
 def _median(values: list[float]) -> float | None:
@@ -473,6 +491,16 @@ def markdown(data: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+CHART_COLORS = {"ours": "#d62728", "c": "#7f7f7f", "other": "#1f77b4"}
+CHART_LEGEND = {"ours": "cymongoose", "c": "C servers (Mongoose in C, nginx)",
+                "other": "other Python servers"}
+
+
+def _chart_kind(name: str) -> str:
+    return ("ours" if name.startswith("cymongoose") else
+            "c" if name.startswith(("mongoose-c", "nginx")) else "other")
+
+
 def draw_chart(data: dict[str, Any], paths: list[Path]) -> bool:
     try:
         import matplotlib
@@ -480,11 +508,14 @@ def draw_chart(data: dict[str, Any], paths: list[Path]) -> bool:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
         import matplotlib.ticker
+        from matplotlib.layout_engine import ConstrainedLayoutEngine
+        from matplotlib.patches import Patch
     except ImportError:
         log.warning("matplotlib is not installed: no chart (it is in the 'bench' dependency "
                     "group: uv sync --group bench)")
         return False
     summary, status = data["summary"], data["contenders"]
+    meta, settings = data["meta"], data["meta"]["settings"]
     panels = []
     for phase, key, unit, scale in (("hello", "rps", "req/s", 1), ("c200", "rps", "req/s", 1),
                                     ("static", "bytes_per_s", "MiB/s", MIB)):
@@ -495,31 +526,52 @@ def draw_chart(data: dict[str, Any], paths: list[Path]) -> bool:
             panels.append((phase, key, unit, scale, rows))
     if not panels:
         return False
-    heights = [max(1.6, 0.38 * len(p[4]) + 0.9) for p in panels]
-    fig, axes = plt.subplots(len(panels), 1, figsize=(9, sum(heights)),
-                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+    heights = [0.32 * len(p[4]) + 0.8 for p in panels]
+    # Constrained layout sizes the panels around their labels and keeps room for the
+    # suptitle (tight_layout ignores it, so the title sat on the first panel).
+    fig, axes = plt.subplots(len(panels), 1, figsize=(9, sum(heights) + 0.6),
+                             layout=ConstrainedLayoutEngine(h_pad=0.1),  # inches
+                             squeeze=False, gridspec_kw={"height_ratios": heights})
     for ax, (phase, key, unit, scale, rows) in zip(axes[:, 0], panels, strict=True):
         values = [r[2][key] / scale for r in rows]
-        lo = [(r[2][key] - r[2].get(f"{key}_min", r[2][key])) / scale for r in rows]
-        hi = [(r[2].get(f"{key}_max", r[2][key]) - r[2][key]) / scale for r in rows]
-        colors = ["#d62728" if r[1].startswith("cymongoose") else
-                  "#7f7f7f" if r[1].startswith(("mongoose-c", "nginx")) else "#1f77b4"
-                  for r in rows]
-        ax.barh([r[0] for r in rows], values, xerr=[lo, hi], color=colors, capsize=2)
-        for y, v in enumerate(values):
-            ax.text(v, y, f" {v:,.0f}", va="center", fontsize=8)
-        conns = (data["meta"]["settings"]["c200"] if phase == "c200"
-                 else data["meta"]["settings"]["connections"])
-        ax.set_title(f"{PHASE_TITLES[phase]}, {conns} connections ({unit}, median, min–max)",
-                     fontsize=10)
-        ax.set_xlim(0, max(values) * 1.18)
+        lows = [r[2].get(f"{key}_min", r[2][key]) / scale for r in rows]
+        highs = [r[2].get(f"{key}_max", r[2][key]) / scale for r in rows]
+        rounds = max(r[2]["valid_runs"] for r in rows)
+        xerr = ([[v - lo for v, lo in zip(values, lows, strict=True)],
+                 [hi - v for v, hi in zip(values, highs, strict=True)]] if rounds > 1 else None)
+        ax.barh([r[0] for r in rows], values, xerr=xerr,
+                color=[CHART_COLORS[_chart_kind(r[1])] for r in rows],
+                error_kw={"elinewidth": 1, "capsize": 2.5, "capthick": 1})
+        # Each value past the end of its whisker, so the min-max line never crosses it.
+        for y, (v, end) in enumerate(zip(values, highs, strict=True)):
+            ax.annotate(f"{v:,.0f}", (max(v, end), y), xytext=(4, 0),
+                        textcoords="offset points", va="center", fontsize=8)
+        conns = settings["c200"] if phase == "c200" else settings["connections"]
+        how = (f"median of {rounds} rounds, whiskers min–max" if rounds > 1 else "one round")
+        ax.set_title(f"{PHASE_TITLES[phase]}, {conns} connections: {unit}, {how}",
+                     fontsize=10, loc="left")
+        # Room on the right for the longest label ("178,632" at 8 pt is about 8% of the axis).
+        ax.set_xlim(0, max(highs + values) * 1.13)
+        ax.set_ylim(-0.6, len(rows) - 0.4)
         ax.xaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("{x:,.0f}"))
         ax.tick_params(labelsize=8)
-    fig.suptitle(f"{data['meta']['machine']['cpu_model']}, server on 1 CPU, wrk on the other",
-                 fontsize=9)
-    fig.tight_layout()
+        ax.grid(axis="x", color="#dddddd", linewidth=0.6)
+        ax.set_axisbelow(True)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+    kinds = {_chart_kind(r[1]) for p in panels for r in p[4]}
+    axes[0, 0].legend(handles=[Patch(color=CHART_COLORS[k], label=CHART_LEGEND[k])
+                               for k in CHART_LEGEND if k in kinds],
+                      loc="lower right", fontsize=8, frameon=False)
+    pin = ("server pinned to one CPU, wrk to another" if settings["server_cpu"] is not None
+           else "no CPU pinning")
+    fig.suptitle(f"cymongoose benchmarks, {meta['date'][:10]}: "
+                 f"{meta['machine']['cpu_model']}, {pin}", fontsize=11)
     for p in paths:
-        fig.savefig(p, dpi=110)
+        # A fixed hash salt (the SVG's element ids) and no date: re-rendering the same
+        # results.json rewrites the same bytes.
+        with plt.rc_context({"svg.hashsalt": "cymongoose-bench"}):
+            fig.savefig(p, dpi=110, metadata={"Date": None} if p.suffix == ".svg" else None)
     plt.close(fig)
     return True
 
@@ -585,17 +637,56 @@ def readme_block(data: dict[str, Any], out: Path, root: Path) -> str:
     return "\n".join(lines)
 
 
-def update_readme(readme: Path, data: dict[str, Any], out: Path) -> bool:
-    text = readme.read_text() if readme.exists() else ""
-    pattern = re.compile(re.escape(README_START) + r".*?" + re.escape(README_END), re.DOTALL)
+def performance_block(data: dict[str, Any], out: Path, page: Path) -> str:
+    """The chart and the headline ratios for the top of docs/performance.md. Links are
+    relative to the page, as GitHub resolves them; the docs site's hook
+    (tools/mkdocs_hooks.py) points them at its own copy of the chart and at the Benchmarks
+    page."""
+    meta = data["meta"]
+    rel = Path(os.path.relpath(out, page.parent)).as_posix()
+    measured = defaultdict(lambda: "–", {t["id"]: _measured_text(t) for t in data["targets"]})
+    if data["rss"]:
+        measured["rss_requests"] = f"{data['rss']['requests']:,}"
+    graded = [t for t in data["targets"] if t["met"] is not None]
+    missed = [f"{t['title']} (goal {_goal_text(t)})" for t in graded if not t["met"]]
+    pin = ("server on one CPU, wrk on another" if meta["settings"]["server_cpu"] is not None
+           else "no CPU pinning")
+    lines = [
+        "<!-- Generated by tests/benchmarks/run.py from the latest full run; edits are "
+        "overwritten. -->",
+        f"![Benchmark chart: req/s of every server (hello, 50 and 200 connections) and MiB/s "
+        f"of the static-file servers]({rel}/results.svg)",
+        "",
+        f"Measured {meta['date'][:10]} on {meta['machine']['cpu_model']}, "
+        f"{meta['machine']['logical_cpus']} CPUs ({pin}); ratios within that one run:",
+        "",
+    ]
+    lines += ["- " + line.format_map(measured) for line in PERFORMANCE_SUMMARY]
+    lines += ["", f"{len(graded) - len(missed)} of {len(graded)} goals met"
+              + (f"; missed: {'; '.join(missed)}." if missed else ".")
+              + f" Every target with its goal, and every server with its latency and CPU: "
+              f"[the full results]({rel}/results.md)."]
+    return "\n".join(lines)
+
+
+def _replace_block(path: Path, block: str) -> bool:
+    text = path.read_text() if path.exists() else ""
+    pattern = re.compile(re.escape(BLOCK_START) + r".*?" + re.escape(BLOCK_END), re.DOTALL)
     if not pattern.search(text):
-        log.warning("README.md has no %s ... %s markers: Performance section not updated",
-                    README_START, README_END)
+        log.warning("%s has no %s ... %s markers: not updated", path.name, BLOCK_START,
+                    BLOCK_END)
         return False
-    block = f"{README_START}\n{readme_block(data, out, readme.parent)}\n{README_END}"
-    readme.write_text(pattern.sub(lambda _m: block, text, count=1))
-    log.info("README.md Performance section updated")
+    block = f"{BLOCK_START}\n{block}\n{BLOCK_END}"
+    path.write_text(pattern.sub(lambda _m: block, text, count=1))
+    log.info("%s: results block updated", path.name)
     return True
+
+
+def update_docs(root: Path, data: dict[str, Any], out: Path) -> bool:
+    """The README's Performance section and the top of docs/performance.md."""
+    readme, page = root / "README.md", root / "docs" / "performance.md"
+    done = _replace_block(readme, readme_block(data, out, root))
+    return _replace_block(page, performance_block(data, out, page)) and done
 
 
 def print_targets(data: dict[str, Any]) -> None:
