@@ -314,6 +314,52 @@ def _contender_table(data: dict[str, Any], phase: str, ref: str | None) -> list[
     return lines
 
 
+def _scale_phases(data: dict[str, Any]) -> list[str]:
+    """The many-clients phases ("c1000", "c10000", ...: not the c200 round), fewest first."""
+    return sorted({ph for phases in data["summary"].values() for ph in phases
+                   if re.fullmatch(r"c\d+", ph) and ph != "c200"}, key=lambda ph: int(ph[1:]))
+
+
+def scale_table(data: dict[str, Any], ref: str = "mongoose-c") -> list[str]:
+    """The README's many-clients table: per count of keep-alive connections, each server's
+    req/s ÷ the reference's (medians; or why no run was valid) and wrk's socket errors.
+    Ours first, then the reference, then the others; servers with no valid run last."""
+    summary, status = data["summary"], data["contenders"]
+    phases = _scale_phases(data)
+    if not phases:
+        return []
+    lines = ["| Contender | " + " | ".join(f"{int(ph[1:]):,} connections | errors"
+                                          for ph in phases) + " |",
+             "|---|" + "---|---|" * len(phases)]
+
+    def cells(name: str) -> list[str]:
+        out = []
+        for ph in phases:
+            s = summary.get(name, {}).get(ph)
+            if not s:
+                out += ["–", "–"]
+                continue
+            base = summary.get(ref, {}).get(ph, {}).get("rps")
+            if s.get("rps") is not None:
+                out.append(f"{s['rps'] / base:.2f}×" if base else "–")
+            else:
+                out.append("; ".join(s["invalid_reasons"]) or "–")
+            out.append(f"{s['socket_errors']:,}")
+        return out
+
+    def rank(name: str) -> tuple[bool, int]:
+        valid = any(summary[name].get(ph, {}).get("rps") is not None for ph in phases)
+        return (not valid, 0 if name.startswith("cymongoose") else 1 if name == ref else 2)
+
+    for name in sorted((n for n in summary if any(ph in summary[n] for ph in phases)),
+                       key=rank):
+        row = cells(name)
+        if any(c != "–" for c in row):
+            lines.append(f"| {status.get(name, {}).get('label', name)} | "
+                         + " | ".join(row) + " |")
+    return lines if len(lines) > 2 else []
+
+
 def _app_groups(data: dict[str, Any]) -> list[tuple[str, list[tuple[str, dict[str, Any]]]]]:
     """[(app label, [(contender, its hello summary), ...]), ...]: the servers of each app that
     has at least one measured server, fastest first."""
@@ -421,21 +467,22 @@ def markdown(data: dict[str, Any]) -> str:
             conns = (meta["settings"]["c200"] if phase == "c200"
                      else meta["settings"]["connections"])
             out += ["", f"## {PHASE_TITLES[phase]}, {conns} connections", ""] + table
-    scale = sorted({ph for phases in data["summary"].values() for ph in phases
-                    if re.fullmatch(r"c\d+", ph) and ph != "c200"}, key=lambda ph: int(ph[1:]))
-    for phase in scale:
+    for phase in _scale_phases(data):
         table = _contender_table(data, phase, "mongoose-c")
         if len(table) > 2:
             out += ["", f"## Many clients: hello, {phase[1:]} keep-alive connections", "",
                     "One wrk run per server after a warm-up at the same count; errors are "
                     "wrk's socket errors (connect, read, write, timeout), which a server that "
                     "refuses or drops clients shows and ours must not."] + [""] + table
+            columns = table[0].count("|") - 1
             for name, phases in data["summary"].items():
                 s = phases.get(phase, {})
                 if s and "rps" not in s:  # no valid run: say what happened instead
                     label = data["contenders"].get(name, {}).get("label", name)
-                    out.append(f"| {label} | {'; '.join(s['invalid_reasons'])} | | | | | | | "
-                               f"| | {s['socket_errors']} | {s['non2xx']} | |")
+                    # Contender, req/s (the reason), blanks, errors, non-2xx, RSS (blank).
+                    cells = ([label, "; ".join(s["invalid_reasons"])] + [""] * (columns - 5)
+                             + [str(s["socket_errors"]), str(s["non2xx"]), ""])
+                    out.append("|" + "".join(f" {c} |" if c else " |" for c in cells))
     apps, costs = app_table(data), app_cost_table(data)
     if apps or costs:
         out += ["", "## Apps: in-process cost and each server's overhead", "",
@@ -621,11 +668,19 @@ def readme_block(data: dict[str, Any], out: Path, root: Path) -> str:
 
     ranked = sorted(summary, key=lambda n: -(summary[n].get("hello", {}).get("rps") or 0))
     for name in ranked:
-        lines.append(f"| {status.get(name, {}).get('label', name)} | "
-                     f"{ratio(name, 'hello', 'mongoose-c')} | "
-                     f"{ratio(name, 'hello', 'mongoose-c', 'server_cpu_us_per_req')} | "
-                     f"{ratio(name, 'c200', 'mongoose-c')} | "
-                     f"{ratio(name, 'static', 'nginx-static')} |")
+        cells = [ratio(name, "hello", "mongoose-c"),
+                 ratio(name, "hello", "mongoose-c", "server_cpu_us_per_req"),
+                 ratio(name, "c200", "mongoose-c"), ratio(name, "static", "nginx-static")]
+        if any(c != "–" for c in cells):  # servers measured only with many clients: below
+            lines.append(f"| {status.get(name, {}).get('label', name)} | "
+                         + " | ".join(cells) + " |")
+    scale = scale_table(data)
+    if scale:
+        phases = _scale_phases(data)
+        runs = max(s["runs"] for p in summary.values() for ph, s in p.items() if ph in phases)
+        each = "one run each" if runs == 1 else f"up to {runs} runs each, medians"
+        lines += ["", f"Many keep-alive clients (hello, {each}): req/s ÷ Mongoose in C's, "
+                  "and wrk's socket errors:", ""] + scale
     apps = app_table(data)
     if apps:
         lines += ["", "WSGI/ASGI servers of the same app object: overhead per request = server "
