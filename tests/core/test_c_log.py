@@ -7,6 +7,7 @@ import logging
 import threading
 
 import pytest
+from support.ports import free_port
 
 import cymongoose
 from cymongoose import Manager
@@ -53,3 +54,33 @@ def test_lines_from_threads_do_not_mix(mongoose_debug,
     messages = [r.getMessage() for r in caplog.records if r.name == "cymongoose.mongoose"]
     assert len(messages) >= 3 * 20 * 3
     assert all(m.startswith("mongoose.c:") for m in messages), messages[:5]
+
+
+def test_a_failed_outgoing_connection_is_one_error_line_with_its_peer(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """mg_error() no longer logs "<id> <fd> <text>": a connection this process opened that
+    fails is one ERROR line naming where it was going (a client's failure, on a server, is
+    quieter: tests/adapters/cli/test_reload_and_logging.py)."""
+    port = free_port()  # nothing listens there
+    errors: list[str] = []
+
+    def handler(conn: cymongoose.Connection, ev: int, data: object) -> None:
+        if ev == cymongoose.MG_EV_ERROR:
+            errors.append(str(data))
+
+    old = cymongoose.log_get()
+    cymongoose.log_set(cymongoose.MG_LL_ERROR)
+    with caplog.at_level(logging.DEBUG, logger="cymongoose.mongoose"):
+        with Manager(handler) as mgr:
+            mgr.connect(f"tcp://127.0.0.1:{port}")
+            for _ in range(200):
+                if errors:
+                    break
+                mgr.poll(10)
+    cymongoose.log_set(old)
+    assert errors  # the handler still gets MG_EV_ERROR with Mongoose's text
+    lines = [r for r in caplog.records if r.name == "cymongoose.mongoose"
+             and r.levelno == logging.ERROR]
+    assert len(lines) == 1, [r.getMessage() for r in lines]
+    assert f" to 127.0.0.1:{port}: " in lines[0].getMessage()
+    assert errors[0] in lines[0].getMessage()

@@ -247,6 +247,36 @@ QUIET_SKIP = """\
       continue;  /* cymongoose build fix: quiet until its deadline */
 """
 
+# Mongoose 7.23's mg_error() logs "<id> <fd> <text>" at ERROR for every failed connection,
+# a client's reset included, and its OpenSSL code logs each line of OpenSSL's error queue at
+# ERROR before that: a server's log fills with lines that name no peer and need no action.
+# Ours hands the connection, the text and errno to cymongoose (cym_conn_error_hook), which
+# logs one line with the peer address at a level that fits (c_log.pxi); the OpenSSL reason
+# is kept for that line instead of being logged on its own.
+CONN_ERROR_STATE = """\
+void (*cym_conn_error_hook)(struct mg_connection *c, const char *text, int err) = NULL;
+_Thread_local char cym_tls_reason[256];  /* cymongoose build fix: see CONN_ERROR_HOOK */
+"""
+CONN_ERROR_OLD = '  MG_ERROR(("%lu %ld %s", c->id, c->fd, buf));\n'
+CONN_ERROR_HOOK = """\
+  if (cym_conn_error_hook != NULL) {  /* cymongoose build fix: one line, with the peer */
+    cym_conn_error_hook(c, buf, cym_errno);
+  } else {
+    MG_ERROR(("%lu %ld %s", c->id, c->fd, buf));
+  }
+"""
+TLS_REASON_OLD = '  MG_ERROR(("%lu %.*s", ((struct mg_connection *) c)->id, n, s));\n'
+TLS_REASON_KEPT = """\
+  if (cym_conn_error_hook != NULL) {  /* cymongoose build fix: kept for the error line */
+    if (n < 0) n = 0;
+    if ((size_t) n >= sizeof(cym_tls_reason)) n = (int) sizeof(cym_tls_reason) - 1;
+    memcpy(cym_tls_reason, s, (size_t) n);
+    cym_tls_reason[n] = 0;
+  } else {
+    MG_ERROR(("%lu %.*s", ((struct mg_connection *) c)->id, n, s));
+  }
+"""
+
 IOLOG_CLOSE = ("  } else if (n <= 0) {\n"
                "    c->is_closing = 1;  // Termination. Don't call mg_error(): #1529\n")
 
@@ -264,13 +294,18 @@ REPLACEMENTS = [
     ("static bool can_read(const struct mg_connection *c) {\n",
      ACCEPT_BURST + "static bool can_read(const struct mg_connection *c) {\n"),
     ("    if (can_write(c)) MG_EPOLL_MOD(c, 1);\n", WRITE_FIRST),
+    (CONN_ERROR_OLD, CONN_ERROR_HOOK),
+    (TLS_REASON_OLD, TLS_REASON_KEPT),
 ]
 
 # (anchor line, code inserted after it)
 FIXES = [
     ("    sigsz = (size_t) (70 + neg1 + neg2);\n", ECDSA_MINIMAL_DER),
     ("void mg_bzero(volatile unsigned char *buf, size_t len) {\n", FAST_BZERO),
-    ('#include "mongoose.h"\n', EPOLL_INTEREST + ACCEPT_STATE + READ_EOF_STATE + QUIET_STATE),
+    ('#include "mongoose.h"\n',
+     EPOLL_INTEREST + ACCEPT_STATE + READ_EOF_STATE + QUIET_STATE + CONN_ERROR_STATE),
+    ("void mg_error(struct mg_connection *c, const char *fmt, ...) {\n",
+     "  int cym_errno = errno;  /* cymongoose build fix: for cym_conn_error_hook */\n"),
     ("    n = recv(FD(c), (char *) buf, len, MSG_NONBLOCKING);\n",
      "    s_cym_read_eof = (n == 0);  /* cymongoose build fix: see READ_EOF_STATE */\n"),
     ("  MG_SOCKET_TYPE fd = raccept(FD(lsn), &usa, &sa_len);\n", ACCEPT_FAILED),

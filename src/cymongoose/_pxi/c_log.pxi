@@ -4,6 +4,7 @@
 # (often without the GIL): characters gather in a per-thread line buffer, and only a complete
 # line takes the GIL, once. How much Mongoose logs is still set by log_set().
 
+import errno as _errno
 import logging as _clog_logging
 
 cdef extern from *:
@@ -54,3 +55,61 @@ cdef void _clog_putc(char ch, void *param) noexcept nogil:
 
 
 mg.mg_log_set_fn(_clog_putc, NULL)
+
+
+# A failed connection: mg_error() hands it here (build_fixes.py, CONN_ERROR_HOOK) instead of
+# logging "<id> <fd> <text>" at ERROR. A client that resets or fails its TLS handshake is
+# routine for a server (uvicorn and gunicorn log nothing for a reset): one line with the
+# peer, at DEBUG for a reset and INFO for TLS and other client faults. A connection this
+# process opened (a client, a resolver) still fails at ERROR.
+cdef dict _TLS_REASONS = {
+    "http request": "plain HTTP sent to the HTTPS port",
+    "https proxy request": "a proxy request sent to the HTTPS port",
+}
+
+
+cdef frozenset _RESET_ERRNOS = frozenset([
+    _errno.ECONNRESET, _errno.EPIPE, _errno.ETIMEDOUT, _errno.ECONNABORTED,
+    _errno.EHOSTUNREACH, _errno.ENETUNREACH])
+
+
+cdef void _on_conn_error(mg.mg_connection *c, const char *text, int err) noexcept nogil:
+    if mg.mg_log_level < mg.MG_LL_ERROR:
+        mg.cym_tls_reason[0] = 0
+        return  # log_set() asked for silence, as Mongoose's own line would have obeyed
+    if c.mgr.userdata != NULL:
+        _take_gil_back(<GilSlot *>c.mgr.userdata)
+    _log_conn_error(c, text, err)
+
+
+cdef void _log_conn_error(mg.mg_connection *c, const char *text, int err) noexcept with gil:
+    try:
+        what = text.decode("utf-8", "replace")
+        tls_reason = mg.cym_tls_reason.decode("utf-8", "replace")
+        mg.cym_tls_reason[0] = 0
+        ip, port, is_ip6 = _addr_tuple(&c.rem)
+        peer = "-" if not port else f"[{ip}]:{port}" if is_ip6 else f"{ip}:{port}"
+        if not c.is_accepted:
+            _clog_logger.error("connection %d to %s: %s%s", c.id, peer, what,
+                               f" ({_os.strerror(err)})" if err and what == "socket error"
+                               else "")
+            return
+        if what == "socket error" or what.startswith("peer RST"):  # the TCP connection
+            # errno is the failure's only when the socket call itself failed last.
+            _clog_logger.debug("client %s: %s%s", peer,
+                               _os.strerror(err) if err in _RESET_ERRNOS else
+                               "connection reset",
+                               " (during the TLS handshake)" if c.is_tls_hs else "")
+        elif tls_reason or c.is_tls_hs or what.lower().startswith("tls"):
+            fields = tls_reason.split(":")
+            reason = fields[5] if len(fields) > 5 else tls_reason or what
+            _clog_logger.info("client %s: TLS %s failed: %s", peer,
+                              "handshake" if c.is_tls_hs else "connection",
+                              _TLS_REASONS.get(reason, reason))
+        else:
+            _clog_logger.info("client %s: %s", peer, what)
+    except BaseException:
+        pass  # logging must never raise into Mongoose's C code
+
+
+mg.cym_conn_error_hook = _on_conn_error

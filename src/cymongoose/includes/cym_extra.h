@@ -20,6 +20,12 @@ extern void (*cym_accept_paused_hook)(struct mg_connection *lsn, int err);
    non-zero keeps the connection open (cymongoose finishes the response it owes). */
 extern int (*cym_peer_eof_hook)(struct mg_connection *c);
 
+/* Defined by vendor/mongoose/build_fixes.py: called by mg_error() instead of its log line
+   (the text and the errno of the failure), before MG_EV_ERROR; and the last OpenSSL error
+   text of this thread, kept for that call ("" once read). */
+extern void (*cym_conn_error_hook)(struct mg_connection *c, const char *text, int err);
+extern _Thread_local char cym_tls_reason[256];
+
 /* Defined by vendor/mongoose/build_fixes.py (INTERNALS), checked there at compile time:
    Mongoose's static protocol handlers, and its private c->data fields cymongoose reads. */
 extern const mg_event_handler_t cym_http_cb;

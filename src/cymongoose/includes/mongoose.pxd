@@ -431,6 +431,10 @@ cdef extern from "cym_extra.h" nogil:
     void (*cym_accept_paused_hook)(mg_connection *lsn, int err)
     # vendor/mongoose/build_fixes.py: a client's orderly EOF (recv() == 0); non-zero: handled.
     int (*cym_peer_eof_hook)(mg_connection *c)
+    # vendor/mongoose/build_fixes.py: mg_error()'s log line handed over (text and errno),
+    # and the last OpenSSL error text of this thread (empty once read).
+    void (*cym_conn_error_hook)(mg_connection *c, const char *text, int err)
+    char cym_tls_reason[256]
     # vendor/mongoose/build_fixes.py INTERNALS: Mongoose's static protocol handlers (cymongoose
     # runs them behind its own) and accessors for the c->data fields it reads.
     mg_event_handler_t cym_http_cb

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
+import socket
+import ssl
+import struct
 import time
 from pathlib import Path
 
 import pytest
-from support.cli_run import CLI, cli_env, run_cli
+from support.cli_run import CLI, cli_env, https_raw_get, run_cli, self_signed_cert
 from support.http_client import get
 from support.ports import free_port
 
@@ -170,3 +174,60 @@ def test_access_log_survives_an_app_that_configures_logging(tmp_path: Path, to_f
     lines = [ln for ln in out.splitlines() if "/after-dictconfig/" in ln]
     assert len(lines) == 3 and all('" 200 ' in ln for ln in lines), out
     assert "serving logs_app:app" in cli.err  # the server's own log is not silenced either
+
+
+def _reset(port: int, data: bytes) -> None:
+    """Connect, send `data`, then close with a reset (SO_LINGER 0)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        if data:
+            s.sendall(data)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
+def _plain_http_to(port: int) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        try:
+            return s.recv(100)
+        except ConnectionResetError:
+            return b""
+
+
+@pytest.mark.parametrize("level", ["warning", "info", "debug"])
+def test_a_client_reset_and_plain_http_on_tls_are_one_quiet_line(tmp_path: Path,
+                                                                  level: str) -> None:
+    """A reset is one DEBUG line with the peer, a failed TLS handshake one INFO line: never
+    Mongoose's ERROR lines with a connection number and no address."""
+    self_signed_cert(tmp_path)
+    port, tls_port = free_port(), free_port()
+    plain = CLI(tmp_path, "cli_app:app", "--port", str(port), "--log-level", level)
+    tls = CLI(tmp_path, "cli_app:app", "--port", str(tls_port), "--log-level", level,
+              "--ssl-certfile", "cert.pem", "--ssl-keyfile", "key.pem")
+    try:
+        plain.wait_http(port)
+        ctx = ssl.create_default_context(cafile=str(tmp_path / "cert.pem"))
+        assert wait_until(lambda: https_raw_get(tls_port, ctx, "/up") is not None, 20), tls.err
+        assert _plain_http_to(tls_port) == b""  # refused: no HTTP answer in clear text
+        _reset(port, b"GET /half HTTP/1.1\r\nHost: x\r\n")  # a reset mid-request
+        get(port, "/after")  # the server goes on
+    finally:
+        assert plain.stop() == 0, plain.err
+        assert tls.stop() == 0, tls.err
+    for err in (plain.err, tls.err):
+        assert " ERROR " not in err, err
+        # Mongoose's own lines ("mongoose.c:<line>:<function>: ...") only when asked for.
+        assert level == "debug" or "mongoose.c:" not in err, err
+    resets = [ln for ln in plain.err.splitlines() if "cymongoose.mongoose: client " in ln]
+    handshakes = [ln for ln in tls.err.splitlines() if "cymongoose.mongoose: client " in ln]
+    if level == "debug":
+        assert len(resets) == 1 and " DEBUG " in resets[0], plain.err
+        assert re.search(r"client 127\.0\.0\.1:\d+: (Connection reset by peer|connection reset)$",
+                         resets[0])
+    else:
+        assert resets == [], plain.err
+    if level == "warning":
+        assert handshakes == [], tls.err
+    else:
+        assert len(handshakes) == 1 and " INFO " in handshakes[0], tls.err
+        assert re.search(r"client 127\.0\.0\.1:\d+: TLS handshake failed: plain HTTP sent to "
+                         r"the HTTPS port$", handshakes[0])
