@@ -124,4 +124,4 @@ def test_tcp_echo_example_port_in_use() -> None:
         finally:
             stop(proc)
     assert proc.returncode == 1
-    assert "cannot listen" in err and "Traceback" not in err
+    assert "Failed to listen" in err and "Traceback" not in err

@@ -147,7 +147,7 @@ cdef Connection _sntp_connect(Manager manager, str url, object handler):
                                                   <void *>conn)
     if c == NULL:
         Py_DECREF(conn)
-        raise RuntimeError(f"cannot connect to {url!r}: use udp://host:port")
+        raise RuntimeError(f"Failed to connect to {url!r}: use udp://host:port")
     if not conn._bound:
         conn._c = c
         conn._bound = True

@@ -79,6 +79,19 @@ cdef inline bint _valid_value(const char *p, Py_ssize_t n) noexcept:
     return True
 
 
+# The messages of a refused header, shared by every way of sending one (reply, HeaderBlock,
+# http_begin, the WebSocket upgrade). "Header name/value ... illegal character" is 0.2.x's
+# wording, kept so code that matches on it still works.
+cdef str _bad_header_name(object name):
+    return (f"Header name {name!r} has an illegal character: a field name is an RFC 9110 "
+            "token (no CR, LF, NUL, spaces or colons)")
+
+
+cdef str _bad_header_value(object name, object value):
+    return (f"Header value {value!r} for {name!r} has an illegal character: CR, LF or NUL; "
+            "remove them")
+
+
 cdef inline bint _is_named(const char *p, Py_ssize_t n, const char *lower_name,
                            Py_ssize_t lower_len) noexcept:
     return n == lower_len and _ascii_casecmp(p, lower_name, <size_t>n)
@@ -124,12 +137,9 @@ cdef int _send_response(Connection conn, int status_code, object headers, bint j
             nptr = PyUnicode_AsUTF8AndSize(key, &nlen)
             vptr = PyUnicode_AsUTF8AndSize(value, &vlen)
             if not _valid_name(nptr, nlen):
-                raise ValueError(
-                    f"header name {key!r} is not a valid HTTP field name (CR, LF, NUL, "
-                    "spaces and colons are refused)")
+                raise ValueError(_bad_header_name(key))
             if not _valid_value(vptr, vlen):
-                raise ValueError(
-                    f"header value {value!r} for {key!r} contains CR, LF or NUL; remove them")
+                raise ValueError(_bad_header_value(key, value))
             if _is_named(nptr, nlen, b"content-type", 12):
                 has_type = True
             elif _is_named(nptr, nlen, b"connection", 10):

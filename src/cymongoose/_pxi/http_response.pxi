@@ -72,9 +72,9 @@ cdef class HeaderBlock:
             nptr = _field_bytes(name, &nlen, "names")
             vptr = _field_bytes(value, &vlen, "values")
             if not _valid_name(nptr, nlen):
-                raise ValueError(f"header name {name!r} is not a valid HTTP field name")
+                raise ValueError(_bad_header_name(name))
             if not _valid_value(vptr, vlen):
-                raise ValueError(f"header value {value!r} for {name!r} contains CR, LF or NUL")
+                raise ValueError(_bad_header_value(name, value))
             if (_is_named(nptr, nlen, b"content-length", 14)
                     or _is_named(nptr, nlen, b"transfer-encoding", 17)):
                 raise ValueError(f"a HeaderBlock cannot hold {name!r}: the body's framing "
@@ -109,9 +109,9 @@ cdef int _put_headers(mg.mg_connection *c, object headers, int status_code,
         nptr = _field_bytes(name, &nlen, "names")
         vptr = _field_bytes(value, &vlen, "values")
         if not _valid_name(nptr, nlen):
-            raise ValueError(f"header name {name!r} is not a valid HTTP field name")
+            raise ValueError(_bad_header_name(name))
         if not _valid_value(vptr, vlen):
-            raise ValueError(f"header value {value!r} for {name!r} contains CR, LF or NUL")
+            raise ValueError(_bad_header_value(name, value))
         if nlen == 14 and _is_named(nptr, nlen, b"content-length", 14):
             if declared[0] >= 0 or vlen == 0 or vlen > 18:
                 raise ValueError(f"invalid or repeated Content-Length {value!r}")

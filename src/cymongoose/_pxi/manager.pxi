@@ -506,8 +506,9 @@ cdef Connection _open(Manager manager, str url, object handler, object http, bin
     if c == NULL:
         Py_DECREF(conn)
         what = "listen on" if listen else "connect to"
+        # "Failed to listen"/"Failed to connect": 0.2.x's words, which callers match on.
         raise RuntimeError(
-            f"cannot {what} {url!r}: check the scheme (tcp://, udp://, http://, https://, "
+            f"Failed to {what} {url!r}: check the scheme (tcp://, udp://, http://, https://, "
             "ws://, wss://), host and port, and that the address is free")
     if not conn._bound:  # no handler saw MG_EV_OPEN (none set): bind now
         conn._c = c

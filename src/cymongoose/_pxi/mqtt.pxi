@@ -298,7 +298,7 @@ cdef Connection _mqtt_connect(Manager manager, str url, object handler, object c
     if c == NULL:
         Py_DECREF(conn)
         raise RuntimeError(
-            f"cannot connect to {url!r}: check the scheme (mqtt://, mqtts://), host and port")
+            f"Failed to connect to {url!r}: check the scheme (mqtt://, mqtts://), host and port")
     if not conn._bound:
         conn._c = c
         conn._bound = True
@@ -323,7 +323,7 @@ cdef Connection _mqtt_listen(Manager manager, str url, object handler):
     if c == NULL:
         Py_DECREF(conn)
         raise RuntimeError(
-            f"cannot listen on {url!r}: check the scheme (mqtt://, tcp://), host and port, "
+            f"Failed to listen on {url!r}: check the scheme (mqtt://, tcp://), host and port, "
             "and that the address is free")
     if not conn._bound:
         conn._c = c

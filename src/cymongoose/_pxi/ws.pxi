@@ -48,7 +48,7 @@ cdef Connection _ws_connect(Manager manager, str url, object handler):
     if c == NULL:
         Py_DECREF(conn)
         raise RuntimeError(
-            f"cannot connect to {url!r}: check the scheme (ws:// or wss://), host and port")
+            f"Failed to connect to {url!r}: check the scheme (ws:// or wss://), host and port")
     if not conn._bound:
         conn._c = c
         conn._bound = True
@@ -82,12 +82,9 @@ cdef tuple _ws_header_block(object extra_headers):
         name = (<str>key).encode("utf-8")
         value = (<str>val).encode("utf-8")
         if not _valid_name(name, len(name)):
-            raise ValueError(
-                f"header name {key!r} is not a valid HTTP field name (CR, LF, NUL, "
-                "spaces and colons are refused)")
+            raise ValueError(_bad_header_name(key))
         if not _valid_value(value, len(value)):
-            raise ValueError(
-                f"header value {val!r} for {key!r} contains CR, LF or NUL; remove them")
+            raise ValueError(_bad_header_value(key, val))
         if _is_named(name, len(name), b"sec-websocket-protocol", 22):
             chosen = value
         lines.append(name + b": " + value + b"\r\n")
