@@ -63,6 +63,7 @@ cdef struct HttpGuard:
     size_t content_length
     size_t chunk_pos  # chunked body: wire bytes after the head already validated
     size_t decoded  # chunked body: data bytes in the validated chunks
+    int body_refused  # the streamed body went over max_body_size: 413 answered, 1 closed
     int phase
     int body_kind
     int flags

@@ -485,6 +485,18 @@ class Connection:
     def sntp_request(self) -> None:
         """Ask for the time; MG_EV_SNTP_TIME delivers epoch milliseconds."""
 
+class RequestBodyTooLarge(ConnectionResetError):
+    """Raised by `Connection.body_read()` when a streamed (chunked) request body went over
+    `max_body_size` after the handler had the head. `answered`: nothing of the response had
+    gone out, so the server answered `413 Content Too Large` itself (a response the handler
+    sends later is refused); otherwise the connection is closed. `limit` is the limit in
+    bytes."""
+
+    limit: int
+    answered: bool
+
+    def __init__(self, limit: int, answered: bool) -> None: ...
+
 @final
 class HttpMessage:
     """A parsed HTTP request or response, valid only during its event: afterwards
@@ -735,6 +747,7 @@ def json_get_str(data: _Data, path: str) -> str | None: ...
 __all__ = [
     "Manager",
     "Connection",
+    "RequestBodyTooLarge",
     "HttpMessage",
     "WsMessage",
     "MqttMessage",

@@ -8,7 +8,7 @@ import asyncio
 import os
 from typing import Any
 
-from ._mongoose import ASGIHTTPExchange
+from ._mongoose import ASGIHTTPExchange, RequestBodyTooLarge
 from .asgi_shared import (
     _HEADERS_500,
     _RECEIVE_MAX,
@@ -66,6 +66,12 @@ class _HTTPCycle(ASGIHTTPExchange):
             conn = self.conn
             try:
                 data = conn.body_read(_RECEIVE_MAX)
+            except RequestBodyTooLarge as exc:
+                # The core answered 413 (or closed, once the response had started): the
+                # app is told the client is gone, the log says why, with the limit.
+                self.closed = True
+                self._body_too_large(exc)
+                break
             except ConnectionResetError:
                 # Broken chunked framing: the core is closing the connection, and to the
                 # app the client is gone (as uvicorn reports a body its parser refused).
@@ -90,6 +96,26 @@ class _HTTPCycle(ASGIHTTPExchange):
             self._need_events()  # MG_EV_READ (0 bytes) tells of the EOF
             await self._rx().wait()
         return {"type": "http.disconnect"}
+
+    def _body_refused(self) -> RequestBodyTooLarge | None:
+        """The core's refusal of this request's body, once handled here; else None."""
+        try:
+            self.conn.body_read(0)
+        except RequestBodyTooLarge as exc:
+            self.closed = True
+            self._body_too_large(exc)
+            return exc
+        except (RuntimeError, OSError):  # closed, or broken framing: not a refusal
+            pass
+        return None
+
+    def _body_too_large(self, exc: RequestBodyTooLarge) -> None:
+        scope = self.scope
+        error_log.info("%s %s: %s", scope["method"], scope["path"], exc)
+        if not self.complete:
+            if exc.answered:
+                self.status, self.sent = 413, 0
+            self._finish()  # the access-log line, with the status the server applied
 
     async def _send_slow(self, message: ASGIMessage) -> None:
         """send() for every message its C path did not complete (streaming, files, errors)."""
@@ -133,6 +159,9 @@ class _HTTPCycle(ASGIHTTPExchange):
         except (ClientDisconnected, asyncio.CancelledError):
             raise
         except Exception as exc:
+            refused = self._body_refused()
+            if refused is not None:  # the core answered 413 before the app read that far
+                raise ClientDisconnected(str(refused)) from None
             self._protocol_error(exc)
             raise
 

@@ -20,7 +20,7 @@ import platform
 import sys
 from collections.abc import Sequence
 
-from . import MONGOOSE_VERSION, TLS_ENGINE, __version__
+from . import MONGOOSE_VERSION, TLS_ENGINE, Manager, __version__
 
 EXIT_USAGE = 2
 
@@ -29,7 +29,7 @@ LIMIT_OPTIONS = {
     "max_header_count": "request header fields at most (431 past it)",
     "max_header_size": "bytes of a request head at most (431)",
     "max_uri_size": "bytes of a request target at most (414)",
-    "max_body_size": "bytes of a request body at most (413)",
+    "max_body_size": "bytes of a request body at most (413; at most 1 GiB)",
     "header_timeout_ms": "to receive a whole request head (408)",
     "body_timeout_ms": "window in which a request body must progress (408)",
     "keepalive_timeout_ms": "an idle keep-alive connection is closed after this",
@@ -46,6 +46,18 @@ def _version_line() -> str:
     """What a bug report needs: ours, the Mongoose inside, the TLS engine, the Python."""
     return (f"cymongoose {__version__} (Mongoose {MONGOOSE_VERSION}, TLS {TLS_ENGINE}, "
             f"{platform.python_implementation()} {platform.python_version()})")
+
+
+def _limit_text(name: str, value: int) -> str:
+    """A limit's default as people read it: 16 MiB, 30 s, 100."""
+    if name.endswith("_ms"):
+        return f"{value / 1000:g} s"
+    if name.endswith("_size"):
+        for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+            if value >= size and value % size == 0:
+                return f"{value // size} {unit}"
+        return f"{value} bytes"
+    return str(value)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -100,8 +112,11 @@ def _parser() -> argparse.ArgumentParser:
     px.add_argument("--forwarded-allow-ips", default="127.0.0.1",
                     help="trusted proxies: IPs, CIDR networks or '*' (default 127.0.0.1)")
     lim = p.add_argument_group("limits (docs/server-behaviour.md; 0 turns a timeout off)")
+    with Manager() as manager:  # the core's defaults, shown in each flag's help
+        defaults = manager.http_limits
     for name, what in LIMIT_OPTIONS.items():
-        lim.add_argument(f"--{name.replace('_', '-')}", type=int, default=None, help=what)
+        lim.add_argument(f"--{name.replace('_', '-')}", type=int, default=None,
+                         help=f"{what}; default {_limit_text(name, defaults[name])}")
     p.add_argument("--version", action="version", version=_version_line())
     # Set by a supervisor for the workers it starts; not for people.
     p.add_argument("--worker-socket", type=int, help=argparse.SUPPRESS)

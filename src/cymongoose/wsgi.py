@@ -35,6 +35,7 @@ from ._mongoose import (
     Connection,
     HeaderBlock,
     Manager,
+    RequestBodyTooLarge,
     TlsOpts,
     WSGILoop,
     handles,
@@ -337,6 +338,38 @@ class WSGIServer:
         if fwd.host is not None:
             environ["HTTP_HOST"] = fwd.host
 
+    def _body_too_large(self, ex: _Exchange, exc: RequestBodyTooLarge) -> None:
+        """Loop side: the request body went over max_body_size while the app had the
+        request. The core answered 413 (or closed, once the response had started): the
+        exchange ends here, with one access-log line; wsgi.input.read() raises `exc`, which
+        names the limit, and whatever the app sends after is dropped."""
+        if ex.closed or ex.finished:
+            return
+        ex.closed = True
+        if ex.input is not None:
+            ex.input.fail(exc)
+        ex.notify_writer()
+        env = ex.environ
+        error_log.info("%s %s: %s", env["REQUEST_METHOD"], env["PATH_INFO"], exc)
+        ex.finished = True
+        self._live.discard(ex)
+        if self._access is not None:
+            if exc.answered:
+                ex.status, ex.sent = (413, None), 0
+            self._log_access(ex)
+
+    def _body_refused(self, ex: _Exchange) -> bool:
+        """Whether the core refused this request's body (then handled as such): the app
+        may answer before its reads would have told it."""
+        try:
+            ex.conn.body_read(0)
+        except RequestBodyTooLarge as exc:
+            self._body_too_large(ex, exc)
+            return True
+        except (RuntimeError, OSError):  # closed, or broken framing: not a refusal
+            pass
+        return False
+
     def _log_access(self, ex: _Exchange) -> None:
         access = self._access
         assert access is not None
@@ -427,6 +460,8 @@ class WSGIServer:
 
     def _protocol_error(self, ex: _Exchange, exc: BaseException) -> None:
         """The app's response could not be sent as given (a bad header, too many bytes)."""
+        if self._body_refused(ex):
+            return  # not the app's fault: the core had answered 413 while it was busy
         report_exception(f"{ex.environ['REQUEST_METHOD']} {ex.environ['PATH_INFO']}: "
                          f"invalid response from the app", exc)
         conn = ex.conn

@@ -115,7 +115,7 @@ class _StreamInput:
 
     def fail(self, exc: BaseException) -> None:
         with self._cond:
-            if not self._eof:
+            if not self._eof and self._error is None:  # the first cause is the one to tell
                 self._error = exc
             self._cond.notify_all()
 

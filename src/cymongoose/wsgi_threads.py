@@ -8,7 +8,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from ._mongoose import WSGIExchange
+from ._mongoose import RequestBodyTooLarge, WSGIExchange
 from .wsgi_bodies import ClientDisconnected
 
 if TYPE_CHECKING:
@@ -44,6 +44,9 @@ class _Exchange(WSGIExchange):
             data = conn.body_read(room) if room > 0 else b""
             pending = conn.body_pending
             done = pending == 0 and conn.body_complete
+        except RequestBodyTooLarge as exc:
+            self.server._body_too_large(self, exc)
+            return
         except ConnectionResetError as exc:  # broken chunked framing: the core closes
             inp.fail(ClientDisconnected(str(exc)))
             return

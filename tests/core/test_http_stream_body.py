@@ -22,6 +22,7 @@ from cymongoose import (
     MG_EV_READ,
     Connection,
     Manager,
+    RequestBodyTooLarge,
 )
 
 from conftest import pump, recv_polling
@@ -513,15 +514,72 @@ def test_content_length_over_max_body_size_is_413_before_the_handler(
     assert echo.events == [MG_EV_HTTP_HDRS]
 
 
-def test_chunked_body_over_max_body_size_closes_the_connection(manager: Manager) -> None:
+class BodyReader:
+    """Reads each streamed body as it arrives and keeps what body_read() raised; with
+    `begin`, starts its response as soon as it has the head."""
+
+    def __init__(self, begin: bool = False) -> None:
+        self.begin = begin
+        self.conns: list[Connection] = []
+        self.raised: list[Exception] = []
+
+    def __call__(self, conn: Connection, ev: int, msg: Any) -> None:
+        if ev == MG_EV_HTTP_HDRS:
+            self.conns.append(conn)
+            if self.begin:
+                conn.http_begin(200, [("Content-Type", "text/plain")])
+                conn.http_write(b"started")
+        if ev in (MG_EV_HTTP_HDRS, MG_EV_READ) and conn in self.conns:
+            try:
+                conn.body_read()
+            except ConnectionResetError as exc:
+                self.raised.append(exc)
+
+
+def test_chunked_body_over_max_body_size_is_413_while_no_response_went_out(
+        manager: Manager) -> None:
+    reader = BodyReader()
+    port = listen_stream(manager, reader, max_body_size=8)
+    with connect(port) as s:
+        s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  b"5\r\nabcde\r\n")
+        pump(manager, lambda: len(reader.conns) == 1, 5, "the head")
+        s.sendall(b"4\r\nfghi\r\n0\r\n\r\n")  # 9 bytes in all: one over
+        got = closed_by_server(manager, s)
+    assert got is not None and got.startswith(b"HTTP/1.1 413 "), got
+    assert b"Connection: close\r\n" in got
+    exc = reader.raised[0]
+    assert isinstance(exc, RequestBodyTooLarge) and exc.answered and exc.limit == 8
+    assert "max_body_size (8 bytes)" in str(exc) and "answered 413" in str(exc)
+    with pytest.raises(RuntimeError):  # the handler's own answer can no longer go out
+        reader.conns[0].http_begin(200, [])
+
+
+def test_chunked_body_over_max_body_size_closes_once_the_response_started(
+        manager: Manager) -> None:
+    reader = BodyReader(begin=True)
+    port = listen_stream(manager, reader, max_body_size=8)
+    with connect(port) as s:
+        s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                  b"5\r\nabcde\r\n")
+        pump(manager, lambda: len(reader.conns) == 1, 5, "the head")
+        s.sendall(b"4\r\nfghi\r\n0\r\n\r\n")
+        got = closed_by_server(manager, s)
+    assert got is not None and got.startswith(b"HTTP/1.1 200 ") and b"413" not in got
+    exc = reader.raised[0]
+    assert isinstance(exc, RequestBodyTooLarge) and not exc.answered
+    assert "max_body_size (8 bytes)" in str(exc) and "connection is closed" in str(exc)
+
+
+def test_chunked_body_over_max_body_size_with_the_head_is_413(manager: Manager) -> None:
     echo = Echo()
     port = listen_stream(manager, echo, max_body_size=8)
     with connect(port) as s:
         s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-                  b"5\r\nabcde\r\n")
-        pump(manager, lambda: len(echo.heads) == 1, 5, "the head")
-        s.sendall(b"4\r\nfghi\r\n0\r\n\r\n")  # 9 bytes in all: one over
-        assert closed_by_server(manager, s) == b""
+                  b"9\r\nabcdefghi\r\n0\r\n\r\n")
+        got = closed_by_server(manager, s)
+    assert got is not None and got.startswith(b"HTTP/1.1 413 "), got
+    assert echo.events == []  # no handler saw it
 
 
 def test_stalled_streamed_body_is_closed_after_body_timeout(manager: Manager) -> None:

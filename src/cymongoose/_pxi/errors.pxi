@@ -12,6 +12,18 @@ cdef str _STALE_VIEW_MSG = (
     "Copy what you need (for example msg.body_bytes or msg.headers()) inside the handler.")
 
 
+class RequestBodyTooLarge(ConnectionResetError):
+    """A streamed request body went over max_body_size after the handler had its head."""
+
+    def __init__(self, limit, answered):
+        self.limit = limit
+        self.answered = answered
+        super().__init__(
+            f"the request body is larger than max_body_size ({limit} bytes): "
+            + ("the server answered 413 Content Too Large and closes the connection"
+               if answered else "the response had started, so the connection is closed"))
+
+
 cdef void _default_error_handler(BaseException exc) noexcept:
     """Log an exception from a handler, timer or callback with its traceback."""
     try:

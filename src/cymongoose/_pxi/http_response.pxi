@@ -221,6 +221,7 @@ cdef int _http_begin(Connection conn, int status_code, object headers, object re
         g.resp_left = 0
         raise
     g.resp_state = _RS_BEGUN
+    g.flags |= _GF_RESP_BEGUN
     return 0
 
 
@@ -247,6 +248,7 @@ cdef object _http_respond(Connection conn, int status_code, object headers, obje
     except BaseException:
         if g.resp_state == _RS_BEGUN:  # nothing of this response may go out
             conn._c.send.len = before
+            g.flags &= ~_GF_RESP_BEGUN
             g.resp_state = _RS_IDLE
             g.resp_framing = _RF_NONE
             g.resp_left = 0

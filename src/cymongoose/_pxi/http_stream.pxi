@@ -24,6 +24,7 @@ cdef enum:
     _GF_BODY_DONE = 1024  # the streamed body has fully arrived
     _GF_PAUSED = 2048  # reads paused (c->is_full) for back-pressure
     _GF_HEAD_OUT = 4096  # MG_EV_HTTP_HDRS delivered: the handler has this request
+    _GF_RESP_BEGUN = 8192  # this request's response head is written (http_begin)
 
 
 cdef void _set_reading(mg.mg_connection *c, HttpGuard *g, bint on) noexcept nogil:
@@ -120,7 +121,7 @@ cdef int _dechunk(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
         if not _chunk_ext_ok(b + j, e - 1 - j):
             return _stream_fail(c, g, b"invalid chunk size line or extension")
         if g.decoded + size > lim.max_body_size:
-            return _stream_fail(c, g, b"chunked body larger than max_body_size")
+            return _stream_too_large(c, g)
         g.decoded += size
         _cut(c, w, e + 1 - w)
         if size == 0:
@@ -138,6 +139,40 @@ cdef int _stream_fail(mg.mg_connection *c, HttpGuard *g, const char *why) noexce
         _refuse(c, g, 400, why, (g.flags & _GF_HEAD) != 0, mg.mg_millis())
         return -1
     # The handler has the head and may be answering: no refusal can be framed any more.
+    _log_event(c, 0, why)
+    c.is_closing = 1
+    return -1
+
+
+cdef int _stream_too_large(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
+    """A chunked body went over max_body_size (a Content-Length body never gets this far:
+    the guard refuses it with the head). 413 while it can still be framed: with the head
+    (no handler has the request), or before any of the handler's response went out; the
+    buffered body is dropped and the connection lingers, then closes. Once the response
+    has started, only closing is left. body_read() tells the handler which it was."""
+    cdef const char *why = b"chunked body larger than max_body_size"
+    cdef uint64_t now = mg.mg_millis()
+    cdef int i = 0
+    if not (g.flags & _GF_HEAD_OUT):
+        _refuse(c, g, 413, why, (g.flags & _GF_HEAD) != 0, now)
+        return -1
+    if not c.is_resp:
+        # The response is complete: the rest of the body is nobody's. Linger, so the kernel
+        # does not reset the connection under the response, then close.
+        c.recv.len = 0
+        _linger_unread_body(c, g)
+        return -1
+    if not (g.flags & _GF_RESP_BEGUN):
+        g.body_refused = 413
+        while i < _N_REFUSALS - 1 and _REFUSAL_CODES[i] != 413:
+            i += 1
+        _log_event(c, 413, why)
+        mg.mg_send(c, _REFUSAL_DATA[i][0], _REFUSAL_LEN[i][0])
+        c.recv.len = 0  # the body read so far: nobody takes it any more
+        c.is_resp = 0
+        _linger_unread_body(c, g)
+        return -1
+    g.body_refused = 1
     _log_event(c, 0, why)
     c.is_closing = 1
     return -1
@@ -208,6 +243,7 @@ cdef void _stream_begin(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcep
     g.body_ready = 0
     g.chunk_state = _CK_SIZE
     g.decoded = 0
+    g.body_refused = 0
     g.body_base = head_len
     g.wire_total = 0
     g.progress_mark = 0
@@ -308,9 +344,13 @@ cdef object _body_read(Connection conn, Py_ssize_t max_bytes):
     cdef HttpGuard *g = &conn._guard
     cdef size_t n = g.body_ready
     cdef bytes out
+    if g.body_refused:
+        raise RequestBodyTooLarge(g.limits.max_body_size, g.body_refused == 413)
     if not (g.flags & _GF_STREAM):
         return b""
     if _stream_decode(c, g) < 0:
+        if g.body_refused:
+            raise RequestBodyTooLarge(g.limits.max_body_size, g.body_refused == 413)
         raise ConnectionResetError("the request body's chunked framing is broken")
     n = g.body_ready
     if 0 <= max_bytes < <Py_ssize_t>n:

@@ -116,3 +116,9 @@ def test_a_bad_tls_file_stops_at_start_up(tmp_path: Path, case: str, message: st
     assert done.returncode == 2
     _one_line(done.stderr, message)
     assert "serving" not in done.stderr and "ready" not in done.stderr
+
+
+def test_help_gives_the_limits_defaults(tmp_path: Path) -> None:
+    out = " ".join(run_cli(tmp_path, "--help").stdout.split())
+    assert "bytes of a request body at most (413; at most 1 GiB); default 16 MiB" in out
+    assert "to receive a whole request head (408); default 30 s" in out
