@@ -5,7 +5,7 @@ import os as _os
 
 
 cdef str _format_ip(const mg.mg_addr *a):
-    cdef const uint8_t *ip = a.addr.ip
+    cdef const uint8_t *ip = &a.addr.ip[0]  # not a.addr.ip: Cython's temporary drops const
     if a.is_ip6:
         # Eight 4-hex-digit groups, no "::" compression (0.2.5's format).
         return ":".join([f"{(ip[i] << 8) | ip[i + 1]:04x}" for i in range(0, 16, 2)])

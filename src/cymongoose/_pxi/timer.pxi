@@ -66,7 +66,8 @@ cdef void _timer_detach(Timer timer) noexcept:
 
 
 ctypedef void (*_gil_held_timer_t)(TimerBox *box) noexcept nogil
-cdef _gil_held_timer_t _fire_timer_gil_held = <_gil_held_timer_t>_fire_timer
+# Through void *, as _dispatch_gil_held (dispatch.pxi) and for the same reason.
+cdef _gil_held_timer_t _fire_timer_gil_held = <_gil_held_timer_t><void *>_fire_timer
 
 
 cdef void _on_timer(void *arg) noexcept nogil:

@@ -172,7 +172,7 @@ cdef int _tls_check_rsa(bytes der, Py_ssize_t start, Py_ssize_t end) except -1:
     raise ValueError(f"TlsOpts.key is a {len(modulus) * 8}-bit RSA key; {_TLS_ACCEPTED}")
 
 
-cdef str _tls_check_pkcs8(bytes der) except *:
+cdef str _tls_check_pkcs8(bytes der):
     """Returns the traditional label matching the PKCS#8 key's algorithm."""
     cdef tuple root = _der(der, 0, len(der))
     if root[0] != 0x30:

@@ -144,7 +144,6 @@ cdef int _ws_accept(Connection conn, object key, object headers) except -1:
         raise ValueError("key must be the request's Sec-WebSocket-Key as bytes")
     if not (g.flags & _GF_BODY_DONE) or g.body_ready:
         raise RuntimeError("ws_accept(): the handshake request has a body still unread")
-    cdef Py_ssize_t n = 0
     cdef long long declared = -1
     cdef int conn_tokens = 0
     cdef bint has_connection = False
