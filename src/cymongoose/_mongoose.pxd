@@ -38,6 +38,11 @@ cdef struct HttpLimits:
     uint64_t keepalive_timeout_ms
     uint64_t tls_handshake_timeout_ms
     uint64_t send_timeout_ms  # a response must make write progress within this (0: never)
+    # Lingering close (http_guard.pxi): after a refusal or a response that ends the
+    # connection, input is read and discarded until the client has been quiet this long, for
+    # this long at most in all (0: close at once).
+    uint64_t linger_timeout_ms
+    uint64_t linger_time_ms
     # Not a limit but a listener setting carried the same way: deliver each request's head
     # as MG_EV_HTTP_HDRS and hand its body out as it arrives (http_stream.pxi).
     bint stream_body

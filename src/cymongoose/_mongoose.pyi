@@ -178,8 +178,9 @@ class Manager:
         HTTP listeners take limits as keywords (defaults from `set_http_limits()`):
         `max_header_count`, `max_header_size`, `max_uri_size`, `max_body_size`,
         `header_timeout_ms`, `body_timeout_ms`, `keepalive_timeout_ms`,
-        `tls_handshake_timeout_ms`, `send_timeout_ms` (0 turns a timeout off). See
-        docs/server-behaviour.md."""
+        `tls_handshake_timeout_ms`, `send_timeout_ms`, `linger_timeout_ms`,
+        `linger_time_ms` (0 turns a timeout off; for the last two, the lingering close).
+        See docs/server-behaviour.md."""
 
     def set_http_limits(self, **limits: int) -> None:
         """Change the limits that HTTP listeners opened from now on start with."""

@@ -35,6 +35,10 @@ LIMIT_OPTIONS = {
     "keepalive_timeout_ms": "an idle keep-alive connection is closed after this",
     "tls_handshake_timeout_ms": "to finish the TLS handshake",
     "send_timeout_ms": "window in which a client must take some of its response",
+    "linger_timeout_ms": "closing after a response or refusal: how long a quiet client is "
+                         "waited for",
+    "linger_time_ms": "closing after a response or refusal: how long the server reads and "
+                      "discards at most",
 }
 
 

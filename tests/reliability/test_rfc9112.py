@@ -57,6 +57,22 @@ VALID: list[tuple[str, bytes]] = [
     ("target-absolute", get(b"http://example.com/p?q=1")),
     ("target-asterisk", get(b"*", method=b"OPTIONS")),
     ("target-connect", get(b"example.com:443", method=b"CONNECT")),
+    # RFC 9110 §2.5: a higher HTTP/1 minor version is served as 1.1.
+    ("version-1.2", b"GET / HTTP/1.2\r\nHost: x\r\n\r\n"),
+    ("version-1.9", b"GET / HTTP/1.9\r\nHost: x\r\nConnection: keep-alive\r\n\r\n"),
+    # RFC 9110 §5.3: a list field's lines are one list.
+    ("connection-two-lines", b"GET / HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n"
+                             b"X-A: 1\r\nconnection:x-foo\r\n\r\n"),
+    ("connection-three-lines", b"GET / HTTP/1.1\r\nConnection: x-a\r\nHost: x\r\n"
+                               b"Connection:  x-b \r\nConnection: x-c\r\nX-B: 2\r\n\r\n"),
+    ("expect-two-lines", b"GET / HTTP/1.1\r\nHost: x\r\nExpect: x-a\r\nExpect: x-b\r\n\r\n"),
+    ("connection-two-lines-body", post_chunked(b"5\r\nhello\r\n0\r\n\r\n", b"/c",
+                                               b"Connection: keep-alive",
+                                               b"Connection: x-foo")),
+    # RFC 9112 §7.1: a chunk size may have any number of leading zeros.
+    ("chunk-size-leading-zeros", post_chunked(b"000000005\r\nhello\r\n" + b"0" * 20
+                                              + b"\r\n\r\n")),
+    ("chunk-size-zeros-and-ext", post_chunked(b"0" * 30 + b"5;a=1\r\nhello\r\n00;b\r\n\r\n")),
 ]
 
 INVALID: list[tuple[str, bytes, int]] = [
@@ -92,8 +108,9 @@ INVALID: list[tuple[str, bytes, int]] = [
     ("target-connect-no-port", get(b"example.com", method=b"CONNECT"), 400),
 ]
 
-# Where h11 is stricter than the grammar: it refuses BWS between a chunk size and ";".
-H11_REJECTS = {"ext-several-bws"}
+# Where h11 is stricter than the grammar: it refuses BWS between a chunk size and ";", and
+# a chunk size written with more than 20 digits (leading zeros included).
+H11_REJECTS = {"ext-several-bws", "chunk-size-zeros-and-ext"}
 
 # Where h11 (the reference) accepts what RFC 9112's grammar does not: it leaves Host and the
 # request-target form to the application, takes anything after ";" in a chunk line, and

@@ -20,11 +20,6 @@ cdef extern from "<sys/socket.h>" nogil:
         SHUT_WR
 
 cdef enum:
-    # After refusing a request the server keeps reading (and discarding) for a while before
-    # it closes: closing a socket with unread input makes the kernel send a reset, which can
-    # destroy the refusal before the client reads it (a client still uploading a 413 body).
-    _LINGER_MAX_MS = 10000
-    _LINGER_IDLE_MS = 1000
     # Body progress: bytes each body_timeout_ms window must bring (or the rest of the body).
     _MIN_PROGRESS = 1024
 
@@ -222,10 +217,34 @@ cdef void _refuse(mg.mg_connection *c, HttpGuard *g, int status, const char *why
     c.recv.len = 0  # never parsed: not one byte of a refused request reaches a handler
     c.is_resp = 0
     _reset_front(g)
+    _start_linger(c, g, now, True)
+
+
+cdef void _start_linger(mg.mg_connection *c, HttpGuard *g, uint64_t now,
+                        bint even_tls) noexcept nogil:
+    """The server ends the connection once what is queued is sent: a refusal, or a
+    response that ends it (Connection: close, HTTP/1.0, a body cut short). Closing with the
+    client's bytes unread makes the kernel send a reset, which can destroy the end of the
+    answer before the client reads it (RFC 9112 §9.6; a client still uploading, or sending
+    the CRLF old clients add after a body). So, as nginx's lingering close: flush, half-close
+    (the FIN tells the client the answer is whole), then read and discard until the client
+    closes, has been quiet for linger_timeout_ms, has sent more than a request may hold, or
+    linger_time_ms is over (_check_clock, _advance). A TLS connection cannot half-close: it
+    closes once flushed, as before, unless `even_tls` (a refusal, a body still arriving):
+    then it still reads a while, without the FIN."""
+    cdef const HttpLimits *lim = g.limits
+    if (lim.linger_time_ms == 0 or lim.linger_timeout_ms == 0
+            or (c.is_tls and not even_tls)):
+        c.is_draining = 1
+        return
+    if g.flags & _GF_PAUSED:
+        _set_reading(c, g, True)
+    g.body_ready = 0
     g.flags = 0
-    g.linger_until_ms = now + _LINGER_MAX_MS
+    g.seen_len = 0  # while lingering: the bytes discarded
     g.phase = _PH_LINGER
-    g.deadline_ms = now + _LINGER_IDLE_MS
+    g.linger_until_ms = now + lim.linger_time_ms
+    g.deadline_ms = now + lim.linger_timeout_ms
 
 
 cdef void _response_done(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nogil:
@@ -241,7 +260,7 @@ cdef void _response_done(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexce
     g.phase = _PH_WAIT
     g.deadline_ms = now + ka if ka else 0
     if flags & _GF_CLOSE:
-        c.is_draining = 1  # flush the response, then close (Connection: close, HTTP/1.0)
+        _start_linger(c, g, now, False)  # Connection: close, HTTP/1.0 without keep-alive
 
 
 cdef void _run_parser(mg.mg_connection *c, HttpGuard *g, size_t window) noexcept nogil:
@@ -310,6 +329,11 @@ cdef void _deliver_front(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
     g.deadline_ms = 0
     g.flags &= ~_GF_DELIVERED
     _run_parser(c, g, g.frame_len)
+    if (c.is_draining and not c.is_closing and not c.is_websocket
+            and (g.flags & (_GF_CLOSE | _GF_DELIVERED)) == (_GF_CLOSE | _GF_DELIVERED)):
+        # http_cb's own close after answering "Connection: close": closing at once could
+        # reset the answer away; _response_done() closes with a linger instead.
+        c.is_draining = 0
     if not _adopt_protocol(c, g):
         return
     if not (g.flags & _GF_DELIVERED):
@@ -357,8 +381,13 @@ cdef void _advance(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nog
             continue
         if g.phase == _PH_LINGER:
             if c.recv.len:
+                g.seen_len += c.recv.len
                 c.recv.len = 0
-                g.deadline_ms = now + _LINGER_IDLE_MS
+                g.deadline_ms = now + lim.linger_timeout_ms
+                if g.seen_len > lim.max_header_size + lim.max_body_size:
+                    # More than a whole request could hold: not a late byte, a flood.
+                    _log_event(c, 0, b"more input while lingering than a request may hold")
+                    c.is_closing = 1
             return
         if g.phase == _PH_RESP:
             if c.is_resp:
@@ -387,6 +416,13 @@ cdef void _advance(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nog
             if r < 0:
                 _refuse(c, g, h.status, h.why, (h.flags & _GF_HEAD) != 0, now)
                 return
+            if h.flags & _GF_MERGE:
+                h.head_len = _merge_connection_lines(c, h.head_len)
+                h.flags &= ~_GF_MERGE
+                if h.head_len == 0:
+                    _log_event(c, 0, b"out of memory joining Connection lines")
+                    c.is_closing = 1
+                    return
             g.head_len = h.head_len
             g.content_length = h.content_length
             g.body_kind = h.body_kind
@@ -442,6 +478,76 @@ cdef void _advance(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nog
                 _run_parser(c, g, c.recv.len)
                 _adopt_protocol(c, g)
         return
+
+
+cdef bint _connection_line(const unsigned char *p, size_t n, size_t *vs,
+                           size_t *ve) noexcept nogil:
+    """Whether p[:n] (a field line, CRLF excluded) is a Connection field; its value, without
+    the optional whitespace around it, is p[vs:ve]."""
+    if n < 11 or p[10] != c':' or not _ieq(p, 10, b"connection"):
+        return False
+    vs[0] = 11
+    while vs[0] < n and (p[vs[0]] == 32 or p[vs[0]] == 9):
+        vs[0] += 1
+    ve[0] = n
+    while ve[0] > vs[0] and (p[ve[0] - 1] == 32 or p[ve[0] - 1] == 9):
+        ve[0] -= 1
+    return True
+
+
+cdef size_t _merge_connection_lines(mg.mg_connection *c, size_t head_len) noexcept nogil:
+    """Make the request's Connection lines one, "Connection: a, b" where the first was, in
+    place (the parser validated the head: CRLF line ends, no folding). The head only
+    shrinks, by at least 10 bytes per line dropped; the bytes after it move up. Returns the
+    new head length (0: no memory)."""
+    cdef unsigned char *b = c.recv.buf
+    cdef unsigned char *out = <unsigned char *>calloc(head_len, 1)
+    cdef size_t i = 0, e, j, k, w, vs = 0, ve = 0
+    cdef bint merged = False
+    if out == NULL:
+        return 0
+    while b[i] != 10:  # the request line, as it is
+        i += 1
+    i += 1
+    memcpy(out, b, i)
+    w = i
+    while i < head_len:
+        e = i
+        while b[e] != 13:
+            e += 1
+        if e == i:  # the empty line that ends the head
+            memcpy(out + w, b"\r\n", 2)
+            w += 2
+            break
+        if not _connection_line(b + i, e - i, &vs, &ve):
+            memcpy(out + w, b + i, e + 2 - i)
+            w += e + 2 - i
+        elif not merged:  # the first one gets every value, in order; the others go
+            merged = True
+            memcpy(out + w, b"Connection: ", 12)
+            w += 12
+            memcpy(out + w, b + i + vs, ve - vs)
+            w += ve - vs
+            j = e + 2
+            while True:
+                k = j
+                while b[k] != 13:
+                    k += 1
+                if k == j:
+                    break
+                if _connection_line(b + j, k - j, &vs, &ve) and ve > vs:
+                    memcpy(out + w, b", ", 2)
+                    memcpy(out + w + 2, b + j + vs, ve - vs)
+                    w += 2 + ve - vs
+                j = k + 2
+            memcpy(out + w, b"\r\n", 2)
+            w += 2
+        i = e + 2
+    memcpy(b, out, w)
+    memmove(b + w, b + head_len, c.recv.len - head_len)
+    c.recv.len -= head_len - w
+    free(out)
+    return w
 
 
 cdef void _check_clock(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nogil:

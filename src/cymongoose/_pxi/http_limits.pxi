@@ -5,12 +5,12 @@ cdef HttpLimits _DEFAULT_LIMITS = HttpLimits(
     max_header_count=100, max_header_size=16384, max_uri_size=8192,
     max_body_size=16 * 1024 * 1024, header_timeout_ms=30000, body_timeout_ms=60000,
     keepalive_timeout_ms=5000, tls_handshake_timeout_ms=10000, send_timeout_ms=60000,
-    stream_body=False)
+    linger_timeout_ms=5000, linger_time_ms=30000, stream_body=False)
 
 cdef tuple _LIMIT_NAMES = (
     "max_header_count", "max_header_size", "max_uri_size", "max_body_size",
     "header_timeout_ms", "body_timeout_ms", "keepalive_timeout_ms", "tls_handshake_timeout_ms",
-    "send_timeout_ms")
+    "send_timeout_ms", "linger_timeout_ms", "linger_time_ms")
 
 cdef enum:
     # The largest values set_http_limits() accepts.
@@ -66,6 +66,10 @@ cdef int _update_limits(HttpLimits *lim, dict changes) except -1:
             out.keepalive_timeout_ms = value
         elif name == "send_timeout_ms":
             out.send_timeout_ms = value
+        elif name == "linger_timeout_ms":
+            out.linger_timeout_ms = value
+        elif name == "linger_time_ms":
+            out.linger_time_ms = value
         else:
             out.tls_handshake_timeout_ms = value
     lim[0] = out
@@ -83,4 +87,6 @@ cdef dict _limits_dict(const HttpLimits *lim):
         "keepalive_timeout_ms": lim.keepalive_timeout_ms,
         "tls_handshake_timeout_ms": lim.tls_handshake_timeout_ms,
         "send_timeout_ms": lim.send_timeout_ms,
+        "linger_timeout_ms": lim.linger_timeout_ms,
+        "linger_time_ms": lim.linger_time_ms,
     }

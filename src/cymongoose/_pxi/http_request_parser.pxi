@@ -17,6 +17,7 @@ cdef enum:
     _GF_DELIVERED = 64  # http_cb handed the request to the handler (MG_EV_HTTP_MSG seen)
     _GF_IN_PARSER = 128  # http_cb is running: its events are Mongoose's, not the socket's
     _GF_SHUT = 256  # linger: our write side is shut down
+    _GF_MERGE = 16384  # Connection came on several lines: the guard makes them one
 
 cdef enum:
     _SEEN_CL = 1
@@ -25,7 +26,6 @@ cdef enum:
     _SEEN_CONNECTION = 8
     _SEEN_AUTH = 16
     _SEEN_COOKIE = 32
-    _SEEN_EXPECT = 64
     # Streamed listeners never run Mongoose's parser, so repeated Cookie fields (which an
     # HTTP/2-to-1 proxy may send) are passed on for the app server to join with "; ".
     _SEEN_COOKIES_OK = 128
@@ -318,14 +318,14 @@ cdef int _field(HeadInfo *h, const unsigned char *name, size_t nlen,
         if not _authority_ok(v, vlen, False):
             return _bad(h, 400, b"Host is not a valid authority")
     elif nlen == 10 and _ieq(name, nlen, b"connection"):
+        # RFC 9110 §5.3: a list field on several lines is one list, in order. Mongoose drops
+        # a request that repeats Connection, so the guard joins the lines first (_GF_MERGE).
         if seen[0] & _SEEN_CONNECTION:
-            return _bad(h, 400, b"duplicate Connection")
+            h.flags |= _GF_MERGE
         seen[0] |= _SEEN_CONNECTION
         _connection_tokens(v, vlen, &h.flags)
     elif nlen == 6 and _ieq(name, nlen, b"expect"):
-        if seen[0] & _SEEN_EXPECT:
-            return _bad(h, 400, b"duplicate Expect")
-        seen[0] |= _SEEN_EXPECT
+        # A list too (RFC 9110 §10.1.1): a repeat is allowed, and any 100-continue counts.
         if _ieq(v, vlen, b"100-continue"):
             h.flags |= _GF_EXPECT
     elif nlen == 13 and _ieq(name, nlen, b"authorization"):
@@ -397,8 +397,13 @@ cdef int _parse_head(const unsigned char *p, size_t n, const HttpLimits *lim,
             ok = ch == 10
         if not ok:
             return _bad(h, 400, b"malformed request line")
-    if p[i + 5] != c'1' or p[i + 7] > c'1':
-        return _bad(h, 505, b"HTTP version other than 1.0 and 1.1")
+    if p[i + 5] != c'1':
+        return _bad(h, 505, b"HTTP major version other than 1")
+    if p[i + 7] > c'1':
+        # RFC 9110 §2.5: a request with a higher minor version of HTTP/1 is served as the
+        # highest this server speaks, 1.1. The head says so too, for Mongoose and the app;
+        # p is the connection's receive buffer (const only for the parser's own reading).
+        (<unsigned char *>p)[i + 7] = c'1'
     if p[i + 7] == c'0':
         h.flags |= _GF_HTTP10
     i += 10
@@ -501,22 +506,29 @@ cdef int _scan_chunks(mg.mg_connection *c, HttpGuard *g, const HttpLimits *lim,
     cdef unsigned char *q = c.recv.buf + g.head_len
     cdef size_t avail = c.recv.len - g.head_len
     cdef size_t r = g.chunk_pos, w = g.chunk_pos
-    cdef size_t j, e, t, k, size, digits, data
+    cdef size_t j, e, t, k, size, digits, data, s
     cdef size_t wire_cap = 2 * lim.max_body_size + 65536
     cdef int result = 0
     while True:
         j = r
         size = 0
         digits = 0
+        # The grammar (RFC 9112 §7.1) allows any number of leading zeros: only significant
+        # digits count against the limit, and the normal form drops the zeros (s: the first
+        # digit kept), which Mongoose's decoder then never sees.
+        s = r
         while j < avail and (_CC[q[j]] & _C_HEX):
-            digits += 1
-            if digits > 8:
-                return _bad(h, 400, b"chunk size too long")
+            if digits or q[j] != c'0':
+                digits += 1
+                if digits > 8:
+                    return _bad(h, 400, b"chunk size too long")
+            elif j + 1 < avail and (_CC[q[j + 1]] & _C_HEX):
+                s = j + 1
             size = size * 16 + _hexval(q[j])
             j += 1
         if j >= avail:
             break
-        if digits == 0:
+        if j == r:
             return _bad(h, 400, b"invalid chunk size")
         e = j
         while e < avail and q[e] != 13 and q[e] != 10:
@@ -555,9 +567,9 @@ cdef int _scan_chunks(mg.mg_connection *c, HttpGuard *g, const HttpLimits *lim,
                 t = k + 2
             if result == 0:
                 break
-            # The last chunk in its normal form: the size digits, CRLF, CRLF.
-            memmove(q + w, q + r, j - r)
-            w += j - r
+            # The last chunk in its normal form: the size digit, CRLF, CRLF.
+            memmove(q + w, q + s, j - s)
+            w += j - s
             memcpy(q + w, b"\r\n\r\n", 4)
             w += 4
             r = k + 2
@@ -568,11 +580,11 @@ cdef int _scan_chunks(mg.mg_connection *c, HttpGuard *g, const HttpLimits *lim,
             break
         if q[data + size] != 13 or q[data + size + 1] != 10:
             return _bad(h, 400, b"chunk data not followed by CRLF")
-        if w == r and e == j:
+        if w == r and e == j and s == r:
             w = data + size + 2  # already in normal form: nothing to move
         else:
-            memmove(q + w, q + r, j - r)
-            w += j - r
+            memmove(q + w, q + s, j - s)
+            w += j - s
             q[w] = 13
             q[w + 1] = 10
             w += 2

@@ -334,7 +334,7 @@ cdef bint _finish_response(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
             not (g.flags & _GF_BODY_DONE):
         _linger_unread_body(c, g)
     elif close:
-        c.is_draining = 1
+        _start_linger(c, g, mg.mg_millis(), False)
     c.is_resp = 0
     return whole
 
@@ -344,14 +344,7 @@ cdef void _linger_unread_body(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
     # kernel send a reset, which can destroy this response before a client that sends
     # first and reads later sees it. Linger as after a refusal (http_guard.pxi): flush, then
     # half-close (which also ends a close-delimited body) and discard input for a while.
-    cdef uint64_t now = mg.mg_millis()
-    if g.flags & _GF_PAUSED:
-        _set_reading(c, g, True)
-    g.body_ready = 0
-    g.flags = 0
-    g.phase = _PH_LINGER
-    g.linger_until_ms = now + _LINGER_MAX_MS
-    g.deadline_ms = now + _LINGER_IDLE_MS
+    _start_linger(c, g, mg.mg_millis(), True)
 
 
 cdef object _http_end(Connection conn):

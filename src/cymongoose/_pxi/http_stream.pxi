@@ -109,12 +109,13 @@ cdef int _dechunk(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
         size = 0
         digits = 0
         while j < e - 1 and (_CC[b[j]] & _C_HEX):
-            digits += 1
-            if digits > 15:
-                return _stream_fail(c, g, b"chunk size too long")
+            if digits or b[j] != c'0':  # leading zeros are allowed (RFC 9112 §7.1)
+                digits += 1
+                if digits > 15:
+                    return _stream_fail(c, g, b"chunk size too long")
             size = size * 16 + _hexval(b[j])
             j += 1
-        if digits == 0:
+        if j == w:
             return _stream_fail(c, g, b"invalid chunk size")
         # RFC 9112 §7.1.1: unknown chunk extensions must be ignored, once they match the
         # grammar (the same rule as http_request_parser.pxi's _scan_chunks).
