@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 import time
 from collections.abc import Callable, Iterator
@@ -13,6 +14,13 @@ from support.routes import Route, Routes
 from support.subprocess_env import child_env
 
 from cymongoose import Manager
+
+# A shell without job control starts background commands with SIGINT ignored, and an
+# ignored signal stays ignored in every child: the suite's SIGINT tests (and the servers
+# they start) would then wait for a signal that never comes. Started that way, the suite
+# puts Python's own handler back; its children then start with the default action.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 pytest_plugins = ["support.wsgi_fixtures", "support.asgi_fixtures"]
 
