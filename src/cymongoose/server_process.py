@@ -271,6 +271,7 @@ def _serve_wsgi(args: argparse.Namespace, app: Any, sock: socket.socket,
     except (ValueError, TypeError, RuntimeError, OSError) as exc:
         server.close()
         raise CLIError(f"cannot serve on {_url(args, sock)}: {exc}") from None
+
     def ready() -> None:
         log.info("serving %s (WSGI, %d app threads) on %s", args.app, args.threads,
                  _url(args, sock))

@@ -205,15 +205,22 @@ cdef inline void _reset_front(HttpGuard *g) noexcept nogil:
     g.body_kind = _BODY_NONE
 
 
-cdef void _refuse(mg.mg_connection *c, HttpGuard *g, int status, const char *why,
-                  bint head, uint64_t now) noexcept nogil:
+cdef size_t _send_refusal(mg.mg_connection *c, int status, const char *why,
+                          bint head) noexcept nogil:
+    """Log and queue the canned refusal for `status`; its body's size (0 for HEAD)."""
     cdef int i = 0
     while i < _N_REFUSALS - 1 and _REFUSAL_CODES[i] != status:
         i += 1
     _log_event(c, status, why)
     mg.mg_send(c, _REFUSAL_DATA[i][head], _REFUSAL_LEN[i][head])
+    return 0 if head else _REFUSAL_LEN[i][0] - _REFUSAL_LEN[i][1]
+
+
+cdef void _refuse(mg.mg_connection *c, HttpGuard *g, int status, const char *why,
+                  bint head, uint64_t now) noexcept nogil:
+    cdef size_t body_len = _send_refusal(c, status, why, head)
     # _log_event took the GIL back for this iteration: telling Python costs no switch.
-    _report_refusal(c, status, why, 0 if head else _REFUSAL_LEN[i][0] - _REFUSAL_LEN[i][1])
+    _report_refusal(c, status, why, body_len)
     c.recv.len = 0  # never parsed: not one byte of a refused request reaches a handler
     c.is_resp = 0
     _reset_front(g)

@@ -153,7 +153,6 @@ cdef int _stream_too_large(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
     has started, only closing is left. body_read() tells the handler which it was."""
     cdef const char *why = b"chunked body larger than max_body_size"
     cdef uint64_t now = mg.mg_millis()
-    cdef int i = 0
     if not (g.flags & _GF_HEAD_OUT):
         _refuse(c, g, 413, why, (g.flags & _GF_HEAD) != 0, now)
         return -1
@@ -165,10 +164,7 @@ cdef int _stream_too_large(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
         return -1
     if not (g.flags & _GF_RESP_BEGUN):
         g.body_refused = 413
-        while i < _N_REFUSALS - 1 and _REFUSAL_CODES[i] != 413:
-            i += 1
-        _log_event(c, 413, why)
-        mg.mg_send(c, _REFUSAL_DATA[i][0], _REFUSAL_LEN[i][0])
+        _send_refusal(c, 413, why, (g.flags & _GF_HEAD) != 0)
         c.recv.len = 0  # the body read so far: nobody takes it any more
         c.is_resp = 0
         _linger_unread_body(c, g)
