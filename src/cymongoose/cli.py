@@ -20,7 +20,9 @@ import platform
 import sys
 from collections.abc import Sequence
 
-from . import MONGOOSE_VERSION, TLS_ENGINE, Manager, __version__
+from . import __version__
+from ._mongoose import MONGOOSE_VERSION, TLS_ENGINE, Manager
+from .errors import ConfigError
 
 EXIT_USAGE = 2
 
@@ -40,10 +42,6 @@ LIMIT_OPTIONS = {
     "linger_time_ms": "closing after a response or refusal: how long the server reads and "
                       "discards at most",
 }
-
-
-class CLIError(Exception):
-    """A problem the user can fix: printed as one line, exit status 2."""
 
 
 def _version_line() -> str:
@@ -145,7 +143,7 @@ def _env_defaults(parser: argparse.ArgumentParser) -> None:
         name = "CYMONGOOSE_" + action.dest.upper()
         if isinstance(action, (argparse._StoreTrueAction, argparse.BooleanOptionalAction)):
             if raw.strip().lower() not in _TRUE + _FALSE:
-                raise CLIError(f"{name}={raw!r}: use 1/true/yes or 0/false/no")
+                raise ConfigError(f"{name}={raw!r}: use 1/true/yes or 0/false/no")
             value: object = raw.strip().lower() in _TRUE
         elif isinstance(action, argparse._AppendAction):
             value = [v.strip() for v in raw.split(",") if v.strip()]
@@ -153,9 +151,9 @@ def _env_defaults(parser: argparse.ArgumentParser) -> None:
             try:
                 value = action.type(raw) if callable(action.type) else raw
             except ValueError:
-                raise CLIError(f"{name}={raw!r} is not a valid value") from None
+                raise ConfigError(f"{name}={raw!r} is not a valid value") from None
             if action.choices is not None and value not in action.choices:
-                raise CLIError(f"{name}={raw!r}: choose from {', '.join(action.choices)}")
+                raise ConfigError(f"{name}={raw!r}: choose from {', '.join(action.choices)}")
         parser.set_defaults(**{action.dest: value})
 
 
@@ -164,26 +162,26 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     _env_defaults(parser)
     args = parser.parse_args(argv)
     if not args.app:
-        raise CLIError("give the app as module:attribute (or set CYMONGOOSE_APP)")
+        raise ConfigError("give the app as module:attribute (or set CYMONGOOSE_APP)")
     for name, low in (("workers", 1), ("threads", 1), ("max_requests", 0),
                       ("max_requests_jitter", 0)):
         if getattr(args, name) < low:
-            raise CLIError(f"--{name.replace('_', '-')} must be at least {low}")
+            raise ConfigError(f"--{name.replace('_', '-')} must be at least {low}")
     if not 0 <= args.port <= 65535:
-        raise CLIError(f"--port must be 0..65535, not {args.port}")
+        raise ConfigError(f"--port must be 0..65535, not {args.port}")
     if args.reload and (args.workers > 1 or args.max_requests):
         # The reloader serves from one child it restarts on changes; workers are another
         # process model, so both at once would silently drop one.
         given = f"--workers {args.workers}" if args.workers > 1 else "--max-requests"
-        raise CLIError(f"--reload serves from one process: drop {given} or --reload")
+        raise ConfigError(f"--reload serves from one process: drop {given} or --reload")
     if args.graceful_timeout < 0:
-        raise CLIError("--graceful-timeout must be >= 0 seconds")
+        raise ConfigError("--graceful-timeout must be >= 0 seconds")
     if args.uds and args.fd is not None:
-        raise CLIError("give either --uds or --fd, not both")
+        raise ConfigError("give either --uds or --fd, not both")
     if bool(args.ssl_certfile) != bool(args.ssl_keyfile):
-        raise CLIError("HTTPS needs both --ssl-certfile and --ssl-keyfile")
+        raise ConfigError("HTTPS needs both --ssl-certfile and --ssl-keyfile")
     if args.root_path and (not args.root_path.startswith("/") or args.root_path.endswith("/")):
-        raise CLIError(f"--root-path must start with '/' and not end with one, "
+        raise ConfigError(f"--root-path must start with '/' and not end with one, "
                        f"not {args.root_path!r}")
     return args
 
@@ -194,14 +192,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parse_args(raw_argv)
         worker = args.worker_socket is not None  # started by a supervisor or the reloader
         if args.reload and not worker:
-            from .reloader import run_reloader
+            from .process.reloader import run_reloader
             return run_reloader(args, raw_argv)
         if not worker and (args.workers > 1 or args.max_requests):
-            from .workers import Supervisor
+            from .process.supervisor import Supervisor
             return Supervisor(args, raw_argv).run()
-        from .server_process import serve_process
+        from .process.serve import serve_process
         return serve_process(args)
-    except CLIError as exc:
+    except ConfigError as exc:
         print(f"cymongoose: {exc}", file=sys.stderr, flush=True)
         return EXIT_USAGE
 

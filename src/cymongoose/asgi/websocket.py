@@ -7,22 +7,22 @@ import asyncio
 import collections
 from typing import TYPE_CHECKING, Any
 
-from ._mongoose import WEBSOCKET_OP_BINARY, WEBSOCKET_OP_TEXT, Connection
-from .asgi_shared import (
+from .._mongoose import WEBSOCKET_OP_BINARY, WEBSOCKET_OP_TEXT, Connection
+from ..errors import ClientDisconnected
+from ..typedefs import ASGIMessage
+from .shared import (
     _HEADERS_500,
     _HEADERS_TEXT,
     _RESPONSE_403,
     _RESPONSE_500,
     _SEND_HIGH,
     _SEND_LOW,
-    ClientDisconnected,
     _stock_index,
     _Waiter,
 )
-from .typedefs import ASGIMessage
 
 if TYPE_CHECKING:
-    from .asgi import ASGIServer
+    from .server import ASGIServer
 
 _WS_OP_CLOSE = 8
 # Incoming WebSocket messages the app has not received yet: past _WS_QUEUE_HIGH bytes the

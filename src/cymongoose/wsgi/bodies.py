@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .wsgi_threads import _Exchange
+    from .threads import _Exchange
 
 # wsgi.input: the loop stops taking body bytes from a connection while this much waits
 # unread in the app's buffer, and takes more once the app has read it below _INPUT_LOW.
@@ -41,10 +41,6 @@ class _NoBody(io.RawIOBase):
 
 
 _NO_BODY = _NoBody()
-
-
-class ClientDisconnected(ConnectionResetError):
-    """The client went away while the app was reading its body or writing the response."""
 
 
 class FileWrapper:

@@ -20,10 +20,6 @@ _RESPONSE_403 = b"Forbidden\n"
 _HEADERS_TEXT = [(b"content-type", b"text/plain; charset=utf-8")]
 
 
-class ClientDisconnected(ConnectionResetError):
-    """`send()` after the client went away (an `OSError`, as ASGI 2.4 asks)."""
-
-
 def _stock_index(headers: Any) -> int:
     """Which of Date (1) and Server (2) the app's headers leave for the server to add."""
     stock = 3

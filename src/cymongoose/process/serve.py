@@ -25,9 +25,10 @@ import sys
 import threading
 from typing import Any
 
-from .cli import LIMIT_OPTIONS, CLIError
-from .log_config import configure_logging, keep_server_loggers
-from .serving import AppLoadError, load_app
+from ..cli import LIMIT_OPTIONS
+from ..errors import AppLoadError, ConfigError
+from ..log_config import configure_logging, keep_server_loggers
+from ..serving import load_app
 
 __all__ = ["close_listener", "detect_interface", "open_listener", "serve_process"]
 
@@ -65,7 +66,7 @@ def detect_interface(app: Any) -> str:
         return "raw"
     if positional == 2 or inspect.Parameter.VAR_POSITIONAL in kinds:
         return "wsgi"
-    raise CLIError(f"cannot tell how to call {app!r}: a WSGI app takes (environ, "
+    raise ConfigError(f"cannot tell how to call {app!r}: a WSGI app takes (environ, "
                    "start_response), an ASGI app is async (scope, receive, send), a raw "
                    "handler takes (conn, ev, data); pass --interface")
 
@@ -77,10 +78,10 @@ def open_listener(args: argparse.Namespace) -> socket.socket:
         try:
             sock = socket.socket(fileno=args.fd)
         except OSError as exc:
-            raise CLIError(f"--fd {args.fd}: not a socket ({exc.strerror})") from None
+            raise ConfigError(f"--fd {args.fd}: not a socket ({exc.strerror})") from None
         if not sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
             sock.detach()
-            raise CLIError(f"--fd {args.fd}: the socket is not listening")
+            raise ConfigError(f"--fd {args.fd}: the socket is not listening")
         return sock
     if args.uds:
         return _unix_listener(args.uds)
@@ -93,7 +94,7 @@ def open_listener(args: argparse.Namespace) -> socket.socket:
     except OSError as exc:
         sock.close()
         hint = "; is the port in use?" if exc.errno == errno.EADDRINUSE else ""
-        raise CLIError(f"cannot listen on {args.host}:{args.port} ({exc.strerror}){hint}") \
+        raise ConfigError(f"cannot listen on {args.host}:{args.port} ({exc.strerror}){hint}") \
             from None
     return sock
 
@@ -110,16 +111,16 @@ def close_listener(args: argparse.Namespace, sock: socket.socket) -> None:
 def _unix_listener(path: str) -> socket.socket:
     if os.path.exists(path):
         if not stat.S_ISSOCK(os.stat(path).st_mode):
-            raise CLIError(f"--uds {path}: the path exists and is not a socket")
+            raise ConfigError(f"--uds {path}: the path exists and is not a socket")
         probe = socket.socket(socket.AF_UNIX)
         try:
             probe.connect(path)
         except ConnectionRefusedError:
             os.unlink(path)  # a stale socket file from a server that is gone
         except OSError as exc:
-            raise CLIError(f"--uds {path}: {exc.strerror}") from None
+            raise ConfigError(f"--uds {path}: {exc.strerror}") from None
         else:
-            raise CLIError(f"--uds {path}: another server is listening there")
+            raise ConfigError(f"--uds {path}: another server is listening there")
         finally:
             probe.close()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -129,7 +130,7 @@ def _unix_listener(path: str) -> socket.socket:
         sock.listen(1024)
     except OSError as exc:
         sock.close()
-        raise CLIError(f"cannot listen on {path} ({exc.strerror})") from None
+        raise ConfigError(f"cannot listen on {path} ({exc.strerror})") from None
     return sock
 
 
@@ -150,14 +151,14 @@ def _tls_opts(args: argparse.Namespace) -> Any:
     at start-up instead of failing each handshake."""
     if not args.ssl_certfile:
         return None
-    from ._mongoose import TlsOpts
+    from .._mongoose import TlsOpts
     try:
         return TlsOpts.from_files(cert=args.ssl_certfile, key=args.ssl_keyfile,
                                   ca=args.ssl_ca)
     except OSError as exc:
-        raise CLIError(f"TLS: cannot read {exc.filename} ({exc.strerror})") from None
+        raise ConfigError(f"TLS: cannot read {exc.filename} ({exc.strerror})") from None
     except ValueError as exc:
-        raise CLIError(f"TLS: {exc}") from None
+        raise ConfigError(f"TLS: {exc}") from None
 
 
 def serve_process(args: argparse.Namespace) -> int:
@@ -171,7 +172,7 @@ def serve_process(args: argparse.Namespace) -> int:
         configure_logging(args.log_level, args.access_log, args.access_log_file,
                           args.log_config)
     except ValueError as exc:
-        return _fail(status, CLIError(str(exc)))
+        return _fail(status, ConfigError(str(exc)))
     if "." not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())  # `cymongoose app:app` finds app.py here, as uvicorn
     try:
@@ -179,7 +180,7 @@ def serve_process(args: argparse.Namespace) -> int:
         try:
             app = load_app(args.app, factory=args.factory)
         except AppLoadError as exc:
-            raise CLIError(str(exc)) from None
+            raise ConfigError(str(exc)) from None
         finally:
             restore_loggers()
         interface = args.interface if args.interface != "auto" else detect_interface(app)
@@ -190,11 +191,11 @@ def serve_process(args: argparse.Namespace) -> int:
         if interface == "raw":
             return _serve_raw(args, app, sock, status)
         return _serve_wsgi(args, app, sock, status)
-    except CLIError as exc:
+    except ConfigError as exc:
         return _fail(status, exc)
 
 
-def _fail(status: StatusPipe, exc: CLIError) -> int:
+def _fail(status: StatusPipe, exc: ConfigError) -> int:
     if status._fd is not None:
         status.send(f"error {exc}")  # the supervisor prints it, once
     else:
@@ -215,8 +216,8 @@ def _max_requests(args: argparse.Namespace) -> int:
 
 def _access_and_proxy(args: argparse.Namespace) -> tuple[Any, Any]:
     """The AccessLog (None when off) and the ProxyHeaders (None when off) the options ask."""
-    from .access_log import AccessLog
-    from .proxy_headers import ProxyHeaders
+    from ..access_log import AccessLog
+    from ..proxy_headers import ProxyHeaders
 
     try:
         access = None
@@ -225,7 +226,7 @@ def _access_and_proxy(args: argparse.Namespace) -> tuple[Any, Any]:
             access = AccessLog(None if fmt == "json" else fmt, as_json=fmt == "json")
         trusted = ProxyHeaders(args.forwarded_allow_ips)  # checked even when off
     except ValueError as exc:
-        raise CLIError(str(exc)) from None
+        raise ConfigError(str(exc)) from None
     return access, trusted if args.proxy_headers else None
 
 
@@ -239,7 +240,7 @@ def _exit_after_graceful_timeout(args: argparse.Namespace, phases: int = 1) -> N
     def give_up() -> None:
         log.error("still stopping %.0f s after the stop signal (--graceful-timeout %g): "
                   "exiting without the requests in flight", seconds, args.graceful_timeout)
-        from .access_log import close_writers
+        from ..access_log import close_writers
 
         close_writers()  # os._exit() skips the atexit hooks that would write them out
         logging.shutdown()
@@ -252,8 +253,8 @@ def _exit_after_graceful_timeout(args: argparse.Namespace, phases: int = 1) -> N
 
 def _serve_wsgi(args: argparse.Namespace, app: Any, sock: socket.socket,
                 status: StatusPipe) -> int:
-    from .static_files import StaticFiles, parse_mount
-    from .wsgi import WSGIServer
+    from ..static_files import StaticFiles, parse_mount
+    from ..wsgi import WSGIServer
 
     try:
         if args.static:
@@ -265,12 +266,12 @@ def _serve_wsgi(args: argparse.Namespace, app: Any, sock: socket.socket,
                             graceful_timeout=args.graceful_timeout,
                             max_requests=_max_requests(args))
     except ValueError as exc:
-        raise CLIError(str(exc)) from None
+        raise ConfigError(str(exc)) from None
     try:
         server.listen_socket(sock, tls=tls is not None, **_limits(args))
     except (ValueError, TypeError, RuntimeError, OSError) as exc:
         server.close()
-        raise CLIError(f"cannot serve on {_url(args, sock)}: {exc}") from None
+        raise ConfigError(f"cannot serve on {_url(args, sock)}: {exc}") from None
 
     def ready() -> None:
         log.info("serving %s (WSGI, %d app threads) on %s", args.app, args.threads,
@@ -288,10 +289,10 @@ def _serve_wsgi(args: argparse.Namespace, app: Any, sock: socket.socket,
 
 def _serve_raw(args: argparse.Namespace, app: Any, sock: socket.socket,
                status: StatusPipe) -> int:
-    from ._mongoose import MG_EV_ACCEPT, Manager, listen_fd
+    from .._mongoose import MG_EV_ACCEPT, Manager, listen_fd
 
     if args.static or args.access_log or args.proxy_headers:
-        raise CLIError("--static, --access-log and --proxy-headers need a WSGI or ASGI app; "
+        raise ConfigError("--static, --access-log and --proxy-headers need a WSGI or ASGI app; "
                        "a raw handler answers requests itself")
     tls = _tls_opts(args)
     handler = app
@@ -305,7 +306,7 @@ def _serve_raw(args: argparse.Namespace, app: Any, sock: socket.socket,
         listen_fd(manager, sock, handler, http=True, tls=tls is not None, **_limits(args))
     except (ValueError, TypeError, RuntimeError, OSError) as exc:
         manager.close()
-        raise CLIError(f"cannot serve on {_url(args, sock)}: {exc}") from None
+        raise ConfigError(f"cannot serve on {_url(args, sock)}: {exc}") from None
     log.info("serving %s (raw handler) on %s", args.app, _url(args, sock))
     status.send("ready")
     manager.run()
@@ -320,14 +321,14 @@ def _serve_asgi(args: argparse.Namespace, app: Any, sock: socket.socket,
         # Imported by name: the ASGI server may be missing from a partial install.
         asgi: Any = importlib.import_module("cymongoose.asgi")
     except ImportError as exc:
-        raise CLIError(f"the ASGI server is not available ({exc})") from None
+        raise ConfigError(f"the ASGI server is not available ({exc})") from None
     if args.static:
-        from .static_files import ASGIStaticFiles, parse_mount
+        from ..static_files import ASGIStaticFiles, parse_mount
 
         try:
             app = ASGIStaticFiles(app, [parse_mount(spec) for spec in args.static])
         except ValueError as exc:
-            raise CLIError(str(exc)) from None
+            raise ConfigError(str(exc)) from None
     access, proxy = _access_and_proxy(args)
     tls = _tls_opts(args)
     try:
@@ -336,7 +337,7 @@ def _serve_asgi(args: argparse.Namespace, app: Any, sock: socket.socket,
                                  shutdown_timeout=args.graceful_timeout,
                                  max_requests=_max_requests(args))
     except ValueError as exc:
-        raise CLIError(str(exc)) from None
+        raise ConfigError(str(exc)) from None
     url = _url(args, sock)
 
     async def run() -> None:
@@ -351,7 +352,7 @@ def _serve_asgi(args: argparse.Namespace, app: Any, sock: socket.socket,
             await server.start_socket(sock, tls=tls is not None, **_limits(args))
         except (ValueError, TypeError, RuntimeError, OSError) as exc:
             await server.stop()
-            raise CLIError(f"cannot serve on {url}: {exc}") from None
+            raise ConfigError(f"cannot serve on {url}: {exc}") from None
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)

@@ -8,20 +8,20 @@ import asyncio
 import os
 from typing import Any
 
-from ._mongoose import ASGIHTTPExchange, RequestBodyTooLarge
-from .asgi_shared import (
+from .._mongoose import ASGIHTTPExchange, RequestBodyTooLarge
+from ..errors import ClientDisconnected
+from ..serving import error_log
+from ..typedefs import ASGIMessage
+from .shared import (
     _HEADERS_500,
     _RECEIVE_MAX,
     _RESPONSE_500,
     _SEND_HIGH,
     _SEND_LOW,
-    ClientDisconnected,
     _has_header,
     _stock_index,
     _Waiter,
 )
-from .serving import error_log
-from .typedefs import ASGIMessage
 
 
 class _HTTPCycle(ASGIHTTPExchange):

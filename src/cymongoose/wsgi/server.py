@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ._mongoose import (
+from .._mongoose import (
     MG_EV_ACCEPT,
     MG_EV_CLOSE,
     MG_EV_HTTP_HDRS,
@@ -41,9 +41,10 @@ from ._mongoose import (
     handles,
     wsgi_environ_base,
 )
-from .access_log import AccessLog
-from .proxy_headers import ProxyHeaders
-from .serving import (
+from ..access_log import AccessLog
+from ..errors import ClientDisconnected
+from ..proxy_headers import ProxyHeaders
+from ..serving import (
     SERVER_NAME,
     DateHeader,
     adopt_listener,
@@ -51,10 +52,10 @@ from .serving import (
     load_app,
     report_exception,
 )
-from .stop_signals import StopSignals
-from .typedefs import AppRef, WSGIApp
-from .wsgi_bodies import _NO_BODY, ClientDisconnected, FileWrapper, _StreamInput
-from .wsgi_threads import (
+from ..serving.stop_signals import StopSignals
+from ..typedefs import AppRef, WSGIApp
+from .bodies import _NO_BODY, FileWrapper, _StreamInput
+from .threads import (
     _OP_ABORT,
     _OP_BEGIN,
     _OP_END,
@@ -67,7 +68,7 @@ from .wsgi_threads import (
     _LoopTurns,
 )
 
-__all__ = ["WSGIServer", "FileWrapper", "serve", "WSGIApp"]
+__all__ = ["WSGIServer", "serve"]
 
 _RESPONSE_500 = b"Internal Server Error\n"
 

@@ -8,11 +8,11 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from ._mongoose import RequestBodyTooLarge, WSGIExchange
-from .wsgi_bodies import ClientDisconnected
+from .._mongoose import RequestBodyTooLarge, WSGIExchange
+from ..errors import ClientDisconnected
 
 if TYPE_CHECKING:
-    from .wsgi import WSGIServer
+    from .server import WSGIServer
 
 # Streaming responses: an app thread waits while this much is queued towards its client,
 # until the client has read it below _SEND_LOW.

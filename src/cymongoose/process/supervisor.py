@@ -30,9 +30,9 @@ import subprocess
 import sys
 import time
 
-from .cli import CLIError
-from .log_config import configure_logging
-from .server_process import close_listener, open_listener
+from ..errors import ConfigError
+from ..log_config import configure_logging
+from .serve import close_listener, open_listener
 
 __all__ = ["Supervisor"]
 
@@ -77,7 +77,7 @@ class Supervisor:
         try:
             configure_logging(self.args.log_level, False, None, self.args.log_config)
         except ValueError as exc:
-            raise CLIError(str(exc)) from None
+            raise ConfigError(str(exc)) from None
         self.sock = open_listener(self.args)
         sig_r, sig_w = os.pipe()
         os.set_blocking(sig_w, False)
@@ -89,7 +89,7 @@ class Supervisor:
             for _ in range(self.target):
                 self._spawn()
             return self._loop(sig_r)
-        except CLIError:
+        except ConfigError:
             self._kill_all()
             raise
         finally:
@@ -149,7 +149,7 @@ class Supervisor:
                 self._spawn()
             for w in self.workers:
                 if not w.ready and now - w.started > _READY_TIMEOUT_S:
-                    raise CLIError(f"worker {w.proc.pid} was not ready after "
+                    raise ConfigError(f"worker {w.proc.pid} was not ready after "
                                    f"{_READY_TIMEOUT_S:.0f} s")
 
     def _on_signal(self, signum: int) -> None:
@@ -228,7 +228,7 @@ class Supervisor:
                 self.early_kills += 1
                 if w.error or code >= 0 or self.early_kills >= _MAX_EARLY_KILLS:
                     self._kill_all()
-                    raise CLIError(w.error or f"worker {w.proc.pid} exited with {how} "
+                    raise ConfigError(w.error or f"worker {w.proc.pid} exited with {how} "
                                               "before it was ready")
             if time.monotonic() - w.started > _STABLE_S:
                 self.crashes = 0

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ._mongoose import (
+from .._mongoose import (
     MG_EV_ACCEPT,
     MG_EV_CLOSE,
     MG_EV_HTTP_HDRS,
@@ -35,23 +35,24 @@ from ._mongoose import (
     TlsOpts,
     handles,
 )
-from .access_log import AccessLog
-from .aio import LoopDriver, new_event_loop
-from .asgi_http import _HTTPCycle
-from .asgi_lifespan import LifespanFailure, _Lifespan
-from .asgi_shared import _HEADERS_TEXT, ClientDisconnected
-from .asgi_websocket import _WS_OP_CLOSE, _WSCycle
-from .proxy_headers import ProxyHeaders
-from .serving import (
+from ..access_log import AccessLog
+from ..aio import LoopDriver, new_event_loop
+from ..errors import LifespanFailure
+from ..proxy_headers import ProxyHeaders
+from ..serving import (
     SERVER_NAME,
     DateHeader,
     adopt_listener,
     load_app,
     report_exception,
 )
-from .typedefs import AppRef, ASGIApp
+from ..typedefs import AppRef, ASGIApp
+from .http import _HTTPCycle
+from .lifespan import _Lifespan
+from .shared import _HEADERS_TEXT
+from .websocket import _WS_OP_CLOSE, _WSCycle
 
-__all__ = ["ASGIServer", "ClientDisconnected", "LifespanFailure", "serve", "ASGIApp"]
+__all__ = ["ASGIServer", "serve"]
 
 # Stopping: listeners keep accepting this long (a client that connected just before the stop
 # may still wait in the accept queue), and an idle keep-alive connection is closed once it

@@ -6,15 +6,12 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from .serving import error_log, report_exception
-from .typedefs import ASGIMessage
+from ..errors import LifespanFailure
+from ..serving import error_log, report_exception
+from ..typedefs import ASGIMessage
 
 if TYPE_CHECKING:
-    from .asgi import ASGIServer
-
-
-class LifespanFailure(RuntimeError):
-    """The app's lifespan startup failed; the message is the app's."""
+    from .server import ASGIServer
 
 
 class _Lifespan:

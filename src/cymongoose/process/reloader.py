@@ -12,9 +12,9 @@ import subprocess
 import sys
 import threading
 
-from .cli import CLIError
-from .log_config import configure_logging
-from .server_process import close_listener, open_listener
+from ..errors import ConfigError
+from ..log_config import configure_logging
+from .serve import close_listener, open_listener
 
 __all__ = ["run_reloader"]
 
@@ -27,15 +27,15 @@ def run_reloader(args: argparse.Namespace, argv: list[str]) -> int:
     try:
         from watchfiles import watch
     except ImportError:
-        raise CLIError("--reload needs watchfiles (pip install 'cymongoose[cli]')") from None
+        raise ConfigError("--reload needs watchfiles (pip install 'cymongoose[cli]')") from None
     try:
         configure_logging(args.log_level, False, None, args.log_config)
     except ValueError as exc:
-        raise CLIError(str(exc)) from None
+        raise ConfigError(str(exc)) from None
     dirs = args.reload_dir or [os.getcwd()]
     for d in dirs:
         if not os.path.isdir(d):
-            raise CLIError(f"--reload-dir {d!r} is not a directory")
+            raise ConfigError(f"--reload-dir {d!r} is not a directory")
     sock = open_listener(args)
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set())

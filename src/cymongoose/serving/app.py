@@ -12,15 +12,12 @@ import time
 from email.utils import formatdate
 from typing import Any
 
-from ._mongoose import Connection, Manager, listen_fd
-from .typedefs import AppRef
+from .._mongoose import Connection, Manager, listen_fd
+from ..errors import AppLoadError
+from ..typedefs import AppRef
 
 SERVER_NAME = b"cymongoose"
 error_log = logging.getLogger("cymongoose.error")
-
-
-class AppLoadError(Exception):
-    """The app named on the command line or passed as a string could not be loaded."""
 
 
 def load_app(app: AppRef, factory: bool = False) -> Any:

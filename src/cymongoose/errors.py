@@ -1,0 +1,26 @@
+"""The errors of the app server, at the bottom of its layers so every layer can raise them:
+the one a user fixes (a bad option, a port in use) and the ones both servers raise."""
+
+from __future__ import annotations
+
+__all__ = ["AppLoadError", "ClientDisconnected", "ConfigError", "LifespanFailure"]
+
+
+class ConfigError(ValueError):
+    """A problem the user can fix: an option's value, a file, a port. The command line prints
+    it as one line and exits with status 2; the servers' keyword arguments raise it as the
+    `ValueError` it is."""
+
+
+class AppLoadError(Exception):
+    """The app named on the command line or passed as a string could not be loaded."""
+
+
+class ClientDisconnected(ConnectionResetError):
+    """The client went away while the app was reading its request or writing its response
+    (WSGI's `wsgi.input.read()` and `write()`, ASGI's `send()`): an `OSError`, as ASGI 2.4
+    asks."""
+
+
+class LifespanFailure(RuntimeError):
+    """The ASGI app's lifespan startup failed; the message is the app's."""
