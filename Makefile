@@ -48,6 +48,7 @@ typecheck:
 lint:
 	$(UV) run --no-sync ruff check src tests examples
 	$(UV) run --no-sync cython-lint src/cymongoose
+	$(UV) run --no-sync lint-imports --no-cache
 
 # The core, protocol, WSGI and reliability tests against an AddressSanitizer build of the
 # extension, in its own environment so the normal build is untouched. Any ASan report fails

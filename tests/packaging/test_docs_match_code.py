@@ -26,9 +26,9 @@ SRC = ROOT / "src" / "cymongoose"
 PAGES = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
 
 # Modules with an __all__ that users never import, so the API reference leaves them out: the
-# command line's machinery (users reach it through the options, docs/deployment.md) and the
-# servers' own helpers.
-INTERNAL = {"log_config", "reloader", "server_process", "workers", "stop_signals"}
+# command line's processes (users reach them through the options, docs/deployment.md) and the
+# parts the servers share.
+INTERNAL = {"log_config", "process", "serving"}
 
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 # The program with arguments: `cymongoose app:app`, `.../bin/cymongoose`, `"cymongoose", "...`
@@ -169,14 +169,22 @@ def test_every_module_and_name_mentioned_exists() -> None:
 
 
 def _modules() -> list[str]:
-    return sorted(p.stem for p in SRC.glob("*.py") if not p.stem.startswith("_"))
+    """The package's modules and subpackages, by their name under `cymongoose.`."""
+    names = [p.stem for p in SRC.glob("*.py")]
+    names += [p.parent.name for p in SRC.glob("*/__init__.py")]
+    return sorted(n for n in names if not n.startswith("_"))
+
+
+def _module_file(name: str) -> Path:
+    package = SRC / name / "__init__.py"
+    return package if package.exists() else SRC / f"{name}.py"
 
 
 def _public_modules() -> set[str]:
     """Modules with an __all__ (but the command line's machinery), and any module the docs,
     the README or the examples tell users to import from."""
     public = {m for m in _modules() if m not in INTERNAL
-              and re.search(r"^__all__\s*=", _text(SRC / f"{m}.py"), re.M)}
+              and re.search(r"^__all__\s*=", _text(_module_file(m)), re.M)}
     told = re.compile(r"\b(?:from|import) cymongoose\.([a-z]\w*)")
     for path in [*PAGES, *sorted((ROOT / "examples").glob("*.py"))]:
         public.update(told.findall(_text(path)))
@@ -201,4 +209,24 @@ def test_the_readme_layout_lists_every_module() -> None:
              if p.suffix in (".py", ".pyx", ".pxd", ".pyi")]
     names += [f"{p.name}/" for p in SRC.iterdir() if p.is_dir() and p.name != "__pycache__"]
     missing = sorted(n for n in names if not re.search(rf"(?<![\w.]){re.escape(n)}", layout))
+    # Inside each layer's folder, every module too, on a line indented under the folder's.
+    missing += sorted(f"{p.parent.name}/{p.name}" for p in SRC.glob("*/*.py")
+                      if p.name != "__init__.py"
+                      and not _listed_under(layout, p.parent.name, p.name))
     assert not missing, f"README.md's Layout does not list: {missing}"
+
+
+def _listed_under(layout: str, folder: str, name: str) -> bool:
+    """Whether `name` stands on a line of the block indented under the line naming
+    `folder/`."""
+    lines = layout.splitlines()
+    for i, line in enumerate(lines):
+        if not re.search(rf"(?<![\w.]){re.escape(folder)}/", line):
+            continue
+        indent = len(line) - len(line.lstrip())
+        for below in lines[i + 1:]:
+            if below.strip() and len(below) - len(below.lstrip()) <= indent:
+                break
+            if re.search(rf"(?<![\w.]){re.escape(name)}", below):
+                return True
+    return False

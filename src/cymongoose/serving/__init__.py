@@ -1,8 +1,8 @@
 """What every server shares: loading the app, the headers the server adds, the listeners, the
-drain on stop, the stop signals. Plain Python over the public core."""
+drain on stop, the flow-control marks, the stop signals and where failures are reported.
+Plain Python over the public core; no framework is imported here."""
 
 from ..errors import AppLoadError
-from .app import SERVER_NAME, DateHeader, adopt_listener, error_log, load_app, report_exception
+from .app_loading import load_app
 
-__all__ = ["AppLoadError", "DateHeader", "SERVER_NAME", "adopt_listener", "error_log",
-           "load_app", "report_exception"]
+__all__ = ["AppLoadError", "load_app"]
