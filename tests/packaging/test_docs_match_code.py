@@ -202,3 +202,15 @@ def test_the_readme_layout_lists_every_module() -> None:
     names += [f"{p.name}/" for p in SRC.iterdir() if p.is_dir() and p.name != "__pycache__"]
     missing = sorted(n for n in names if not re.search(rf"(?<![\w.]){re.escape(n)}", layout))
     assert not missing, f"README.md's Layout does not list: {missing}"
+
+
+def test_the_options_table_is_the_settings_table() -> None:
+    """docs/deployment.md's options table is config.py's, as `python -m cymongoose.config
+    --markdown` writes it: paste its output between the two markers when an option changes."""
+    from cymongoose.config import markdown_table
+
+    page = _text(ROOT / "docs" / "deployment.md")
+    start = page.index("<!-- options: generated")
+    block = page[page.index("\n", start) + 1:page.index("<!-- options: end -->")]
+    assert block == markdown_table(), ("docs/deployment.md's options table differs from "
+                                       "`python -m cymongoose.config --markdown`")
