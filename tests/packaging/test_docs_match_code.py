@@ -230,3 +230,15 @@ def _listed_under(layout: str, folder: str, name: str) -> bool:
             if re.search(rf"(?<![\w.]){re.escape(name)}", below):
                 return True
     return False
+
+
+def test_the_options_table_is_the_settings_table() -> None:
+    """docs/deployment.md's options table is config.py's, as `python -m cymongoose.config
+    --markdown` writes it: paste its output between the two markers when an option changes."""
+    from cymongoose.config import markdown_table
+
+    page = _text(ROOT / "docs" / "deployment.md")
+    start = page.index("<!-- options: generated")
+    block = page[page.index("\n", start) + 1:page.index("<!-- options: end -->")]
+    assert block == markdown_table(), ("docs/deployment.md's options table differs from "
+                                       "`python -m cymongoose.config --markdown`")

@@ -37,6 +37,7 @@ from .._mongoose import (
 )
 from ..access_log import AccessLog
 from ..aio import LoopDriver, new_event_loop
+from ..config import Config, renamed
 from ..errors import LifespanFailure
 from ..proxy_headers import ProxyHeaders
 from ..serving import (
@@ -86,24 +87,22 @@ class ASGIServer:
     """Serve an ASGI app on a Manager driven by the running asyncio loop."""
 
     def __init__(self, app: AppRef, error_handler: Callable[[BaseException], object] | None
-                 = None, *, factory: bool = False, root_path: str = "",
-                 lifespan: str = "auto", shutdown_timeout: float = 5.0,
-                 access_log: AccessLog | None = None,
+                 = None, *, factory: bool | None = None, root_path: str | None = None,
+                 lifespan: str | None = None, graceful_timeout: float | None = None,
+                 shutdown_timeout: float | None = None, access_log: AccessLog | None = None,
                  proxy_headers: ProxyHeaders | None = None, tls: TlsOpts | None = None,
-                 max_requests: int = 0) -> None:
-        if root_path and (not root_path.startswith("/") or root_path.endswith("/")):
-            raise ValueError(f"root_path must start with '/' and not end with one, "
-                             f"not {root_path!r}")
-        if lifespan not in ("auto", "on", "off"):
-            raise ValueError(f"lifespan must be 'auto', 'on' or 'off', not {lifespan!r}")
-        if not isinstance(shutdown_timeout, (int, float)) or shutdown_timeout < 0:
-            raise ValueError(f"shutdown_timeout must be a number of seconds >= 0, "
-                             f"not {shutdown_timeout!r}")
+                 max_requests: int | None = None, config: Config | None = None) -> None:
+        # Each option keyword overrides `config` (the defaults without it), checked by the
+        # settings table's rule; `shutdown_timeout` is graceful_timeout's old name.
+        graceful_timeout = renamed("ASGIServer", "shutdown_timeout", shutdown_timeout,
+                                   "graceful_timeout", graceful_timeout)
+        cfg = self.config = Config.for_server(
+            config, factory=factory, root_path=root_path, lifespan=lifespan,
+            graceful_timeout=graceful_timeout, max_requests=max_requests)
+        factory, root_path, lifespan = cfg.factory, cfg.root_path, cfg.lifespan
+        shutdown_timeout, max_requests = cfg.graceful_timeout, cfg.max_requests
         if error_handler is not None and not callable(error_handler):
             raise TypeError("error_handler must be a callable error_handler(exc) or None")
-        if type(max_requests) is not int or max_requests < 0:
-            raise ValueError(f"max_requests must be an int >= 0 (0: no limit), "
-                             f"not {max_requests!r}")
         options: tuple[tuple[str, object, type, str], ...] = (
             ("access_log", access_log, AccessLog, "an AccessLog"),
             ("proxy_headers", proxy_headers, ProxyHeaders, "a ProxyHeaders"),
@@ -111,6 +110,9 @@ class ASGIServer:
         for name, value, cls, what in options:
             if value is not None and not isinstance(value, cls):
                 raise TypeError(f"{name} must be {what} or None, not {type(value).__name__}")
+        access_log = access_log if access_log is not None else cfg.new_access_log()
+        proxy_headers = proxy_headers if proxy_headers is not None else cfg.new_proxy_headers()
+        tls = tls if tls is not None else cfg.new_tls()
         self._app: ASGIApp = load_app(app, factory)
         self._access = access_log
         self._proxy = proxy_headers
@@ -243,6 +245,7 @@ class ASGIServer:
             self._lifespan = _Lifespan(self, self._lifespan_mode)
             await self._lifespan.startup()
             self._manager = Manager(None, enable_wakeup=True, error_handler=self._error_handler)
+            self._manager.set_http_limits(**self.config.limits())  # start(**limits) overrides
             if self._access is not None:  # requests the core refused are logged too
                 self._manager.refusal_handler = self._access.log_refusal
             self._driver = LoopDriver(self._manager, loop)
@@ -523,20 +526,25 @@ class ASGIServer:
         self._loop_side.spawn(cycle)
 
 
-def serve(app: AppRef, url: str = "http://127.0.0.1:8000", *, factory: bool = False,
-          root_path: str = "", lifespan: str = "auto", shutdown_timeout: float = 5.0,
-          access_log: AccessLog | None = None, proxy_headers: ProxyHeaders | None = None,
-          tls: TlsOpts | None = None, max_requests: int = 0,
+def serve(app: AppRef, url: str = "http://127.0.0.1:8000", *, factory: bool | None = None,
+          root_path: str | None = None, lifespan: str | None = None,
+          shutdown_timeout: float | None = None, access_log: AccessLog | None = None,
+          proxy_headers: ProxyHeaders | None = None, tls: TlsOpts | None = None,
+          max_requests: int | None = None,
           error_handler: Callable[[BaseException], object] | None = None,
+          graceful_timeout: float | None = None, config: Config | None = None,
           **limits: Any) -> None:
     """Serve `app` on `url` until SIGINT/SIGTERM (uvloop when installed), or until
     `max_requests` requests were admitted; the requests in flight are finished first. The
-    options are ASGIServer's (an https:// `url` needs `tls`); `limits` go to its listener. A
-    failed lifespan startup prints the app's message and exits with status 3."""
+    options are ASGIServer's (an https:// `url` needs `tls`; `shutdown_timeout` is
+    graceful_timeout's old name); `limits` go to its listener. A failed lifespan startup
+    prints the app's message and exits with status 3."""
+    graceful_timeout = renamed("serve", "shutdown_timeout", shutdown_timeout,
+                               "graceful_timeout", graceful_timeout)
     server = ASGIServer(app, error_handler, factory=factory, root_path=root_path,
-                        lifespan=lifespan, shutdown_timeout=shutdown_timeout,
+                        lifespan=lifespan, graceful_timeout=graceful_timeout,
                         access_log=access_log, proxy_headers=proxy_headers, tls=tls,
-                        max_requests=max_requests)
+                        max_requests=max_requests, config=config)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()

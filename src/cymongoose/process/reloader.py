@@ -4,7 +4,6 @@ so clients see no refused connection while the code reloads."""
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import signal
@@ -12,6 +11,7 @@ import subprocess
 import sys
 import threading
 
+from ..config import Config
 from ..errors import ConfigError
 from ..log_config import configure_logging
 from .serve import close_listener, open_listener
@@ -23,20 +23,20 @@ log = logging.getLogger("cymongoose.error")
 _WATCHED = (".py", ".pyi", ".html", ".txt", ".json", ".yaml", ".yml", ".ini", ".toml", ".cfg")
 
 
-def run_reloader(args: argparse.Namespace, argv: list[str]) -> int:
+def run_reloader(config: Config, argv: list[str]) -> int:
     try:
         from watchfiles import watch
     except ImportError:
         raise ConfigError("--reload needs watchfiles (pip install 'cymongoose[cli]')") from None
     try:
-        configure_logging(args.log_level, False, None, args.log_config)
+        configure_logging(config.log_level, False, None, config.log_config)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    dirs = args.reload_dir or [os.getcwd()]
+    dirs = config.reload_dir or [os.getcwd()]
     for d in dirs:
         if not os.path.isdir(d):
             raise ConfigError(f"--reload-dir {d!r} is not a directory")
-    sock = open_listener(args)
+    sock = open_listener(config)
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set())
                 for s in (signal.SIGINT, signal.SIGTERM)}
@@ -50,7 +50,7 @@ def run_reloader(args: argparse.Namespace, argv: list[str]) -> int:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:
-                proc.wait(args.graceful_timeout + 5)
+                proc.wait(config.graceful_timeout + 5)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
@@ -68,5 +68,5 @@ def run_reloader(args: argparse.Namespace, argv: list[str]) -> int:
         finish(child)
         for s, h in previous.items():
             signal.signal(s, h)
-        close_listener(args, sock)
+        close_listener(config, sock)
     return 0

@@ -1,7 +1,7 @@
 """One serving process of the command line: open (or inherit) the listening socket, load
 the app, tell which interface it speaks, and serve it until SIGTERM/SIGINT.
 
-A worker started by a supervisor (workers.py) gets the shared socket and a status pipe as
+A worker started by a supervisor (supervisor.py) gets the shared socket and a status pipe as
 descriptors, and reports on the pipe, one line each: `ready`, `error <message>` (it could not
 start; the supervisor prints the message and stops) or `recycle` (it reached --max-requests
 and drains: start its replacement now).
@@ -9,9 +9,9 @@ and drains: start its replacement now).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
+import dataclasses
 import errno
 import importlib
 import inspect
@@ -25,7 +25,7 @@ import sys
 import threading
 from typing import Any
 
-from ..cli import LIMIT_OPTIONS
+from ..config import Config
 from ..errors import AppLoadError, ConfigError
 from ..log_config import configure_logging, keep_server_loggers
 from ..serving import load_app
@@ -71,41 +71,41 @@ def detect_interface(app: Any) -> str:
                    "handler takes (conn, ev, data); pass --interface")
 
 
-def open_listener(args: argparse.Namespace) -> socket.socket:
+def open_listener(config: Config) -> socket.socket:
     """The listening socket the options name: inherited (--fd), a Unix socket (--uds) or
     TCP (--host/--port), bound here so a port in use is reported before any app loads."""
-    if args.fd is not None:
+    if config.fd is not None:
         try:
-            sock = socket.socket(fileno=args.fd)
+            sock = socket.socket(fileno=config.fd)
         except OSError as exc:
-            raise ConfigError(f"--fd {args.fd}: not a socket ({exc.strerror})") from None
+            raise ConfigError(f"--fd {config.fd}: not a socket ({exc.strerror})") from None
         if not sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
             sock.detach()
-            raise ConfigError(f"--fd {args.fd}: the socket is not listening")
+            raise ConfigError(f"--fd {config.fd}: the socket is not listening")
         return sock
-    if args.uds:
-        return _unix_listener(args.uds)
-    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    if config.uds:
+        return _unix_listener(config.uds)
+    family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((args.host.strip("[]"), args.port))
+        sock.bind((config.host.strip("[]"), config.port))
         sock.listen(1024)
     except OSError as exc:
         sock.close()
         hint = "; is the port in use?" if exc.errno == errno.EADDRINUSE else ""
-        raise ConfigError(f"cannot listen on {args.host}:{args.port} ({exc.strerror}){hint}") \
-            from None
+        raise ConfigError(f"cannot listen on {config.host}:{config.port} ({exc.strerror})"
+                          f"{hint}") from None
     return sock
 
 
-def close_listener(args: argparse.Namespace, sock: socket.socket) -> None:
+def close_listener(config: Config, sock: socket.socket) -> None:
     """Close the socket; the process that created a Unix socket file removes it too."""
     unix = sock.family == socket.AF_UNIX
     sock.close()
-    if unix and args.uds and args.worker_socket is None:
+    if unix and config.uds and config.worker_socket is None:
         with contextlib.suppress(OSError):
-            os.unlink(args.uds)
+            os.unlink(config.uds)
 
 
 def _unix_listener(path: str) -> socket.socket:
@@ -134,43 +134,27 @@ def _unix_listener(path: str) -> socket.socket:
     return sock
 
 
-def _url(args: argparse.Namespace, sock: socket.socket | None) -> str:
-    scheme = "https" if args.ssl_certfile else "http"
+def _url(config: Config, sock: socket.socket | None) -> str:
+    scheme = "https" if config.ssl_certfile else "http"
     if sock is not None and sock.family == socket.AF_UNIX:
         return f"unix:{sock.getsockname()}"
     if sock is not None:
         host, port = sock.getsockname()[:2]
     else:
-        host, port = args.host, args.port
+        host, port = config.host, config.port
     return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
 
 
-def _tls_opts(args: argparse.Namespace) -> Any:
-    """The TLS settings, every file read and checked now (a key that does not match the
-    certificate, an encrypted key, an expired certificate), so a bad file stops the server
-    at start-up instead of failing each handshake."""
-    if not args.ssl_certfile:
-        return None
-    from .._mongoose import TlsOpts
-    try:
-        return TlsOpts.from_files(cert=args.ssl_certfile, key=args.ssl_keyfile,
-                                  ca=args.ssl_ca)
-    except OSError as exc:
-        raise ConfigError(f"TLS: cannot read {exc.filename} ({exc.strerror})") from None
-    except ValueError as exc:
-        raise ConfigError(f"TLS: {exc}") from None
-
-
-def serve_process(args: argparse.Namespace) -> int:
-    status = StatusPipe(args.worker_status)
-    if args.worker_socket is not None:
+def serve_process(config: Config) -> int:
+    status = StatusPipe(config.worker_status)
+    if config.worker_socket is not None:
         # The supervisor's signals: a terminal's hang-up or job control reaching the whole
         # process group must not stop a worker behind the supervisor's back.
         for signum in (signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU):
             signal.signal(signum, signal.SIG_IGN)
     try:
-        configure_logging(args.log_level, args.access_log, args.access_log_file,
-                          args.log_config)
+        configure_logging(config.log_level, config.access_log, config.access_log_file,
+                          config.log_config)
     except ValueError as exc:
         return _fail(status, ConfigError(str(exc)))
     if "." not in sys.path and "" not in sys.path:
@@ -178,19 +162,20 @@ def serve_process(args: argparse.Namespace) -> int:
     try:
         restore_loggers = keep_server_loggers()
         try:
-            app = load_app(args.app, factory=args.factory)
+            assert config.app is not None  # cli.parse_args asks for it
+            app = load_app(config.app, factory=config.factory)
         except AppLoadError as exc:
             raise ConfigError(str(exc)) from None
         finally:
             restore_loggers()
-        interface = args.interface if args.interface != "auto" else detect_interface(app)
-        sock = (socket.socket(fileno=args.worker_socket) if args.worker_socket is not None
-                else open_listener(args))
+        interface = config.interface if config.interface != "auto" else detect_interface(app)
+        sock = (socket.socket(fileno=config.worker_socket) if config.worker_socket is not None
+                else open_listener(config))
         if interface == "asgi":
-            return _serve_asgi(args, app, sock, status)
+            return _serve_asgi(config, app, sock, status)
         if interface == "raw":
-            return _serve_raw(args, app, sock, status)
-        return _serve_wsgi(args, app, sock, status)
+            return _serve_raw(config, app, sock, status)
+        return _serve_wsgi(config, app, sock, status)
     except ConfigError as exc:
         return _fail(status, exc)
 
@@ -203,43 +188,25 @@ def _fail(status: StatusPipe, exc: ConfigError) -> int:
     return 2
 
 
-def _limits(args: argparse.Namespace) -> dict[str, Any]:
-    return {name: getattr(args, name) for name in LIMIT_OPTIONS
-            if getattr(args, name) is not None}
+def _this_worker(config: Config) -> Config:
+    """The config a server of this process gets: --max-requests plus this worker's jitter, so
+    the workers do not all restart at once."""
+    if not config.max_requests:
+        return config
+    jitter = random.randint(0, config.max_requests_jitter)
+    return dataclasses.replace(config, max_requests=config.max_requests + jitter)
 
 
-def _max_requests(args: argparse.Namespace) -> int:
-    if not args.max_requests:
-        return 0
-    return int(args.max_requests) + random.randint(0, args.max_requests_jitter)
-
-
-def _access_and_proxy(args: argparse.Namespace) -> tuple[Any, Any]:
-    """The AccessLog (None when off) and the ProxyHeaders (None when off) the options ask."""
-    from ..access_log import AccessLog
-    from ..proxy_headers import ProxyHeaders
-
-    try:
-        access = None
-        if args.access_log or args.log_config:
-            fmt = args.access_log_format
-            access = AccessLog(None if fmt == "json" else fmt, as_json=fmt == "json")
-        trusted = ProxyHeaders(args.forwarded_allow_ips)  # checked even when off
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    return access, trusted if args.proxy_headers else None
-
-
-def _exit_after_graceful_timeout(args: argparse.Namespace, phases: int = 1) -> None:
+def _exit_after_graceful_timeout(config: Config, phases: int = 1) -> None:
     """Started when the worker begins to stop: if it is still running one second after its
     `phases` stop phases had --graceful-timeout each (a request stuck in a blocking call that
     never returns, perhaps on the very thread that would return), the process ends anyway,
     so a stop never waits on an app."""
-    seconds = phases * args.graceful_timeout + 1.0
+    seconds = phases * config.graceful_timeout + 1.0
 
     def give_up() -> None:
         log.error("still stopping %.0f s after the stop signal (--graceful-timeout %g): "
-                  "exiting without the requests in flight", seconds, args.graceful_timeout)
+                  "exiting without the requests in flight", seconds, config.graceful_timeout)
         from ..access_log import close_writers
 
         close_writers()  # os._exit() skips the atexit hooks that would write them out
@@ -251,50 +218,46 @@ def _exit_after_graceful_timeout(args: argparse.Namespace, phases: int = 1) -> N
     timer.start()
 
 
-def _serve_wsgi(args: argparse.Namespace, app: Any, sock: socket.socket,
+def _serve_wsgi(config: Config, app: Any, sock: socket.socket,
                 status: StatusPipe) -> int:
-    from ..static_files import StaticFiles, parse_mount
+    from ..static_files import StaticFiles
     from ..wsgi import WSGIServer
 
     try:
-        if args.static:
-            app = StaticFiles(app, [parse_mount(spec) for spec in args.static])
-        access, proxy = _access_and_proxy(args)
-        tls = _tls_opts(args)
-        server = WSGIServer(app, threads=args.threads, root_path=args.root_path,
-                            access_log=access, proxy_headers=proxy, tls=tls,
-                            graceful_timeout=args.graceful_timeout,
-                            max_requests=_max_requests(args))
+        if config.static:
+            app = StaticFiles(app, config.static_mounts())
+        # The app is loaded already (a --factory called): the server takes it as it is.
+        server = WSGIServer(app, factory=False, config=_this_worker(config))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     try:
-        server.listen_socket(sock, tls=tls is not None, **_limits(args))
+        server.listen_socket(sock, tls=config.ssl_certfile is not None)
     except (ValueError, TypeError, RuntimeError, OSError) as exc:
         server.close()
-        raise ConfigError(f"cannot serve on {_url(args, sock)}: {exc}") from None
+        raise ConfigError(f"cannot serve on {_url(config, sock)}: {exc}") from None
 
     def ready() -> None:
-        log.info("serving %s (WSGI, %d app threads) on %s", args.app, args.threads,
-                 _url(args, sock))
+        log.info("serving %s (WSGI, %d app threads) on %s", config.app, config.threads,
+                 _url(config, sock))
         status.send("ready")
 
     server.on_max_requests = lambda: status.send("recycle")
-    server.on_stop = lambda: _exit_after_graceful_timeout(args)
+    server.on_stop = lambda: _exit_after_graceful_timeout(config)
     server.on_ready = ready
     server.run()
-    close_listener(args, sock)
+    close_listener(config, sock)
     log.info("stopped")
     return 0
 
 
-def _serve_raw(args: argparse.Namespace, app: Any, sock: socket.socket,
+def _serve_raw(config: Config, app: Any, sock: socket.socket,
                status: StatusPipe) -> int:
     from .._mongoose import MG_EV_ACCEPT, Manager, listen_fd
 
-    if args.static or args.access_log or args.proxy_headers:
+    if config.static or config.access_log or config.proxy_headers:
         raise ConfigError("--static, --access-log and --proxy-headers need a WSGI or ASGI app; "
                        "a raw handler answers requests itself")
-    tls = _tls_opts(args)
+    tls = config.new_tls()
     handler = app
     if tls is not None:
         def handler(conn: Any, ev: int, data: Any) -> None:
@@ -303,42 +266,34 @@ def _serve_raw(args: argparse.Namespace, app: Any, sock: socket.socket,
             app(conn, ev, data)
     manager = Manager(handler)
     try:
-        listen_fd(manager, sock, handler, http=True, tls=tls is not None, **_limits(args))
+        listen_fd(manager, sock, handler, http=True, tls=tls is not None, **config.limits())
     except (ValueError, TypeError, RuntimeError, OSError) as exc:
         manager.close()
-        raise ConfigError(f"cannot serve on {_url(args, sock)}: {exc}") from None
-    log.info("serving %s (raw handler) on %s", args.app, _url(args, sock))
+        raise ConfigError(f"cannot serve on {_url(config, sock)}: {exc}") from None
+    log.info("serving %s (raw handler) on %s", config.app, _url(config, sock))
     status.send("ready")
     manager.run()
-    close_listener(args, sock)
+    close_listener(config, sock)
     log.info("stopped")
     return 0
 
 
-def _serve_asgi(args: argparse.Namespace, app: Any, sock: socket.socket,
+def _serve_asgi(config: Config, app: Any, sock: socket.socket,
                 status: StatusPipe) -> int:
     try:
         # Imported by name: the ASGI server may be missing from a partial install.
         asgi: Any = importlib.import_module("cymongoose.asgi")
     except ImportError as exc:
         raise ConfigError(f"the ASGI server is not available ({exc})") from None
-    if args.static:
-        from ..static_files import ASGIStaticFiles, parse_mount
-
-        try:
-            app = ASGIStaticFiles(app, [parse_mount(spec) for spec in args.static])
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-    access, proxy = _access_and_proxy(args)
-    tls = _tls_opts(args)
     try:
-        server = asgi.ASGIServer(app, root_path=args.root_path, access_log=access,
-                                 proxy_headers=proxy, tls=tls,
-                                 shutdown_timeout=args.graceful_timeout,
-                                 max_requests=_max_requests(args))
+        if config.static:
+            from ..static_files import ASGIStaticFiles
+
+            app = ASGIStaticFiles(app, config.static_mounts())
+        server = asgi.ASGIServer(app, factory=False, config=_this_worker(config))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    url = _url(args, sock)
+    url = _url(config, sock)
 
     async def run() -> None:
         stop = asyncio.Event()
@@ -349,27 +304,29 @@ def _serve_asgi(args: argparse.Namespace, app: Any, sock: socket.socket,
 
         server.on_max_requests = recycle
         try:
-            await server.start_socket(sock, tls=tls is not None, **_limits(args))
+            await server.start_socket(sock, tls=config.ssl_certfile is not None)
         except (ValueError, TypeError, RuntimeError, OSError) as exc:
             await server.stop()
             raise ConfigError(f"cannot serve on {url}: {exc}") from None
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
-        log.info("serving %s (ASGI) on %s", args.app, url)
+        log.info("serving %s (ASGI) on %s", config.app, url)
         status.send("ready")
         try:
             await stop.wait()
             log.info("stopping, finishing the requests in flight")
         finally:
-            _exit_after_graceful_timeout(args, phases=2)  # the drain, then lifespan shutdown
-            await asyncio.wait_for(server.stop(), timeout=args.graceful_timeout + 5)
+            _exit_after_graceful_timeout(config, phases=2)  # the drain, then lifespan shutdown
+            await asyncio.wait_for(server.stop(), timeout=config.graceful_timeout + 5)
 
-    loop = asgi.new_event_loop()
+    from ..aio import new_event_loop  # cymongoose.asgi no longer re-exports it
+
+    loop = new_event_loop()
     try:
         loop.run_until_complete(run())
     finally:
         loop.close()
-    close_listener(args, sock)
+    close_listener(config, sock)
     log.info("stopped")
     return 0

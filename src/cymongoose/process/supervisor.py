@@ -21,7 +21,6 @@ worker: a worker that dies or restarts loses no connection waiting there.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import select
@@ -30,6 +29,7 @@ import subprocess
 import sys
 import time
 
+from ..config import Config
 from ..errors import ConfigError
 from ..log_config import configure_logging
 from .serve import close_listener, open_listener
@@ -61,10 +61,10 @@ class _Worker:
 class Supervisor:
     """Runs the workers until SIGTERM/SIGINT; `run()` returns the exit status."""
 
-    def __init__(self, args: argparse.Namespace, argv: list[str]) -> None:
-        self.args = args
+    def __init__(self, config: Config, argv: list[str]) -> None:
+        self.config = config
         self.argv = argv
-        self.target = args.workers
+        self.target = config.workers
         self.workers: list[_Worker] = []
         self.stopping = False
         self.crashes = 0  # consecutive deaths, for the back-off
@@ -75,10 +75,10 @@ class Supervisor:
 
     def run(self) -> int:
         try:
-            configure_logging(self.args.log_level, False, None, self.args.log_config)
+            configure_logging(self.config.log_level, False, None, self.config.log_config)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-        self.sock = open_listener(self.args)
+        self.sock = open_listener(self.config)
         sig_r, sig_w = os.pipe()
         os.set_blocking(sig_w, False)
         old_wakeup = signal.set_wakeup_fd(sig_w)
@@ -98,7 +98,7 @@ class Supervisor:
                 signal.signal(s, h)
             os.close(sig_r)
             os.close(sig_w)
-            close_listener(self.args, self.sock)
+            close_listener(self.config, self.sock)
             for w in self.workers:
                 os.close(w.status_fd)
 
@@ -122,14 +122,14 @@ class Supervisor:
             if not announced and all(w.ready for w in self.workers):
                 announced = True  # after start-up: a failed start prints only its error
                 log.info("%d workers of %s ready (supervisor pid %d)", len(self.workers),
-                         self.args.app, os.getpid())
+                         self.config.app, os.getpid())
             fds = [sig_r] + [w.status_fd for w in self.workers]
             readable, _, _ = select.select(fds, [], [], _TICK_S)
             if sig_r in readable:
                 for signum in os.read(sig_r, 64):
                     self._on_signal(signum)
                 if self.stopping and deadline is None:
-                    deadline = time.monotonic() + self.args.graceful_timeout + 5.0
+                    deadline = time.monotonic() + self.config.graceful_timeout + 5.0
             for w in list(self.workers):
                 if w.status_fd in readable:
                     self._read_status(w)

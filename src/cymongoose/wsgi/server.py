@@ -42,6 +42,7 @@ from .._mongoose import (
     wsgi_environ_base,
 )
 from ..access_log import AccessLog
+from ..config import Config, renamed
 from ..errors import ClientDisconnected
 from ..proxy_headers import ProxyHeaders
 from ..serving import (
@@ -96,28 +97,28 @@ def _nothing() -> None:
 class WSGIServer:
     """Serve a WSGI app on a Manager of its own; see the module docstring."""
 
-    def __init__(self, app: AppRef, workers: int = 4,
+    def __init__(self, app: AppRef, workers: int | None = None,
                  error_handler: Callable[[BaseException], object] | None = None,
-                 stream_timeout: float = 5.0, *, threads: int | None = None,
-                 factory: bool = False, root_path: str = "",
+                 stream_timeout: float | None = None, *, threads: int | None = None,
+                 factory: bool | None = None, root_path: str | None = None,
                  url_scheme: str | None = None, access_log: AccessLog | None = None,
                  proxy_headers: ProxyHeaders | None = None, tls: TlsOpts | None = None,
-                 graceful_timeout: float = 5.0, max_requests: int = 0) -> None:
-        count = threads if threads is not None else workers
-        if type(count) is not int or count < 1:
-            raise ValueError(f"threads (workers) must be a positive int, not {count!r}")
-        if not isinstance(stream_timeout, (int, float)) or stream_timeout <= 0:
-            raise ValueError(f"stream_timeout must be a positive number of seconds, "
-                             f"not {stream_timeout!r}")
-        if root_path and (not root_path.startswith("/") or root_path.endswith("/")):
-            raise ValueError(f"root_path must start with '/' and not end with one, "
-                             f"not {root_path!r}")
-        if not isinstance(graceful_timeout, (int, float)) or graceful_timeout < 0:
-            raise ValueError(f"graceful_timeout must be a number of seconds >= 0, "
-                             f"not {graceful_timeout!r}")
-        if type(max_requests) is not int or max_requests < 0:
-            raise ValueError(f"max_requests must be an int >= 0 (0: no limit), "
-                             f"not {max_requests!r}")
+                 graceful_timeout: float | None = None, max_requests: int | None = None,
+                 config: Config | None = None) -> None:
+        # Each option keyword overrides `config` (the defaults without it), checked by the
+        # settings table's rule; 0.2.x's `workers` is the number of app threads.
+        threads = renamed("WSGIServer", "workers", workers, "threads", threads,
+                          " (the number of app threads; the command line's --workers "
+                          "counts processes)")
+        cfg = self.config = Config.for_server(
+            config, threads=threads, stream_timeout=stream_timeout, factory=factory,
+            root_path=root_path, graceful_timeout=graceful_timeout, max_requests=max_requests)
+        count, stream_timeout, factory = cfg.threads, cfg.stream_timeout, cfg.factory
+        root_path, graceful_timeout, max_requests = (cfg.root_path, cfg.graceful_timeout,
+                                                     cfg.max_requests)
+        access_log = access_log if access_log is not None else cfg.new_access_log()
+        proxy_headers = proxy_headers if proxy_headers is not None else cfg.new_proxy_headers()
+        tls = tls if tls is not None else cfg.new_tls()
         self._app: WSGIApp = load_app(app, factory)
         self._access = access_log
         self._proxy = proxy_headers
@@ -140,6 +141,7 @@ class WSGIServer:
         self._root_path = root_path
         self._url_scheme = url_scheme
         self._manager = Manager(None, enable_wakeup=True, error_handler=error_handler)
+        self._manager.set_http_limits(**cfg.limits())  # listen(**limits) overrides them
         # App threads need the GIL while the loop waits: never wait holding it.
         self._manager.linger_ms = 0
         if access_log is not None:  # requests the core refused are logged too
@@ -706,11 +708,15 @@ class WSGIServer:
                             "its Manager is left open")
 
 
-def serve(app: AppRef, url: str = "http://127.0.0.1:8000", workers: int = 4,
-          stream_timeout: float = 5.0) -> None:
-    """Serve `app` on `url` until SIGINT/SIGTERM."""
-    server = WSGIServer(app, workers=workers, stream_timeout=stream_timeout)
+def serve(app: AppRef, url: str = "http://127.0.0.1:8000", workers: int | None = None,
+          stream_timeout: float | None = None, *, threads: int | None = None,
+          config: Config | None = None) -> None:
+    """Serve `app` on `url` until SIGINT/SIGTERM; the options are WSGIServer's (`workers`:
+    0.2.x's name for `threads`)."""
+    threads = renamed("serve", "workers", workers, "threads", threads,
+                      " (the number of app threads)")
+    server = WSGIServer(app, threads=threads, stream_timeout=stream_timeout, config=config)
     server.listen(url)
-    print(f"cymongoose WSGI server on {url} ({workers} app threads); Ctrl-C stops it",
-          file=sys.stderr)
+    print(f"cymongoose WSGI server on {url} ({server.config.threads} app threads); Ctrl-C "
+          "stops it", file=sys.stderr)
     server.run()
