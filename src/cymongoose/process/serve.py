@@ -365,7 +365,9 @@ def _serve_asgi(args: argparse.Namespace, app: Any, sock: socket.socket,
             _exit_after_graceful_timeout(args, phases=2)  # the drain, then lifespan shutdown
             await asyncio.wait_for(server.stop(), timeout=args.graceful_timeout + 5)
 
-    loop = asgi.new_event_loop()
+    from ..aio import new_event_loop  # uvloop's when installed
+
+    loop = new_event_loop()
     try:
         loop.run_until_complete(run())
     finally:
