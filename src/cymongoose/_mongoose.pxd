@@ -230,3 +230,75 @@ cdef class Rpc:
     cdef mg.mg_rpc *_head
     cdef dict _handlers
     cdef list _patterns
+
+
+# The ASGI server's loop side (asgi_exchange.pxi) and its contract with cymongoose.asgi. The
+# core never holds the server: it reads the typed fields below, which the server fills in,
+# and calls up only through the cpdef hooks declared here, which the server's Python
+# subclasses override (asgi/state.py: ServerState, asgi/admission.py: Admission); the base
+# classes' hooks raise NotImplementedError. A field the core reads can't be renamed on one
+# side only (Cython refuses to build), and a hook the subclass stops overriding fails loudly
+# with NotImplementedError instead of an AttributeError deep in a request.
+
+cdef class ASGIServerState:
+    # What the per-request objects share (uvicorn's ServerState): each HTTP exchange and each
+    # WebSocket cycle gets this object, never the server.
+    # Date/Server (and, when stopping, Connection: close) blocks, indexed by
+    # _asgi_stock_index(); the server replaces the list once a second.
+    cdef public list default_headers
+    cdef public object kick  # the LoopDriver's kick(): poll soon (a no-op before start)
+    cdef public bint access_log_on  # log_access() is called for each response
+    cdef public object quiet_handler  # a connection waiting for its next request head
+    cdef public object busy_handler  # ... that also takes READ/WRITE for its exchange
+    cdef public object websocket_handler  # an accepted WebSocket
+
+    # Hook: one access-log line for a finished exchange or an answered handshake.
+    cpdef log_access(self, exchange)
+
+
+cdef class ASGIHTTPExchange:
+    cdef public object task  # the app's task, set by ASGILoop
+    cdef public ASGIServerState server_state
+    cdef public Connection conn
+    cdef public dict scope
+    cdef public object body  # the whole request body, when it came with the head
+    cdef public bint streaming  # the request body is still arriving
+    cdef public int status  # from http.response.start (0: not yet)
+    cdef public object headers
+    cdef public bint head_sent
+    cdef public bint complete
+    cdef public bint closed  # the client went away
+    cdef public bint failed  # a protocol error was logged
+    # Made when a coroutine first waits: most requests never do.
+    cdef public object rx
+    cdef public object tx
+    cdef public bint busy  # the connection's handler wants MG_EV_READ/WRITE for us
+    cdef public long long sent  # body bytes sent (the access log's)
+    cdef public double started  # perf_counter() at the head, when the access log is on
+
+    cdef bint _respond_whole(self, bytes body) except -1
+    cpdef _finish(self)
+
+
+cdef class ASGILoop:
+    cdef public ASGIServerState server_state
+    cdef public object app
+    cdef public object loop  # the asyncio loop the app's tasks run on
+    cdef public set tasks  # the running apps' tasks (the loop keeps only weak references)
+    cdef public object exchange_type  # the server's ASGIHTTPExchange subclass
+    cdef public dict bases  # listener port -> scope base
+    cdef public dict base_default
+    cdef public dict lifespan_state  # copied into each scope
+    cdef public set unix_conns  # ids of connections accepted on a Unix socket
+    cdef public bint python_admission  # every request goes to admit_request()
+
+    cdef _admit(self, Connection conn, HttpMessage msg)
+    # start() and spawn() for the C paths: no override lookup per request.
+    cdef _start(self, Connection conn, ASGIHTTPExchange exchange)
+    cdef _spawn(self, cycle)
+
+    # Hooks. admit_request: a request head when python_admission is set (proxy headers,
+    # Unix-socket clients, max_requests). admit_websocket: a GET asking for a WebSocket,
+    # with the scope built so far; the subclass answers or holds the handshake.
+    cpdef admit_request(self, Connection conn, HttpMessage msg)
+    cpdef admit_websocket(self, Connection conn, HttpMessage msg, dict scope)

@@ -883,13 +883,27 @@ class WSGIExchange:
     def stream(self, data: bytes) -> None: ...
 
 @disjoint_base
+class ASGIServerState:
+    """What the ASGI server's exchanges and WebSocket cycles share, for `cymongoose.asgi`
+    (not a user API): the core reads these fields and calls `log_access()`, which the
+    server's subclass implements."""
+
+    default_headers: list[HeaderBlock | None]
+    kick: Callable[[], object]
+    access_log_on: bool
+    quiet_handler: Any
+    busy_handler: Any
+    websocket_handler: Any
+    def log_access(self, exchange: Any) -> None: ...
+
+@disjoint_base
 class ASGIHTTPExchange:
     """State of one ASGI HTTP request and response, for `cymongoose.asgi` (not a user API):
     `receive()`/`send()` on their common paths; the server's subclass implements
     `_receive_wait()` and `_send_slow()` for the others."""
 
     task: Any
-    server: Any
+    server_state: ASGIServerState
     conn: Connection
     scope: dict[str, Any]
     body: bytes | None
@@ -905,7 +919,9 @@ class ASGIHTTPExchange:
     busy: bool
     sent: int
     started: float
-    def __init__(self, server: Any, conn: Connection, scope: dict[str, Any]) -> None: ...
+    def __init__(
+        self, server_state: ASGIServerState, conn: Connection, scope: dict[str, Any]
+    ) -> None: ...
     async def receive(self) -> dict[str, Any]: ...
     async def send(self, message: dict[str, Any]) -> None: ...
     def _finish(self) -> None: ...
@@ -913,23 +929,27 @@ class ASGIHTTPExchange:
 @disjoint_base
 class ASGILoop:
     """The ASGI server's per-request work on the loop, for `cymongoose.asgi` (not a user
-    API): the handler of a connection waiting for a request head, and the app's task."""
+    API): the handler of a connection waiting for a request head, and the app's task. The
+    server's subclass implements the hooks `admit_request()` (every request, when
+    `python_admission` is set) and `admit_websocket()`."""
 
     cymongoose_events: frozenset[int]
-    server: Any
+    server_state: ASGIServerState
     app: Any
     loop: Any
     tasks: set[Any]
-    cycle_type: Any
-    busy_handler: Any
+    exchange_type: Any
     bases: dict[int, dict[str, Any]]
     base_default: dict[str, Any]
-    state: dict[str, Any]
+    lifespan_state: dict[str, Any]
     unix_conns: set[int]
     python_admission: bool
-    log_access: bool
     def __call__(self, conn: Connection, ev: int, msg: Any) -> None: ...
-    def start(self, conn: Connection, cycle: ASGIHTTPExchange) -> None: ...
+    def admit_request(self, conn: Connection, msg: HttpMessage) -> None: ...
+    def admit_websocket(
+        self, conn: Connection, msg: HttpMessage, scope: dict[str, Any]
+    ) -> None: ...
+    def start(self, conn: Connection, exchange: ASGIHTTPExchange) -> None: ...
     def spawn(self, cycle: Any) -> None: ...
     async def run_app(self, cycle: Any) -> None: ...
 

@@ -2,10 +2,11 @@
 # In Python these cost more than a raw ASGI app itself (about 250 bytecodes a request: making
 # the object, send() twice, finishing). The common paths are here in C: a body that came
 # with the head, a whole response in one http.response.body. The server's Python subclass
-# (asgi_http.py's _HTTPCycle) adds the rarer ones: streaming both ways, waiting, errors. Each
+# (asgi/http.py's _HTTPCycle) adds the rarer ones: streaming both ways, waiting, errors. Each
 # fast path either completes or hands the message, untouched, to that subclass; the core's
 # http_respond() is all or nothing, so a refused response can be retried there and fail
-# the same way, with the error logged once.
+# the same way, with the error logged once. The classes' fields and hooks are declared in
+# _mongoose.pxd: that is the whole of what this file knows about the server.
 
 cdef int _asgi_stock_index(object headers) except -1:
     """Which of Date (1) and Server (2) the app's headers leave for the server to add."""
@@ -24,30 +25,23 @@ cdef int _asgi_stock_index(object headers) except -1:
     return stock
 
 
+@cython.auto_pickle(False)
+cdef class ASGIServerState:
+    """What the ASGI server's exchanges and WebSocket cycles share; see cymongoose.asgi."""
+
+    def __cinit__(self):
+        self.default_headers = [None, None, None, None]
+
+    cpdef log_access(self, exchange):
+        raise NotImplementedError("the server's subclass writes the access log")
+
+
 cdef class ASGIHTTPExchange:
     """One request and its response on the loop's thread; see cymongoose.asgi."""
 
-    cdef public object task  # the app's task, set by the server
-    cdef public object server
-    cdef public Connection conn
-    cdef public dict scope
-    cdef public object body  # the whole request body, when it came with the head
-    cdef public bint streaming  # the request body is still arriving
-    cdef public int status  # from http.response.start (0: not yet)
-    cdef public object headers
-    cdef public bint head_sent
-    cdef public bint complete
-    cdef public bint closed  # the client went away
-    cdef public bint failed  # a protocol error was logged
-    # Made when a coroutine first waits: most requests never do.
-    cdef public object rx
-    cdef public object tx
-    cdef public bint busy  # the connection's handler wants MG_EV_READ/WRITE for us
-    cdef public long long sent  # body bytes sent (the access log's)
-    cdef public double started  # perf_counter() at the head, when the access log is on
-
-    def __cinit__(self, server, Connection conn, dict scope, *args, **kwargs):
-        self.server = server
+    def __cinit__(self, ASGIServerState server_state not None, Connection conn, dict scope,
+                  *args, **kwargs):
+        self.server_state = server_state
         self.conn = conn
         self.scope = scope
         self.headers = ()
@@ -86,7 +80,7 @@ cdef class ASGIHTTPExchange:
         cdef Connection conn = self.conn
         if conn._c == NULL:
             return False
-        stock = self.server._stock[_asgi_stock_index(self.headers)]
+        stock = self.server_state.default_headers[_asgi_stock_index(self.headers)]
         try:
             _http_respond(conn, self.status, self.headers, body, None, stock)
         except Exception:
@@ -98,18 +92,18 @@ cdef class ASGIHTTPExchange:
 
     cpdef _finish(self):
         self.complete = True
-        server = self.server
-        if server._access is not None:
-            server._log_access(self)
+        cdef ASGIServerState shared = self.server_state
+        if shared.access_log_on:
+            shared.log_access(self)
         if self.rx is not None:
             self.rx.wake()  # a receive() waiting for the disconnect returns now
         cdef Connection conn = self.conn
         if conn.userdata is self:
             conn.userdata = None
             if self.busy and conn._c != NULL and not conn._c.is_closing:
-                conn.set_handler(server._on_quiet)
+                conn.set_handler(shared.quiet_handler)
         self.busy = False
-        server._driver_kick()
+        shared.kick()
 
 
 import asyncio as _asyncio
@@ -128,28 +122,16 @@ cdef class ASGILoop:
     """The ASGI server's per-request work on the loop, in C for the reason above: calling it
     is the handler of a connection waiting for a request head (it builds the scope and the
     exchange and starts the app's task; MG_EV_CLOSE tells the exchange its client left), and
-    run_app() is that task. cymongoose.asgi fills in the fields and keeps the rarer paths:
-    proxy headers, Unix-socket clients, max_requests (python_admission), WebSockets."""
+    run_app() is that task. cymongoose.asgi's subclass (asgi/admission.py) fills in the fields
+    and implements the hooks for the rarer paths: proxy headers, Unix-socket clients,
+    max_requests (python_admission), WebSockets."""
 
     cymongoose_events = frozenset((MG_EV_HTTP_HDRS, MG_EV_CLOSE))  # @handles() equivalent
-
-    cdef public object server
-    cdef public object app
-    cdef public object loop  # the asyncio loop the app's tasks run on
-    cdef public set tasks  # the running apps' tasks (the loop keeps only weak references)
-    cdef public object cycle_type  # the server's ASGIHTTPExchange subclass
-    cdef public object busy_handler  # the handler that also takes READ/WRITE events
-    cdef public dict bases  # listener port -> scope base
-    cdef public dict base_default
-    cdef public dict state  # lifespan state, copied into each scope
-    cdef public set unix_conns  # ids of connections accepted on a Unix socket
-    cdef public bint python_admission  # the server's _on_request() admits every request
-    cdef public bint log_access
 
     def __call__(self, Connection conn, int ev, msg):
         if ev == mg.MG_EV_HTTP_HDRS:
             if self.python_admission:
-                self.server._on_request(conn, msg)
+                self.admit_request(conn, <HttpMessage?>msg)
             else:
                 self._admit(conn, <HttpMessage?>msg)
             return
@@ -165,26 +147,40 @@ cdef class ASGILoop:
             local = conn.local_addr
             if local is not None:
                 base = self.bases.get(local[1], base)
-        cdef dict scope = _asgi_scope(msg, base, conn, self.state)
+        cdef dict scope = _asgi_scope(msg, base, conn, self.lifespan_state)
         if _asks_websocket(msg) and scope["method"] == "GET":
-            self.server._on_websocket(conn, msg, scope)
+            self.admit_websocket(conn, msg, scope)
             return
-        self.start(conn, self.cycle_type(self.server, conn, scope))
+        self._start(conn, self.exchange_type(self.server_state, conn, scope))
 
-    cpdef start(self, Connection conn, ASGIHTTPExchange cycle):
+    cpdef admit_request(self, Connection conn, HttpMessage msg):
+        raise NotImplementedError("the server's subclass admits requests that need Python")
+
+    cpdef admit_websocket(self, Connection conn, HttpMessage msg, dict scope):
+        raise NotImplementedError("the server's subclass answers WebSocket handshakes")
+
+    def start(self, Connection conn, ASGIHTTPExchange exchange not None):
         """Hand the request body over (whole, or streamed as it arrives) and start the app."""
-        if self.log_access:
-            cycle.started = _perf_counter()  # the access log's duration starts at the head
-        if conn.body_complete:
-            cycle.body = conn.body_read() if conn.body_pending else b""
-        else:
-            cycle.streaming = True
-            cycle.busy = True
-            conn.set_handler(self.busy_handler)
-        conn.userdata = cycle
-        self.spawn(cycle)
+        self._start(conn, exchange)
 
-    cpdef spawn(self, cycle):
+    def spawn(self, cycle):
+        """Run the app for `cycle` (an exchange or a WebSocket cycle) as a task."""
+        self._spawn(cycle)
+
+    cdef _start(self, Connection conn, ASGIHTTPExchange exchange):
+        cdef ASGIServerState shared = self.server_state
+        if shared.access_log_on:
+            exchange.started = _perf_counter()  # the access log's duration starts at the head
+        if conn.body_complete:
+            exchange.body = conn.body_read() if conn.body_pending else b""
+        else:
+            exchange.streaming = True
+            exchange.busy = True
+            conn.set_handler(shared.busy_handler)
+        conn.userdata = exchange
+        self._spawn(exchange)
+
+    cdef _spawn(self, cycle):
         loop = self.loop
         if loop.get_task_factory() is None:
             # Python 3.11 formats a "Task-<n>" name for every task made without one (1.4k
@@ -207,7 +203,7 @@ cdef class ASGILoop:
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
         else:
-            if (type(cycle) is not self.cycle_type
+            if (type(cycle) is not self.exchange_type
                     or not ((<ASGIHTTPExchange>cycle).complete
                             or (<ASGIHTTPExchange>cycle).closed)):
                 cycle.app_done(None)

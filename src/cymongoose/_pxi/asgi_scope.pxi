@@ -66,7 +66,7 @@ cdef dict _asgi_scope(HttpMessage msg, dict base, Connection conn, dict state):
     cdef PyObject *key
     cdef PyObject *value
     if "headers" in base:
-        # A template that has every key already (asgi.py's bases): the copy is one block
+        # A template that has every key already (asgi/server.py's _scope_base): one block
         # copy and each item below replaces a value, no insertion, no resize.
         scope = PyDict_Copy(base)
     else:

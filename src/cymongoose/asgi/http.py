@@ -8,7 +8,7 @@ import asyncio
 import os
 from typing import Any
 
-from .._mongoose import ASGIHTTPExchange, RequestBodyTooLarge
+from .._mongoose import ASGIHTTPExchange, HeaderBlock, RequestBodyTooLarge
 from ..errors import ClientDisconnected
 from ..serving import error_log
 from ..typedefs import ASGIMessage
@@ -22,6 +22,7 @@ from .shared import (
     _stock_index,
     _Waiter,
 )
+from .state import ServerState
 
 
 class _HTTPCycle(ASGIHTTPExchange):
@@ -30,6 +31,7 @@ class _HTTPCycle(ASGIHTTPExchange):
     asgi_exchange.pxi); what waits or fails is here."""
 
     __slots__ = ()
+    server_state: ServerState  # the C field, typed ASGIServerState there
 
     # Loop side (Mongoose events).
     def gone(self) -> None:
@@ -50,7 +52,7 @@ class _HTTPCycle(ASGIHTTPExchange):
     def _need_events(self) -> None:
         if not self.busy:
             self.busy = True
-            self.conn.set_handler(self.server._on_busy)
+            self.conn.set_handler(self.server_state.busy_handler)
 
     # App side.
     def _rx(self) -> _Waiter:
@@ -91,7 +93,7 @@ class _HTTPCycle(ASGIHTTPExchange):
                 # as with uvicorn; the connection closes and a send() raises.
                 self.closed = True
                 self.conn.close()
-                self.server._driver_kick()
+                self.server_state.kick()
                 break
             self._need_events()  # MG_EV_READ (0 bytes) tells of the EOF
             await self._rx().wait()
@@ -136,7 +138,7 @@ class _HTTPCycle(ASGIHTTPExchange):
                     body = self._bytes(body)
                 # All or nothing: a refused head or body leaves nothing in the send buffer.
                 self.conn.http_respond(self.status, self.headers, body,
-                                       more_headers=self.server._stock[
+                                       more_headers=self.server_state.default_headers[
                                            _stock_index(self.headers)])  # may raise
                 self.head_sent = True
                 self.sent = len(body)
@@ -171,7 +173,8 @@ class _HTTPCycle(ASGIHTTPExchange):
         raise TypeError(f"response bodies are bytes, not {type(body).__name__}")
 
     def _begin(self, more: list[tuple[bytes, bytes]] | None = None) -> None:
-        stock = self.server._stock[_stock_index(self.headers)]
+        stock: HeaderBlock | list[tuple[str | bytes, str | bytes]] | None = \
+            self.server_state.default_headers[_stock_index(self.headers)]
         if more:
             stock = [*(stock or ()), *more]
         self.conn.http_begin(self.status, self.headers, more_headers=stock)
@@ -198,7 +201,7 @@ class _HTTPCycle(ASGIHTTPExchange):
                                 self.scope["path"])
             self._finish()
             return
-        self.server._driver_kick()
+        self.server_state.kick()
         if conn.send_len > _SEND_HIGH:
             self._need_events()
             while not self.closed and conn.send_len > _SEND_LOW:
@@ -230,8 +233,8 @@ class _HTTPCycle(ASGIHTTPExchange):
     # Errors.
     def _protocol_error(self, exc: BaseException) -> None:
         self.failed = True
-        self.server._report(f"{self.scope['method']} {self.scope['path']}: invalid response "
-                            f"from the app", exc)
+        self.server_state.report(f"{self.scope['method']} {self.scope['path']}: invalid "
+                                 f"response from the app", exc)
         self.abort()
 
     def abort(self) -> None:
@@ -248,7 +251,7 @@ class _HTTPCycle(ASGIHTTPExchange):
                 self.status = 500
                 self.sent = len(_RESPONSE_500)
                 conn.http_respond(500, _HEADERS_500, _RESPONSE_500,
-                                  more_headers=self.server._stock[3])
+                                  more_headers=self.server_state.default_headers[3])
         except RuntimeError:  # closed under us
             pass
         self._finish()
@@ -267,8 +270,9 @@ class _HTTPCycle(ASGIHTTPExchange):
             if not self.failed:
                 what = "after its response started; the connection is closed" \
                     if self.head_sent else "; answered 500"
-                self.server._report(f"{self.scope['method']} {self.scope['path']}: the app "
-                                    f"failed{' ' if self.head_sent else ''}{what}", exc)
+                self.server_state.report(f"{self.scope['method']} {self.scope['path']}: the "
+                                         f"app failed{' ' if self.head_sent else ''}{what}",
+                                         exc)
             self.abort()
         elif not self.complete and not self.closed:
             error_log.error("%s %s: the app returned without %s", self.scope["method"],

@@ -4,21 +4,20 @@ shutdown when the server stops, and the state it leaves for every request's scop
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ..errors import LifespanFailure
 from ..serving import error_log, report_exception
-from ..typedefs import ASGIMessage
-
-if TYPE_CHECKING:
-    from .server import ASGIServer
+from ..typedefs import ASGIApp, ASGIMessage
 
 
 class _Lifespan:
-    """The lifespan protocol: startup before the first listener, shutdown at stop()."""
+    """The lifespan protocol: startup before the first listener, shutdown at stop(). `state`
+    is the dict the app may fill in at startup; mode is the server's lifespan option."""
 
-    def __init__(self, server: ASGIServer, mode: str) -> None:
-        self._server = server
+    def __init__(self, app: ASGIApp, state: dict[str, Any], mode: str) -> None:
+        self._app = app
+        self._state = state
         self._mode = mode
         self._inbox: asyncio.Queue[ASGIMessage] = asyncio.Queue()
         self._started = asyncio.Event()
@@ -59,9 +58,9 @@ class _Lifespan:
 
     async def _run(self) -> None:
         scope = {"type": "lifespan", "asgi": {"version": "3.0", "spec_version": "2.0"},
-                 "state": self._server._state}
+                 "state": self._state}
         try:
-            await self._server._app(scope, self._receive, self._send)
+            await self._app(scope, self._receive, self._send)
         except BaseException as exc:
             if isinstance(exc, asyncio.CancelledError):
                 raise

@@ -16,19 +16,11 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
 from .._mongoose import (
     MG_EV_ACCEPT,
-    MG_EV_CLOSE,
-    MG_EV_HTTP_HDRS,
-    MG_EV_READ,
-    MG_EV_WRITE,
-    MG_EV_WS_CTL,
-    MG_EV_WS_MSG,
-    ASGILoop,
     Connection,
     HeaderBlock,
     Manager,
@@ -48,9 +40,10 @@ from ..serving import (
     report_exception,
 )
 from ..typedefs import AppRef, ASGIApp
-from .http import _HTTPCycle
+from .admission import Admission
+from .handlers import busy_handler, websocket_handler
 from .lifespan import _Lifespan
-from .shared import _HEADERS_TEXT
+from .state import ServerState
 from .websocket import _WS_OP_CLOSE, _WSCycle
 
 __all__ = ["ASGIServer", "serve"]
@@ -59,18 +52,9 @@ __all__ = ["ASGIServer", "serve"]
 # may still wait in the accept queue), and an idle keep-alive connection is closed once it
 # has stayed idle this long (a request on its way is answered, not cut off).
 _IDLE_GRACE_S = 0.1
-_UNIX_CLIENT = ("127.0.0.1", 0)  # Mongoose reads no address from an AF_UNIX peer
-_PROXY_FIELDS = {b"forwarded": "forwarded", b"x-forwarded-for": "x_forwarded_for",
-                 b"x-forwarded-proto": "x_forwarded_proto",
-                 b"x-forwarded-host": "x_forwarded_host"}
 
 _HTTP_EXTENSIONS: dict[str, Any] = {"http.response.pathsend": {}}
 _ASGI_HTTP = {"version": "3.0", "spec_version": "2.4"}  # shared by every scope
-_WS_EXTENSIONS: dict[str, Any] = {"websocket.http.response": {}}
-
-
-def _not_started() -> None:
-    pass
 
 
 def _scope_base(scheme: str, server: tuple[str, int | None], root_path: str) -> dict[str, Any]:
@@ -115,84 +99,42 @@ class ASGIServer:
         tls = tls if tls is not None else cfg.new_tls()
         self._app: ASGIApp = load_app(app, factory)
         self._access = access_log
-        self._proxy = proxy_headers
         self._tls = tls
-        # Requests left before the server asks to be stopped (a worker recycled after
-        # --max-requests); -1: no limit.
-        self._requests_left = max_requests or -1
         #: Called once when max_requests is reached; the owner then awaits stop(), which
         #: finishes the requests in flight. Without it the server stops itself.
         self.on_max_requests: Callable[[], object] | None = None
-        self._unix_conns: set[int] = set()  # connections accepted on a Unix socket
-        self._unix_base: dict[str, Any] = {}
-        # One test on the per-request path decides whether _prepare_scope has work.
-        self._extras = proxy_headers is not None or self._requests_left > 0
         self._error_handler = error_handler
         self._root_path = root_path
         self._lifespan_mode = lifespan
         self._shutdown_timeout = float(shutdown_timeout)
-        self._state: dict[str, Any] = {}
         self._manager: Manager | None = None
         self._driver: LoopDriver | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lifespan: _Lifespan | None = None
         self._listeners: list[Connection] = []
+        # What the exchanges and WebSocket cycles get of the server (state.py), and the
+        # handler of a connection waiting for a request head, which starts the app's tasks
+        # (the C ASGILoop, asgi_exchange.pxi, and the Python paths of admission.py).
+        self._server_state = server_state = ServerState(access_log, error_handler)
+        on_quiet = Admission(server_state, self._app, proxy=proxy_headers,
+                             max_requests=max_requests,
+                             requests_exhausted=self._max_requests_reached)
+        self._unix_conns = on_quiet.unix_conns  # connections accepted on a Unix socket
+        self._state = on_quiet.lifespan_state
         # Per listener port: the scope items every request through it shares.
-        self._bases: dict[int, dict[str, Any]] = {}
-        self._default_base: dict[str, Any] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._bases = on_quiet.bases
+        self._default_base: dict[str, Any] = on_quiet.base_default
+        self._tasks: set[asyncio.Task[None]] = on_quiet.tasks
         self._date = DateHeader()
         self._date_timer: asyncio.TimerHandle | None = None
-        self._stock: list[HeaderBlock | None] = []
         self._draining = False
         self._refresh_stock()
         self._stopping = False
         self._stop_task: asyncio.Task[None] | None = None
-        # Poll soon: what was written outside a poll reaches the socket. Called per response,
-        # so it is the driver's own method once the loop runs, not a method calling it.
-        self._driver_kick: Callable[[], None] = _not_started
 
-        # The handler of a connection waiting for a request head, and the app's task: in C
-        # (ASGILoop, asgi_exchange.pxi); _on_request() below admits what it leaves to us.
-        on_quiet = ASGILoop()
-        on_quiet.server = self
-        on_quiet.app = self._app
-        on_quiet.tasks = self._tasks
-        on_quiet.cycle_type = _HTTPCycle
-        on_quiet.bases = self._bases
-        on_quiet.base_default = self._default_base
-        on_quiet.state = self._state
-        on_quiet.unix_conns = self._unix_conns
-        on_quiet.python_admission = self._extras
-        on_quiet.log_access = access_log is not None
-
-        @handles(MG_EV_HTTP_HDRS, MG_EV_READ, MG_EV_WRITE, MG_EV_CLOSE)
-        def on_busy(conn: Connection, ev: int, msg: Any) -> None:
-            cycle = conn.userdata
-            if ev == MG_EV_READ:
-                if cycle is not None:
-                    cycle.on_read()
-            elif ev == MG_EV_WRITE:
-                if cycle is not None:
-                    cycle.on_write()
-            else:
-                on_quiet(conn, ev, msg)
-
-        @handles(MG_EV_WS_MSG, MG_EV_WS_CTL, MG_EV_WRITE, MG_EV_CLOSE)
-        def on_ws(conn: Connection, ev: int, msg: Any) -> None:
-            cycle = conn.userdata
-            if cycle is None:
-                return
-            if ev == MG_EV_WS_MSG:
-                cycle.on_message(msg)
-            elif ev == MG_EV_WRITE:
-                cycle.on_write()
-            elif ev == MG_EV_WS_CTL:
-                cycle.on_control()
-            else:
-                cycle.gone()
-                if self._unix_conns:
-                    self._unix_conns.discard(conn.id)
+        server_state.quiet_handler = on_quiet
+        server_state.busy_handler = busy_handler(on_quiet)
+        server_state.websocket_handler = websocket_handler(self._unix_conns)
 
         tls_opts = tls
 
@@ -211,8 +153,6 @@ class ASGIServer:
         self._on_accept_unix = on_accept_unix
         self._on_quiet = on_quiet
         self._loop_side = on_quiet
-        self._on_busy = on_quiet.busy_handler = on_busy
-        self._on_ws = on_ws
 
     @property
     def manager(self) -> Manager:
@@ -224,6 +164,24 @@ class ASGIServer:
     def state(self) -> dict[str, Any]:
         """The lifespan state; each request's scope["state"] is a shallow copy of it."""
         return self._state
+
+    # _refresh_stock() and listen_socket() assign these two; the exchanges and the loop side
+    # read them from their own fields.
+    @property
+    def _stock(self) -> list[HeaderBlock | None]:
+        return self._server_state.default_headers
+
+    @_stock.setter
+    def _stock(self, blocks: list[HeaderBlock | None]) -> None:
+        self._server_state.default_headers = blocks
+
+    @property
+    def _unix_base(self) -> dict[str, Any]:
+        return self._loop_side.unix_base
+
+    @_unix_base.setter
+    def _unix_base(self, base: dict[str, Any]) -> None:
+        self._loop_side.unix_base = base
 
     # Lifecycle.
     async def start(self, url: str = "http://127.0.0.1:8000", **limits: Any) -> Connection:
@@ -242,14 +200,14 @@ class ASGIServer:
             if self._stopping:
                 raise RuntimeError("this ASGIServer was stopped")
             loop = asyncio.get_running_loop()
-            self._lifespan = _Lifespan(self, self._lifespan_mode)
+            self._lifespan = _Lifespan(self._app, self._state, self._lifespan_mode)
             await self._lifespan.startup()
             self._manager = Manager(None, enable_wakeup=True, error_handler=self._error_handler)
             self._manager.set_http_limits(**self.config.limits())  # start(**limits) overrides
             if self._access is not None:  # requests the core refused are logged too
                 self._manager.refusal_handler = self._access.log_refusal
             self._driver = LoopDriver(self._manager, loop)
-            self._driver_kick = self._driver.kick  # a no-op again once it is detached
+            self._server_state.kick = self._driver.kick  # a no-op again once it is detached
             self._loop = loop
             self._loop_side.loop = loop
             self._driver.attach()
@@ -399,99 +357,6 @@ class ASGIServer:
         # Checked and rendered once a second, copied into responses as they are.
         self._stock = [HeaderBlock(lst) if lst else None for lst in stock]
 
-    def _report(self, what: str, exc: BaseException) -> None:
-        if self._error_handler is not None:
-            try:
-                self._error_handler(exc)
-                return
-            except BaseException:
-                pass
-        report_exception(what, exc)
-
-    def _on_request(self, conn: Connection, msg: Any) -> None:
-        base = self._default_base
-        if len(self._bases) > 1:  # several listeners: the one this client came in on
-            local = conn.local_addr
-            if local is not None:
-                base = self._bases.get(local[1], base)
-        if self._extras:  # proxy headers, Unix-socket clients, max_requests
-            scope = self._prepare_scope(conn, msg, base)
-        else:
-            scope = msg.asgi_scope(base, conn, self._state)  # one pass in C (asgi_scope.pxi)
-        method = scope["method"]
-        if method == "GET" and msg.header("Upgrade", "").lower() == "websocket":
-            self._on_websocket(conn, msg, scope)
-            return
-        self._loop_side.start(conn, _HTTPCycle(self, conn, scope))
-
-    def _prepare_scope(self, conn: Connection, msg: Any,
-                       base: dict[str, Any]) -> dict[str, Any]:
-        """The scope of a request that needs more than the C pass: a Unix-socket client,
-        trusted proxy headers, a max_requests count."""
-        unix = bool(self._unix_conns) and conn.id in self._unix_conns
-        scope: dict[str, Any] = msg.asgi_scope(self._unix_base if unix else base, conn,
-                                               self._state)
-        if unix:
-            scope["client"] = _UNIX_CLIENT
-        if self._proxy is not None:
-            client = scope.get("client")
-            if unix:
-                self._apply_proxy(scope, None)
-            elif client:  # (a TCP peer without an address is never trusted)
-                self._apply_proxy(scope, client[0])
-        if self._requests_left > 0:
-            self._requests_left -= 1
-            if self._requests_left == 0:
-                self._max_requests_reached()
-        return scope
-
-    def _apply_proxy(self, scope: dict[str, Any], peer: str | None) -> None:
-        """Trusted proxy headers (proxy_headers.py) into the client, the scheme and the
-        host header, as uvicorn's --proxy-headers does."""
-        assert self._proxy is not None
-        if not self._proxy.is_trusted(peer):
-            return  # an untrusted peer's headers are ignored entirely (and not even read)
-        fields: dict[str, str] = {}
-        for name, value in scope["headers"]:
-            key = _PROXY_FIELDS.get(name)
-            if key is not None:
-                text = value.decode("latin-1")
-                fields[key] = f"{fields[key]}, {text}" if key in fields else text
-        if not fields:
-            return
-        fwd = self._proxy.resolve(peer, **fields)
-        if fwd.client_host is not None:
-            scope["client"] = (fwd.client_host, fwd.client_port or 0)
-        if fwd.scheme is not None:
-            scope["scheme"] = "https" if fwd.scheme in ("https", "wss") else "http"
-        if fwd.host is not None:
-            scope["headers"] = [pair for pair in scope["headers"] if pair[0] != b"host"] + \
-                [(b"host", fwd.host.encode("latin-1"))]
-
-    def _log_access(self, cycle: _HTTPCycle | _WSCycle) -> None:
-        access = self._access
-        assert access is not None
-        scope = cycle.scope
-        headers = scope["headers"]
-
-        def lookup(name: str) -> str | None:
-            key = name.encode("latin-1")
-            for pair in headers:
-                if pair[0] == key:
-                    return pair[1].decode("latin-1")  # type: ignore[no-any-return]
-            return None
-
-        client = scope.get("client")
-        method = scope.get("method", "GET")  # a WebSocket scope has none: its handshake's
-        try:
-            access.log(client[0] if client else "-", method, scope["path"],
-                       scope["query_string"].decode("latin-1"),
-                       "HTTP/" + scope["http_version"], cycle.status,
-                       0 if method == "HEAD" else cycle.sent,
-                       time.perf_counter() - cycle.started, lookup)
-        except Exception as exc:  # a broken handler or format must not break serving
-            report_exception("access log failed", exc)
-
     def _max_requests_reached(self) -> None:
         self._draining = True  # from now on every response closes its connection
         self._refresh_stock()
@@ -504,26 +369,6 @@ class ASGIServer:
         elif self._stop_task is None and not self._stopping and self._loop is not None:
             self._stop_task = self._loop.create_task(self.stop())
 
-    def _on_websocket(self, conn: Connection, msg: Any, scope: dict[str, Any]) -> None:
-        key = msg.header("Sec-WebSocket-Key")
-        version = msg.header("Sec-WebSocket-Version")
-        if not key or version != "13" or not conn.body_complete:
-            extra = [(b"sec-websocket-version", b"13")] if key and version != "13" else []
-            conn.http_respond(426 if extra else 400, _HEADERS_TEXT + extra,
-                              b"Invalid WebSocket handshake\n", more_headers=self._stock[3])
-            return
-        scope["type"] = "websocket"
-        scope["scheme"] = "wss" if scope["scheme"] == "https" else "ws"
-        offered = msg.header("Sec-WebSocket-Protocol")
-        scope["subprotocols"] = ([p.strip() for p in offered.split(",") if p.strip()]
-                                 if offered else [])
-        scope["extensions"] = _WS_EXTENSIONS
-        del scope["method"]
-        cycle = _WSCycle(self, conn, scope, key.encode("latin-1"))
-        if self._access is not None:
-            cycle.started = time.perf_counter()
-        conn.userdata = cycle
-        self._loop_side.spawn(cycle)
 
 
 def serve(app: AppRef, url: str = "http://127.0.0.1:8000", *, factory: bool | None = None,

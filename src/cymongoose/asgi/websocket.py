@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._mongoose import WEBSOCKET_OP_BINARY, WEBSOCKET_OP_TEXT, Connection
 from ..errors import ClientDisconnected
@@ -20,9 +20,7 @@ from .shared import (
     _stock_index,
     _Waiter,
 )
-
-if TYPE_CHECKING:
-    from .server import ASGIServer
+from .state import ServerState
 
 _WS_OP_CLOSE = 8
 # Incoming WebSocket messages the app has not received yet: past _WS_QUEUE_HIGH bytes the
@@ -35,16 +33,16 @@ _WS_CLOSING_GRACE_S = 5.0  # after our close frame, wait this long for the peer'
 class _WSCycle:
     """One WebSocket: the handshake waits for the app's accept (or its HTTP answer)."""
 
-    __slots__ = ("task", "server", "conn", "scope", "key", "state", "queue", "rx", "tx",
+    __slots__ = ("task", "server_state", "conn", "scope", "key", "state", "queue", "rx", "tx",
                  "disconnected", "close_timer", "status", "headers", "head_sent",
                  "queued", "paused", "sent", "started")
 
     _CONNECTING, _OPEN, _CLOSING, _RESPONDING, _DONE = range(5)
 
-    def __init__(self, server: ASGIServer, conn: Connection, scope: dict[str, Any],
+    def __init__(self, server_state: ServerState, conn: Connection, scope: dict[str, Any],
                  key: bytes) -> None:
         self.task: asyncio.Task[None] | None = None  # set by ASGILoop.spawn
-        self.server = server
+        self.server_state = server_state
         self.conn = conn
         self.scope = scope
         self.key = key
@@ -114,7 +112,7 @@ class _WSCycle:
         except RuntimeError:
             pass
         self._disconnect(code, reason)
-        self.server._driver_kick()
+        self.server_state.kick()
 
     # App side.
     async def receive(self) -> ASGIMessage:
@@ -160,14 +158,14 @@ class _WSCycle:
                 subprotocol = message.get("subprotocol")
                 if subprotocol is not None:
                     headers.append((b"sec-websocket-protocol", subprotocol.encode("latin-1")))
-                stock = self.server._stock[_stock_index(headers)]
+                stock = self.server_state.default_headers[_stock_index(headers)]
                 if stock:
                     headers.extend(stock)
                 self.conn.ws_accept(self.key, headers)
                 self.state = self._OPEN
                 self._answered(101, 0)
-                self.conn.set_handler(self.server._on_ws)
-                self.server._driver_kick()
+                self.conn.set_handler(self.server_state.websocket_handler)
+                self.server_state.kick()
             elif kind == "websocket.close":
                 if state == self._CONNECTING:
                     self._respond_403()
@@ -179,7 +177,7 @@ class _WSCycle:
                     self.state = self._CLOSING
                     self.close_timer = asyncio.get_running_loop().call_later(
                         _WS_CLOSING_GRACE_S, self._force_close)
-                    self.server._driver_kick()
+                    self.server_state.kick()
                 elif state == self._RESPONDING:
                     raise RuntimeError("websocket.close during a websocket.http.response")
             elif kind == "websocket.http.response.start":
@@ -199,7 +197,7 @@ class _WSCycle:
                 if type(body) is not bytes:
                     raise TypeError(f"response bodies are bytes, not {type(body).__name__}")
                 conn = self.conn
-                stock = self.server._stock[_stock_index(self.headers)]
+                stock = self.server_state.default_headers[_stock_index(self.headers)]
                 if not self.head_sent:
                     self.head_sent = True
                     conn.http_begin(self.status, self.headers, more_headers=stock)
@@ -210,7 +208,7 @@ class _WSCycle:
                     conn.http_end()
                     self.state = self._DONE
                     self._answered(self.status, self.sent)
-                self.server._driver_kick()
+                self.server_state.kick()
             else:
                 raise ValueError(f"unexpected ASGI message type {kind!r} for a WebSocket")
         except (ClientDisconnected, asyncio.CancelledError):
@@ -225,8 +223,7 @@ class _WSCycle:
             raise
 
     async def _flow(self) -> None:
-        server = self.server
-        server._driver_kick()
+        self.server_state.kick()
         conn = self.conn
         if conn.send_len > _SEND_HIGH:
             while self.state != self._DONE and conn.send_len > _SEND_LOW:
@@ -237,17 +234,17 @@ class _WSCycle:
     def _respond_403(self) -> None:
         self.state = self._DONE
         self.conn.http_respond(403, _HEADERS_TEXT, _RESPONSE_403,
-                               more_headers=self.server._stock[3])
+                               more_headers=self.server_state.default_headers[3])
         self._answered(403, len(_RESPONSE_403))
-        self.server._driver_kick()
+        self.server_state.kick()
         self._detach()
 
     def _answered(self, status: int, sent: int) -> None:
         """The handshake got its answer: one access-log line, as for an HTTP request."""
         self.status = status
         self.sent = sent
-        if self.server._access is not None:
-            self.server._log_access(self)
+        if self.server_state.access_log_on:
+            self.server_state.log_access(self)
 
     def _force_close(self) -> None:
         self.close_timer = None
@@ -255,18 +252,18 @@ class _WSCycle:
             self.conn.close()
         except RuntimeError:
             pass
-        self.server._driver_kick()
+        self.server_state.kick()
 
     def _detach(self) -> None:
         conn = self.conn
         if conn.userdata is self:
             conn.userdata = None
             if not conn.is_closing and not conn.is_websocket:
-                conn.set_handler(self.server._on_quiet)
+                conn.set_handler(self.server_state.quiet_handler)
 
     def _protocol_error(self, exc: BaseException) -> None:
-        self.server._report(f"WebSocket {self.scope['path']}: invalid message from the app",
-                            exc)
+        self.server_state.report(f"WebSocket {self.scope['path']}: invalid message from the "
+                                 f"app", exc)
         self.app_done(None, quiet=True, code=1011)
 
     def cancelled(self) -> None:
@@ -278,16 +275,16 @@ class _WSCycle:
         state = self.state
         if exc is not None and not isinstance(exc, ClientDisconnected):
             if not quiet:
-                self.server._report(f"WebSocket {self.scope['path']}: the app failed", exc)
+                self.server_state.report(f"WebSocket {self.scope['path']}: the app failed", exc)
             code = 1011
         try:
             if state == self._CONNECTING:
                 if exc is not None:
                     self.state = self._DONE
                     self.conn.http_respond(500, _HEADERS_500, _RESPONSE_500,
-                                           more_headers=self.server._stock[3])
+                                           more_headers=self.server_state.default_headers[3])
                     self._answered(500, len(_RESPONSE_500))
-                    self.server._driver_kick()
+                    self.server_state.kick()
                     self._detach()
                 else:
                     self._respond_403()
@@ -296,10 +293,10 @@ class _WSCycle:
                 self.state = self._CLOSING
                 self.close_timer = asyncio.get_running_loop().call_later(
                     _WS_CLOSING_GRACE_S, self._force_close)
-                self.server._driver_kick()
+                self.server_state.kick()
             elif state == self._RESPONDING:
                 self.state = self._DONE
                 self.conn.close()
-                self.server._driver_kick()
+                self.server_state.kick()
         except RuntimeError:  # the connection closed meanwhile
             pass

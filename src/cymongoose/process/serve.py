@@ -320,7 +320,7 @@ def _serve_asgi(config: Config, app: Any, sock: socket.socket,
             _exit_after_graceful_timeout(config, phases=2)  # the drain, then lifespan shutdown
             await asyncio.wait_for(server.stop(), timeout=config.graceful_timeout + 5)
 
-    from ..aio import new_event_loop  # cymongoose.asgi no longer re-exports it
+    from ..aio import new_event_loop  # uvloop's when installed
 
     loop = new_event_loop()
     try:
