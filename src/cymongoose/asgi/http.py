@@ -10,14 +10,13 @@ from typing import Any
 
 from .._mongoose import ASGIHTTPExchange, HeaderBlock, RequestBodyTooLarge
 from ..errors import ClientDisconnected
-from ..serving import error_log
+from ..serving.flow_control import SEND_HIGH, SEND_LOW
+from ..serving.reporting import RESPONSE_500, error_log
+from ..serving.request_body import body_refusal
 from ..typedefs import ASGIMessage
 from .shared import (
     _HEADERS_500,
     _RECEIVE_MAX,
-    _RESPONSE_500,
-    _SEND_HIGH,
-    _SEND_LOW,
     _has_header,
     _stock_index,
     _Waiter,
@@ -46,7 +45,7 @@ class _HTTPCycle(ASGIHTTPExchange):
             self.rx.wake()
 
     def on_write(self) -> None:
-        if self.tx is not None and self.conn.send_len < _SEND_LOW:
+        if self.tx is not None and self.conn.send_len < SEND_LOW:
             self.tx.wake()
 
     def _need_events(self) -> None:
@@ -101,15 +100,11 @@ class _HTTPCycle(ASGIHTTPExchange):
 
     def _body_refused(self) -> RequestBodyTooLarge | None:
         """The core's refusal of this request's body, once handled here; else None."""
-        try:
-            self.conn.body_read(0)
-        except RequestBodyTooLarge as exc:
+        refusal = body_refusal(self.conn)
+        if refusal is not None:
             self.closed = True
-            self._body_too_large(exc)
-            return exc
-        except (RuntimeError, OSError):  # closed, or broken framing: not a refusal
-            pass
-        return None
+            self._body_too_large(refusal)
+        return refusal
 
     def _body_too_large(self, exc: RequestBodyTooLarge) -> None:
         scope = self.scope
@@ -202,9 +197,9 @@ class _HTTPCycle(ASGIHTTPExchange):
             self._finish()
             return
         self.server_state.kick()
-        if conn.send_len > _SEND_HIGH:
+        if conn.send_len > SEND_HIGH:
             self._need_events()
-            while not self.closed and conn.send_len > _SEND_LOW:
+            while not self.closed and conn.send_len > SEND_LOW:
                 if self.tx is None:
                     self.tx = _Waiter()
                 await self.tx.wait()
@@ -249,8 +244,8 @@ class _HTTPCycle(ASGIHTTPExchange):
             else:
                 self.head_sent = True
                 self.status = 500
-                self.sent = len(_RESPONSE_500)
-                conn.http_respond(500, _HEADERS_500, _RESPONSE_500,
+                self.sent = len(RESPONSE_500)
+                conn.http_respond(500, _HEADERS_500, RESPONSE_500,
                                   more_headers=self.server_state.default_headers[3])
         except RuntimeError:  # closed under us
             pass

@@ -7,7 +7,7 @@ import asyncio
 from typing import Any
 
 from ..errors import LifespanFailure
-from ..serving import error_log, report_exception
+from ..serving.reporting import error_log, report_exception
 from ..typedefs import ASGIApp, ASGIMessage
 
 

@@ -19,26 +19,17 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .._mongoose import (
-    MG_EV_ACCEPT,
-    Connection,
-    HeaderBlock,
-    Manager,
-    TlsOpts,
-    handles,
-)
+from .._mongoose import Connection, Manager, TlsOpts
 from ..access_log import AccessLog
 from ..aio import LoopDriver, new_event_loop
 from ..config import Config, renamed
 from ..errors import LifespanFailure
 from ..proxy_headers import ProxyHeaders
-from ..serving import (
-    SERVER_NAME,
-    DateHeader,
-    adopt_listener,
-    load_app,
-    report_exception,
-)
+from ..serving.app_loading import load_app
+from ..serving.default_headers import DefaultHeaders
+from ..serving.drain import Drain
+from ..serving.listeners import Listeners
+from ..serving.reporting import report_exception
 from ..typedefs import AppRef, ASGIApp
 from .admission import Admission
 from .handlers import busy_handler, websocket_handler
@@ -47,11 +38,6 @@ from .state import ServerState
 from .websocket import _WS_OP_CLOSE, _WSCycle
 
 __all__ = ["ASGIServer", "serve"]
-
-# Stopping: listeners keep accepting this long (a client that connected just before the stop
-# may still wait in the accept queue), and an idle keep-alive connection is closed once it
-# has stayed idle this long (a request on its way is answered, not cut off).
-_IDLE_GRACE_S = 0.1
 
 _HTTP_EXTENSIONS: dict[str, Any] = {"http.response.pathsend": {}}
 _ASGI_HTTP = {"version": "3.0", "spec_version": "2.4"}  # shared by every scope
@@ -111,7 +97,6 @@ class ASGIServer:
         self._driver: LoopDriver | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lifespan: _Lifespan | None = None
-        self._listeners: list[Connection] = []
         # What the exchanges and WebSocket cycles get of the server (state.py), and the
         # handler of a connection waiting for a request head, which starts the app's tasks
         # (the C ASGILoop, asgi_exchange.pxi, and the Python paths of admission.py).
@@ -123,12 +108,12 @@ class ASGIServer:
         self._state = on_quiet.lifespan_state
         # Per listener port: the scope items every request through it shares.
         self._bases = on_quiet.bases
-        self._default_base: dict[str, Any] = on_quiet.base_default
         self._tasks: set[asyncio.Task[None]] = on_quiet.tasks
-        self._date = DateHeader()
+        # Date and Server for responses that leave them out: the exchanges read the blocks
+        # (updated in place) from their state.
+        self._default_headers = DefaultHeaders(lowercase=True)
+        server_state.default_headers = self._default_headers.blocks
         self._date_timer: asyncio.TimerHandle | None = None
-        self._draining = False
-        self._refresh_stock()
         self._stopping = False
         self._stop_task: asyncio.Task[None] | None = None
 
@@ -136,23 +121,11 @@ class ASGIServer:
         server_state.busy_handler = busy_handler(on_quiet)
         server_state.websocket_handler = websocket_handler(self._unix_conns)
 
-        tls_opts = tls
-
-        @handles(MG_EV_ACCEPT)
-        def on_accept_tls(conn: Connection, ev: int, msg: Any) -> None:
-            conn.set_handler(on_quiet)
-            assert tls_opts is not None
-            conn.tls_init(tls_opts)
-
-        @handles(MG_EV_ACCEPT)
-        def on_accept_unix(conn: Connection, ev: int, msg: Any) -> None:
-            conn.set_handler(on_quiet)
-            self._unix_conns.add(conn.id)
-
-        self._on_accept_tls = on_accept_tls
-        self._on_accept_unix = on_accept_unix
         self._on_quiet = on_quiet
         self._loop_side = on_quiet
+        # A Unix-socket client needs admit_request()'s steps: the scope gets its address.
+        self._listeners = Listeners("ASGIServer", tls, on_quiet, on_quiet, self._unix_conns,
+                                    on_address=self._add_base, on_unix=self._add_unix_base)
 
     @property
     def manager(self) -> Manager:
@@ -164,24 +137,6 @@ class ASGIServer:
     def state(self) -> dict[str, Any]:
         """The lifespan state; each request's scope["state"] is a shallow copy of it."""
         return self._state
-
-    # _refresh_stock() and listen_socket() assign these two; the exchanges and the loop side
-    # read them from their own fields.
-    @property
-    def _stock(self) -> list[HeaderBlock | None]:
-        return self._server_state.default_headers
-
-    @_stock.setter
-    def _stock(self, blocks: list[HeaderBlock | None]) -> None:
-        self._server_state.default_headers = blocks
-
-    @property
-    def _unix_base(self) -> dict[str, Any]:
-        return self._loop_side.unix_base
-
-    @_unix_base.setter
-    def _unix_base(self, base: dict[str, Any]) -> None:
-        self._loop_side.unix_base = base
 
     # Lifecycle.
     async def start(self, url: str = "http://127.0.0.1:8000", **limits: Any) -> Connection:
@@ -215,44 +170,25 @@ class ASGIServer:
 
     def listen(self, url: str = "http://127.0.0.1:8000", **limits: Any) -> Connection:
         """Another listener on the running server (same app, same loop)."""
-        manager = self.manager
-        tls = url.startswith(("https:", "wss:"))
-        if tls and self._tls is None:
-            raise ValueError("an https:// listener needs ASGIServer(..., tls=TlsOpts(cert=..., "
-                             "key=...))")
-        conn = manager.listen(url, self._on_accept_tls if tls else self._on_quiet,
-                              stream_body=True, **limits)
-        local = conn.local_addr
-        assert local is not None
-        self._add_base(local[0], int(local[1]), "https" if tls else "http")
-        self._listeners.append(conn)
-        return conn
+        return self._listeners.listen(self.manager, url, **limits)
 
     def listen_socket(self, sock: Any, *, tls: bool = False, **limits: Any) -> Connection:
         """Serve on a listening TCP or Unix socket (or its descriptor) opened elsewhere:
         bound in Python, shared by worker processes, handed over by systemd. The caller keeps
         and closes `sock`. `tls=True` serves HTTPS with the server's `tls` options. Clients
         of a Unix socket are ("127.0.0.1", 0) in the scope and trusted for proxy headers."""
-        manager = self.manager
-        if tls and self._tls is None:
-            raise ValueError("tls=True needs ASGIServer(..., tls=TlsOpts(cert=..., key=...))")
-        conn, unix, name = adopt_listener(
-            manager, sock, tls=tls, on_unix=self._on_accept_unix, on_tls=self._on_accept_tls,
-            on_plain=self._on_quiet, **limits)
-        if unix:
-            self._unix_base = _scope_base("http", (name if isinstance(name, str) else "",
-                                                   None), self._root_path)
-            self._extras = self._loop_side.python_admission = True
-        else:
-            self._add_base(name[0], int(name[1]), "https" if tls else "http")
-        self._listeners.append(conn)
-        return conn
+        return self._listeners.adopt(self.manager, sock, tls, **limits)
+
+    def _add_unix_base(self, name: Any) -> None:
+        self._loop_side.unix_base = _scope_base(
+            "http", (name if isinstance(name, str) else "", None), self._root_path)
+        self._loop_side.python_admission = True
 
     def _add_base(self, host: str, port: int, scheme: str) -> None:
         base = _scope_base(scheme, (host, port), self._root_path)
         self._bases[port] = base
         if len(self._bases) == 1:
-            self._default_base = self._loop_side.base_default = base
+            self._loop_side.base_default = base
 
     async def stop(self) -> None:
         """Drain (see _drain: keep accepting briefly, answer with `Connection: close`, close
@@ -266,8 +202,7 @@ class ASGIServer:
         if self._stopping and self._manager is None:
             return
         self._stopping = True
-        self._draining = True
-        self._refresh_stock()
+        self._default_headers.close_connections()
         manager, driver = self._manager, self._driver
         if manager is not None and driver is not None:
             for conn in manager.connections:
@@ -301,65 +236,24 @@ class ASGIServer:
 
     async def _drain(self, manager: Manager, driver: LoopDriver) -> None:
         """Finish the requests in flight and close idle keep-alive connections, for at most
-        shutdown_timeout seconds; the listeners keep accepting for _IDLE_GRACE_S first."""
+        graceful_timeout seconds (serving/drain.py has the rules)."""
         loop = asyncio.get_running_loop()
-        now = loop.time()
-        deadline = now + self._shutdown_timeout
-        accept_until = now + min(_IDLE_GRACE_S, self._shutdown_timeout)
-        idle_since: dict[int, float] = {}
+        drain = Drain(manager, self._listeners.connections, self._shutdown_timeout,
+                      loop.time(), on_close=driver.kick)
         while True:
-            busy = bool(self._tasks)
-            if self._listeners:
-                if now >= accept_until:
-                    for listener in self._listeners:
-                        try:
-                            listener.close()
-                        except RuntimeError:
-                            pass
-                    self._listeners.clear()
-                    driver.kick()
-                else:
-                    busy = True
-            conns = [c for c in manager.connections if not c.is_listening]
-            for c in conns:
-                if c.userdata is None and not c.send_len and not c.recv_len:
-                    if (not c.is_closing
-                            and now - idle_since.setdefault(c.id, now) >= _IDLE_GRACE_S):
-                        c.close()
-                        driver.kick()
-                elif not c.is_closing:
-                    busy = True
-                    idle_since.pop(c.id, None)
-                elif c.send_len:
-                    busy = True  # an answer still on its way out
-            if (not busy and all(c.is_closing for c in conns)) or now >= deadline:
+            now = loop.time()
+            if drain.step(now, bool(self._tasks)) or drain.expired(now):
                 return
             await asyncio.sleep(0.01)
-            now = loop.time()
 
     # Loop side.
     def _tick_date(self) -> None:
-        self._refresh_stock()
+        self._default_headers.refresh()
         if self._driver is not None:
             self._date_timer = asyncio.get_running_loop().call_later(1.0, self._tick_date)
 
-    def _refresh_stock(self) -> None:
-        """The Date (index & 1) and Server (index & 2) fields an app left out, as lists
-        indexed by `_stock_index()`, so no response formats a date."""
-        date = self._date.get()
-        stock: list[list[tuple[bytes, bytes]]] = [
-            [], [(b"date", date)], [(b"server", SERVER_NAME)],
-            [(b"date", date), (b"server", SERVER_NAME)]]
-        if self._draining:
-            # Stopping: every response closes its connection, so a client that keeps its
-            # connection busy moves on to another worker instead of holding this one.
-            stock = [[*lst, (b"connection", b"close")] for lst in stock]
-        # Checked and rendered once a second, copied into responses as they are.
-        self._stock = [HeaderBlock(lst) if lst else None for lst in stock]
-
     def _max_requests_reached(self) -> None:
-        self._draining = True  # from now on every response closes its connection
-        self._refresh_stock()
+        self._default_headers.close_connections()
         callback = self.on_max_requests
         if callback is not None:
             try:
@@ -368,8 +262,6 @@ class ASGIServer:
                 report_exception("on_max_requests failed", exc)
         elif self._stop_task is None and not self._stopping and self._loop is not None:
             self._stop_task = self._loop.create_task(self.stop())
-
-
 
 def serve(app: AppRef, url: str = "http://127.0.0.1:8000", *, factory: bool | None = None,
           root_path: str | None = None, lifespan: str | None = None,

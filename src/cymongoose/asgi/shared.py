@@ -1,20 +1,14 @@
-"""What the ASGI server's HTTP and WebSocket cycles share: flow-control thresholds, the
-server's own answers, the header checks of a response start, the client-gone error and the
-waiter their coroutines park on."""
+"""What the ASGI server's HTTP and WebSocket cycles share: the server's own answers, the
+header checks of a response start and the waiter their coroutines park on."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-# A streamed response: send() waits while this much is queued towards a slow client, until
-# the client has read it below _SEND_LOW.
-_SEND_HIGH = 1 << 20
-_SEND_LOW = 256 << 10
 # Most body bytes one http.request message carries.
 _RECEIVE_MAX = 1 << 20
 
-_RESPONSE_500 = b"Internal Server Error\n"
 _HEADERS_500 = [(b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close")]
 _RESPONSE_403 = b"Forbidden\n"
 _HEADERS_TEXT = [(b"content-type", b"text/plain; charset=utf-8")]

@@ -12,7 +12,7 @@ from typing import Any
 
 from .._mongoose import ASGIServerState
 from ..access_log import AccessLog
-from ..serving import report_exception
+from ..serving.reporting import report_app_error, report_exception
 
 
 def _not_started() -> None:
@@ -36,13 +36,7 @@ class ServerState(ASGIServerState):
 
     def report(self, what: str, exc: BaseException) -> None:
         """An app's failure: to the server's error_handler, else to the error log."""
-        if self._error_handler is not None:
-            try:
-                self._error_handler(exc)
-                return
-            except BaseException:
-                pass
-        report_exception(what, exc)
+        report_app_error(self._error_handler, what, exc)
 
     def log_access(self, cycle: Any) -> None:
         access = self._access

@@ -9,14 +9,13 @@ from typing import Any
 
 from .._mongoose import WEBSOCKET_OP_BINARY, WEBSOCKET_OP_TEXT, Connection
 from ..errors import ClientDisconnected
+from ..serving.flow_control import SEND_HIGH, SEND_LOW
+from ..serving.reporting import RESPONSE_500
 from ..typedefs import ASGIMessage
 from .shared import (
     _HEADERS_500,
     _HEADERS_TEXT,
     _RESPONSE_403,
-    _RESPONSE_500,
-    _SEND_HIGH,
-    _SEND_LOW,
     _stock_index,
     _Waiter,
 )
@@ -88,7 +87,7 @@ class _WSCycle:
             self._disconnect(code, self.conn.ws_close_reason or "")
 
     def on_write(self) -> None:
-        if self.conn.send_len < _SEND_LOW:
+        if self.conn.send_len < SEND_LOW:
             self.tx.wake()
 
     def gone(self) -> None:
@@ -225,8 +224,8 @@ class _WSCycle:
     async def _flow(self) -> None:
         self.server_state.kick()
         conn = self.conn
-        if conn.send_len > _SEND_HIGH:
-            while self.state != self._DONE and conn.send_len > _SEND_LOW:
+        if conn.send_len > SEND_HIGH:
+            while self.state != self._DONE and conn.send_len > SEND_LOW:
                 await self.tx.wait()
             if self.state == self._DONE:
                 raise ClientDisconnected("the WebSocket is closed")
@@ -281,9 +280,9 @@ class _WSCycle:
             if state == self._CONNECTING:
                 if exc is not None:
                     self.state = self._DONE
-                    self.conn.http_respond(500, _HEADERS_500, _RESPONSE_500,
+                    self.conn.http_respond(500, _HEADERS_500, RESPONSE_500,
                                            more_headers=self.server_state.default_headers[3])
-                    self._answered(500, len(_RESPONSE_500))
+                    self._answered(500, len(RESPONSE_500))
                     self.server_state.kick()
                     self._detach()
                 else:
