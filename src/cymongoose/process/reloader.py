@@ -14,7 +14,7 @@ import threading
 from ..config import Config
 from ..errors import ConfigError
 from ..log_config import configure_logging
-from .serve import close_listener, open_listener
+from .listening_socket import close_listener, open_listener
 
 __all__ = ["run_reloader"]
 

@@ -10,17 +10,13 @@ and drains: start its replacement now).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
-import errno
 import importlib
-import inspect
 import logging
 import os
 import random
 import signal
 import socket
-import stat
 import sys
 import threading
 from typing import Any
@@ -28,121 +24,14 @@ from typing import Any
 from ..config import Config
 from ..errors import AppLoadError, ConfigError
 from ..log_config import configure_logging, keep_server_loggers
-from ..serving import load_app
+from ..serving.app_loading import load_app
+from .interface import detect_interface
+from .listening_socket import close_listener, listener_url, open_listener
+from .status_pipe import StatusPipe
 
-__all__ = ["close_listener", "detect_interface", "open_listener", "serve_process"]
+__all__ = ["serve_process"]
 
 log = logging.getLogger("cymongoose.error")
-
-
-class StatusPipe:
-    """The worker's line to its supervisor (nothing when this process serves alone)."""
-
-    def __init__(self, fd: int | None) -> None:
-        self._fd = fd
-
-    def send(self, line: str) -> None:
-        if self._fd is None:
-            return
-        data = (line.replace("\n", " ") + "\n").encode("utf-8", "replace")
-        with contextlib.suppress(OSError):  # the supervisor is gone: nothing to tell
-            os.write(self._fd, data[:4000])  # < PIPE_BUF: one atomic write
-
-
-def detect_interface(app: Any) -> str:
-    """"asgi" for an async callable, "raw" for a plain callable of three positional
-    parameters (conn, ev, data), "wsgi" for two (environ, start_response)."""
-    call = getattr(app, "__call__", None)  # noqa: B004 - instances: their __call__
-    if inspect.iscoroutinefunction(app) or inspect.iscoroutinefunction(call):
-        return "asgi"
-    try:
-        sig = inspect.signature(app)
-    except (TypeError, ValueError):
-        return "wsgi"
-    kinds = [p.kind for p in sig.parameters.values()]
-    positional = sum(k in (inspect.Parameter.POSITIONAL_ONLY,
-                           inspect.Parameter.POSITIONAL_OR_KEYWORD) for k in kinds)
-    if positional == 3:
-        return "raw"
-    if positional == 2 or inspect.Parameter.VAR_POSITIONAL in kinds:
-        return "wsgi"
-    raise ConfigError(f"cannot tell how to call {app!r}: a WSGI app takes (environ, "
-                   "start_response), an ASGI app is async (scope, receive, send), a raw "
-                   "handler takes (conn, ev, data); pass --interface")
-
-
-def open_listener(config: Config) -> socket.socket:
-    """The listening socket the options name: inherited (--fd), a Unix socket (--uds) or
-    TCP (--host/--port), bound here so a port in use is reported before any app loads."""
-    if config.fd is not None:
-        try:
-            sock = socket.socket(fileno=config.fd)
-        except OSError as exc:
-            raise ConfigError(f"--fd {config.fd}: not a socket ({exc.strerror})") from None
-        if not sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
-            sock.detach()
-            raise ConfigError(f"--fd {config.fd}: the socket is not listening")
-        return sock
-    if config.uds:
-        return _unix_listener(config.uds)
-    family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((config.host.strip("[]"), config.port))
-        sock.listen(1024)
-    except OSError as exc:
-        sock.close()
-        hint = "; is the port in use?" if exc.errno == errno.EADDRINUSE else ""
-        raise ConfigError(f"cannot listen on {config.host}:{config.port} ({exc.strerror})"
-                          f"{hint}") from None
-    return sock
-
-
-def close_listener(config: Config, sock: socket.socket) -> None:
-    """Close the socket; the process that created a Unix socket file removes it too."""
-    unix = sock.family == socket.AF_UNIX
-    sock.close()
-    if unix and config.uds and config.worker_socket is None:
-        with contextlib.suppress(OSError):
-            os.unlink(config.uds)
-
-
-def _unix_listener(path: str) -> socket.socket:
-    if os.path.exists(path):
-        if not stat.S_ISSOCK(os.stat(path).st_mode):
-            raise ConfigError(f"--uds {path}: the path exists and is not a socket")
-        probe = socket.socket(socket.AF_UNIX)
-        try:
-            probe.connect(path)
-        except ConnectionRefusedError:
-            os.unlink(path)  # a stale socket file from a server that is gone
-        except OSError as exc:
-            raise ConfigError(f"--uds {path}: {exc.strerror}") from None
-        else:
-            raise ConfigError(f"--uds {path}: another server is listening there")
-        finally:
-            probe.close()
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.bind(path)
-        os.chmod(path, 0o666)  # the proxy in front usually runs as another user
-        sock.listen(1024)
-    except OSError as exc:
-        sock.close()
-        raise ConfigError(f"cannot listen on {path} ({exc.strerror})") from None
-    return sock
-
-
-def _url(config: Config, sock: socket.socket | None) -> str:
-    scheme = "https" if config.ssl_certfile else "http"
-    if sock is not None and sock.family == socket.AF_UNIX:
-        return f"unix:{sock.getsockname()}"
-    if sock is not None:
-        host, port = sock.getsockname()[:2]
-    else:
-        host, port = config.host, config.port
-    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
 
 
 def serve_process(config: Config) -> int:
@@ -181,7 +70,7 @@ def serve_process(config: Config) -> int:
 
 
 def _fail(status: StatusPipe, exc: ConfigError) -> int:
-    if status._fd is not None:
+    if status.connected:
         status.send(f"error {exc}")  # the supervisor prints it, once
     else:
         print(f"cymongoose: {exc}", file=sys.stderr, flush=True)
@@ -234,11 +123,11 @@ def _serve_wsgi(config: Config, app: Any, sock: socket.socket,
         server.listen_socket(sock, tls=config.ssl_certfile is not None)
     except (ValueError, TypeError, RuntimeError, OSError) as exc:
         server.close()
-        raise ConfigError(f"cannot serve on {_url(config, sock)}: {exc}") from None
+        raise ConfigError(f"cannot serve on {listener_url(config, sock)}: {exc}") from None
 
     def ready() -> None:
         log.info("serving %s (WSGI, %d app threads) on %s", config.app, config.threads,
-                 _url(config, sock))
+                 listener_url(config, sock))
         status.send("ready")
 
     server.on_max_requests = lambda: status.send("recycle")
@@ -256,7 +145,7 @@ def _serve_raw(config: Config, app: Any, sock: socket.socket,
 
     if config.static or config.access_log or config.proxy_headers:
         raise ConfigError("--static, --access-log and --proxy-headers need a WSGI or ASGI app; "
-                       "a raw handler answers requests itself")
+                          "a raw handler answers requests itself")
     tls = config.new_tls()
     handler = app
     if tls is not None:
@@ -269,8 +158,8 @@ def _serve_raw(config: Config, app: Any, sock: socket.socket,
         listen_fd(manager, sock, handler, http=True, tls=tls is not None, **config.limits())
     except (ValueError, TypeError, RuntimeError, OSError) as exc:
         manager.close()
-        raise ConfigError(f"cannot serve on {_url(config, sock)}: {exc}") from None
-    log.info("serving %s (raw handler) on %s", config.app, _url(config, sock))
+        raise ConfigError(f"cannot serve on {listener_url(config, sock)}: {exc}") from None
+    log.info("serving %s (raw handler) on %s", config.app, listener_url(config, sock))
     status.send("ready")
     manager.run()
     close_listener(config, sock)
@@ -293,7 +182,7 @@ def _serve_asgi(config: Config, app: Any, sock: socket.socket,
         server = asgi.ASGIServer(app, factory=False, config=_this_worker(config))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    url = _url(config, sock)
+    url = listener_url(config, sock)
 
     async def run() -> None:
         stop = asyncio.Event()

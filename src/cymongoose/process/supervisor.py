@@ -32,7 +32,7 @@ import time
 from ..config import Config
 from ..errors import ConfigError
 from ..log_config import configure_logging
-from .serve import close_listener, open_listener
+from .listening_socket import close_listener, open_listener
 
 __all__ = ["Supervisor"]
 
@@ -150,7 +150,7 @@ class Supervisor:
             for w in self.workers:
                 if not w.ready and now - w.started > _READY_TIMEOUT_S:
                     raise ConfigError(f"worker {w.proc.pid} was not ready after "
-                                   f"{_READY_TIMEOUT_S:.0f} s")
+                                      f"{_READY_TIMEOUT_S:.0f} s")
 
     def _on_signal(self, signum: int) -> None:
         if signum in (signal.SIGTERM, signal.SIGINT):
@@ -229,7 +229,7 @@ class Supervisor:
                 if w.error or code >= 0 or self.early_kills >= _MAX_EARLY_KILLS:
                     self._kill_all()
                     raise ConfigError(w.error or f"worker {w.proc.pid} exited with {how} "
-                                              "before it was ready")
+                                      "before it was ready")
             if time.monotonic() - w.started > _STABLE_S:
                 self.crashes = 0
             delay = 0.0 if self.crashes == 0 else min(_MAX_BACKOFF_S,
