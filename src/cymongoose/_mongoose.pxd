@@ -218,6 +218,74 @@ cdef class TlsOpts:
     cdef void *_ctx_client
 
 
+# The WSGI server's per-request work in C (wsgi_exchange.pxi); cymongoose.wsgi subclasses both
+# classes in Python. The contract between the two sides: the C code calls up into Python only
+# through the cpdef hooks declared below, which the base implements by raising
+# NotImplementedError and the subclass overrides (picows' WSListener pattern). Every other
+# object field is data the C code reads, stores or passes on, never an object it calls
+# methods of; a renamed hook is a build or stubtest error, not a failed request.
+cdef class WSGIExchange:
+    # One request and its response, shared by the loop and the thread running the app.
+    cdef public object state  # the server's shared state (wsgi/state.py), for the subclass
+    cdef public Connection conn
+    cdef public dict environ
+    cdef public object input  # the streaming wsgi.input, or None
+    cdef public object status  # (code, reason or None) once start_response() was called
+    cdef public object headers  # the app's header list, as given
+    cdef public long long declared  # the app's Content-Length, or -1
+    cdef public long long sent  # body bytes the app produced so far
+    cdef public bint head_sent  # the head left the app's hands: no 500 possible any more
+    cdef public bint head_queued
+    cdef public bint closed  # the client is gone
+    cdef public long long queued  # body bytes posted to the loop, not yet written out
+    cdef public long long backlog  # the connection's send buffer, as the loop saw it last
+    cdef public object cond  # made when a streamed response has to wait for the client
+    cdef public bint waiting
+    cdef public bint is_head
+    cdef public bint finished
+    cdef public int stock  # Date (1) and Server (2) still to add to the app's headers
+    cdef public bint busy  # the connection has the server's handler for READ/WRITE events
+    cdef public double started  # perf_counter() at the head, when the access log is on
+
+    # Hooks. App side: write() sends each piece of the body through stream(). Loop side:
+    # WSGILoop admits a request whose body is still arriving with feed_input(), and tells
+    # the exchange its client left (MG_EV_CLOSE) with gone().
+    cpdef stream(self, data)
+    cpdef feed_input(self)
+    cpdef gone(self)
+
+
+cdef class WSGILoop:
+    # The handler of a connection waiting for a request head, the owner's batch of apps and
+    # the writing of the whole responses they queued.
+    cdef public object state  # handed to each new exchange
+    cdef public object exchange_type  # the server's WSGIExchange subclass
+    cdef public object stream_input_type  # wsgi.input for a body still arriving
+    cdef public object no_body  # wsgi.input for a request without one
+    cdef public object busy_handler  # the handler that also takes READ/WRITE events
+    cdef public object pending  # deque of exchanges for the app threads
+    cdef public set live
+    cdef public dict bases  # listener port -> environ base
+    cdef public dict base_default
+    cdef public str root_path
+    cdef public object outbox  # deque of (exchange, op, arg) for the loop to write
+    cdef public object quiet_handler  # this, or the server's Python admission
+    cdef public bint access_log_on  # drain() calls log_access() once per response
+
+    cdef _admit(self, Connection conn, HttpMessage msg)
+
+    # Hooks. Loop side, from drain(): write_step() writes a queued response step that is not
+    # a whole response, protocol_error() handles a response the core refused, log_access()
+    # logs a finished one. App side, from run_batch(): finish_app() sends what an app
+    # returned when it is not the one-item list handled here, app_failed() answers an app
+    # that raised.
+    cpdef write_step(self, WSGIExchange ex, int op, arg)
+    cpdef protocol_error(self, WSGIExchange ex, BaseException exc)
+    cpdef log_access(self, WSGIExchange ex)
+    cpdef finish_app(self, WSGIExchange ex, result)
+    cpdef app_failed(self, WSGIExchange ex, BaseException exc)
+
+
 cdef class RpcReq:
     cdef mg.mg_rpc_req *_req
     cdef bint _answered

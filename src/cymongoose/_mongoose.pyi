@@ -851,10 +851,11 @@ class HeaderBlock:
 @disjoint_base
 class WSGIExchange:
     """State of one WSGI request and response, for `cymongoose.wsgi` (not a user API).
-    Calling it is PEP 3333's `start_response`; `write()` sends through `stream()`, which
-    the server's subclass implements."""
+    Calling it is PEP 3333's `start_response`; `write()` sends through `stream()`. The
+    hooks `stream()`, `feed_input()` and `gone()` raise `NotImplementedError` here: the
+    server's subclass implements them, and the C side calls up only through them."""
 
-    server: Any
+    state: Any
     conn: Connection
     environ: dict[str, Any]
     input: Any
@@ -873,14 +874,17 @@ class WSGIExchange:
     finished: bool
     stock: int
     busy: bool
+    started: float
     def __init__(
-        self, server: Any, conn: Connection, environ: dict[str, Any], is_head: bool
+        self, state: Any, conn: Connection, environ: dict[str, Any], is_head: bool
     ) -> None: ...
     def __call__(
         self, status: str, headers: list[tuple[str, str]], exc_info: Any = None
     ) -> Callable[[bytes], None]: ...
     def write(self, data: bytes) -> None: ...
     def stream(self, data: bytes) -> None: ...
+    def feed_input(self) -> None: ...
+    def gone(self) -> None: ...
 
 @disjoint_base
 class ASGIServerState:
@@ -960,10 +964,14 @@ def wsgi_environ_base(items: dict[str, Any]) -> dict[str, Any]:
 @disjoint_base
 class WSGILoop:
     """The WSGI server's per-request work on the loop thread, for `cymongoose.wsgi` (not a
-    user API): the handler of a connection waiting for a request head, and drain()."""
+    user API): the handler of a connection waiting for a request head, run_batch() and
+    drain(). The hooks `write_step()`, `protocol_error()`, `log_access()`, `finish_app()`
+    and `app_failed()` raise `NotImplementedError` here: the server's subclass implements
+    them, and the C side calls up only through them. They take the server's exchanges,
+    subclasses of `WSGIExchange`, hence `Any`."""
 
     cymongoose_events: frozenset[int]
-    server: Any
+    state: Any
     exchange_type: Any
     stream_input_type: Any
     no_body: Any
@@ -975,8 +983,13 @@ class WSGILoop:
     root_path: str
     outbox: Any
     quiet_handler: Any
-    log_access: bool
+    access_log_on: bool
     def __call__(self, conn: Connection, ev: int, msg: Any) -> None: ...
     def run_batch(self, turns: Any, me: Any, app: Any, slots: Any) -> None: ...
     def drain(self, outbox: Any, stock: list[Any]) -> None: ...
+    def write_step(self, ex: Any, op: int, arg: Any) -> None: ...
+    def protocol_error(self, ex: Any, exc: BaseException) -> None: ...
+    def log_access(self, ex: Any) -> None: ...
+    def finish_app(self, ex: Any, result: Any) -> None: ...
+    def app_failed(self, ex: Any, exc: BaseException) -> None: ...
 

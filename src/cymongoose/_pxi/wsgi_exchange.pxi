@@ -28,31 +28,12 @@ cdef object _wsgi_parse_status(object status):
 
 cdef class WSGIExchange:
     """One request and its response, shared by the loop and the thread running the app.
-    Calling it is the app's start_response(); see cymongoose.wsgi."""
+    Calling it is the app's start_response(); see cymongoose.wsgi. Fields and hooks are
+    declared in _mongoose.pxd."""
 
-    cdef public object server
-    cdef public Connection conn
-    cdef public dict environ
-    cdef public object input  # the streaming wsgi.input, or None
-    cdef public object status  # (code, reason or None) once start_response() was called
-    cdef public object headers  # the app's header list, as given
-    cdef public long long declared  # the app's Content-Length, or -1
-    cdef public long long sent  # body bytes the app produced so far
-    cdef public bint head_sent  # the head left the app's hands: no 500 possible any more
-    cdef public bint head_queued
-    cdef public bint closed  # the client is gone
-    cdef public long long queued  # body bytes posted to the loop, not yet written out
-    cdef public long long backlog  # the connection's send buffer, as the loop saw it last
-    cdef public object cond  # made when a streamed response has to wait for the client
-    cdef public bint waiting
-    cdef public bint is_head
-    cdef public bint finished
-    cdef public int stock  # Date (1) and Server (2) still to add to the app's headers
-    cdef public bint busy  # the connection has the server's handler for READ/WRITE events
-
-    def __cinit__(self, server, Connection conn, dict environ, bint is_head, *args,
+    def __cinit__(self, state, Connection conn, dict environ, bint is_head, *args,
                   **kwargs):
-        self.server = server
+        self.state = state
         self.conn = conn
         self.environ = environ
         self.is_head = is_head
@@ -118,15 +99,21 @@ cdef class WSGIExchange:
             raise AssertionError("write() called before start_response()")
         self.stream(data)
 
-    def stream(self, data):
+    cpdef stream(self, data):
         raise NotImplementedError("the server's subclass sends the body")
+
+    cpdef feed_input(self):
+        raise NotImplementedError("the server's subclass feeds wsgi.input")
+
+    cpdef gone(self):
+        raise NotImplementedError("the server's subclass ends the exchange")
 
 
 import io as _io
 from time import perf_counter as _perf_counter
 
 
-# The outbox operations of cymongoose.wsgi_threads (the same numbers there).
+# The outbox operations of cymongoose.wsgi.state (the same numbers there).
 DEF _WSGI_OP_WHOLE = 0
 DEF _WSGI_OP_FILE = 3
 
@@ -139,23 +126,9 @@ cdef class WSGILoop:
     exchange and queues it for the app threads; MG_EV_CLOSE tells the exchange its client
     left), run_batch() runs the queued apps inline on the loop's owner, and drain() writes
     the responses the apps queued. cymongoose.wsgi fills in the fields and keeps the rarer
-    paths."""
+    paths by overriding the hooks (see _mongoose.pxd)."""
 
     cymongoose_events = frozenset((MG_EV_HTTP_HDRS, MG_EV_CLOSE))  # @handles() equivalent
-
-    cdef public object server
-    cdef public object exchange_type  # the server's WSGIExchange subclass
-    cdef public object stream_input_type  # wsgi.input for a body still arriving
-    cdef public object no_body  # wsgi.input for a request without one
-    cdef public object busy_handler  # the handler that also takes READ/WRITE events
-    cdef public object pending  # deque of exchanges for the app threads
-    cdef public set live
-    cdef public dict bases  # listener port -> environ base
-    cdef public dict base_default
-    cdef public str root_path
-    cdef public object outbox  # deque of (exchange, op, arg) for the loop to write
-    cdef public object quiet_handler  # this, or the server's Python admission
-    cdef public bint log_access  # drain() calls the server's _log_access() per response
 
     def __call__(self, Connection conn, int ev, msg):
         if ev == mg.MG_EV_HTTP_HDRS:
@@ -164,7 +137,7 @@ cdef class WSGILoop:
         ex = conn.userdata
         if ex is not None:
             self.live.discard(ex)
-            ex.gone()
+            (<WSGIExchange?>ex).gone()
 
     cdef _admit(self, Connection conn, HttpMessage msg):
         cdef dict base = self.base_default
@@ -173,9 +146,9 @@ cdef class WSGILoop:
             if local is not None:
                 base = self.bases.get(local[1], base)
         cdef dict environ = _wsgi_environ(msg, base, conn, self.root_path)
-        cdef WSGIExchange ex = self.exchange_type(self.server, conn, environ,
+        cdef WSGIExchange ex = self.exchange_type(self.state, conn, environ,
                                                   environ["REQUEST_METHOD"] == "HEAD")
-        if self.log_access:
+        if self.access_log_on:
             ex.started = _perf_counter()  # the access log's duration starts at the head
         if conn.body_complete:
             environ["wsgi.input"] = (_io.BytesIO(conn.body_read()) if conn.body_pending
@@ -191,12 +164,12 @@ cdef class WSGILoop:
         self.pending.append(ex)
 
     def drain(self, outbox, list stock):
-        """Write the queued response steps: whole responses here, the rest through the
-        server's _apply(); a response the core refuses goes to _protocol_error()."""
+        """Write the queued response steps: whole responses here, the rest through
+        write_step(); a response the core refuses goes to protocol_error(). `stock` is the
+        server's current Date/Server header blocks, indexed by WSGIExchange.stock."""
         cdef WSGIExchange ex
         cdef Connection conn
         cdef int op
-        server = self.server
         while outbox:
             ex, op, arg = outbox.popleft()
             if ex.closed or ex.finished:
@@ -206,17 +179,17 @@ cdef class WSGILoop:
             conn = ex.conn
             try:
                 if op != _WSGI_OP_WHOLE:
-                    server._apply(ex, op, arg)
+                    self.write_step(ex, op, arg)
                     continue
                 status = ex.status
                 _http_respond(conn, status[0], ex.headers, arg, status[1], stock[ex.stock])
             except Exception as exc:
-                server._protocol_error(ex, exc)
+                self.protocol_error(ex, exc)
                 continue
             ex.finished = True
             self.live.discard(ex)
-            if self.log_access:
-                server._log_access(ex)
+            if self.access_log_on:
+                self.log_access(ex)
             if conn.userdata is ex:
                 conn.userdata = None
                 if ex.busy and not conn.is_closing:
@@ -224,12 +197,12 @@ cdef class WSGILoop:
 
     def run_batch(self, turns, me, app, slots):
         """The loop's owner `me` runs the queued apps one after another while it owns the
-        loop and an app slot is free (see cymongoose.wsgi_threads._LoopTurns.run_pending). The
-        common answer, start_response() and a one-item list, is queued whole here."""
+        loop and an app slot is free (see cymongoose.wsgi.turns, _LoopTurns.run_pending). The
+        common answer, start_response() and a one-item list, is queued whole here; any other
+        result goes to finish_app(), an app that raised to app_failed()."""
         cdef WSGIExchange ex
         pending = self.pending
         outbox = self.outbox
-        server = self.server
         while pending and turns.owner is me:
             try:
                 slots.pop()
@@ -250,9 +223,24 @@ cdef class WSGILoop:
                     ex.head_sent = ex.head_queued = True
                     outbox.append((ex, _WSGI_OP_WHOLE, body))
                 else:
-                    server._finish_app(ex, result)
+                    self.finish_app(ex, result)
             except BaseException as exc:
-                server._app_failed(ex, exc)
+                self.app_failed(ex, exc)
             finally:
                 turns.current = None
                 slots.append(None)
+
+    cpdef write_step(self, WSGIExchange ex, int op, arg):
+        raise NotImplementedError("the server's subclass writes streamed responses")
+
+    cpdef protocol_error(self, WSGIExchange ex, BaseException exc):
+        raise NotImplementedError("the server's subclass answers a refused response")
+
+    cpdef log_access(self, WSGIExchange ex):
+        raise NotImplementedError("the server's subclass writes the access log")
+
+    cpdef finish_app(self, WSGIExchange ex, result):
+        raise NotImplementedError("the server's subclass sends what the app returned")
+
+    cpdef app_failed(self, WSGIExchange ex, BaseException exc):
+        raise NotImplementedError("the server's subclass answers an app that failed")

@@ -10,10 +10,10 @@ import stat
 import sys
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .threads import _Exchange
+from .._mongoose import WSGIExchange
+from .state import ServerState
 
 # wsgi.input: the loop stops taking body bytes from a connection while this much waits
 # unread in the app's buffer, and takes more once the app has read it below _INPUT_LOW.
@@ -81,15 +81,16 @@ class FileWrapper:
 class _StreamInput:
     """`wsgi.input` for a body that is still arriving: reads block the app's thread."""
 
-    __slots__ = ("_buf", "_eof", "_error", "_cond", "_want", "_exchange", "_paused")
+    __slots__ = ("_buf", "_eof", "_error", "_cond", "_want", "_exchange", "_state", "_paused")
 
-    def __init__(self, exchange: _Exchange) -> None:
+    def __init__(self, exchange: WSGIExchange) -> None:
         self._buf = bytearray()
         self._eof = False
         self._error: BaseException | None = None
         self._cond = threading.Condition(threading.Lock())
         self._want = 0  # bytes a waiting reader needs (0: nobody waits)
-        self._exchange = exchange
+        self._exchange = exchange  # feed_input() is how the loop fills this buffer
+        self._state: ServerState = exchange.state
         self._paused = False  # the loop stopped feeding: buffer full
 
     # Loop side.
@@ -121,7 +122,7 @@ class _StreamInput:
         del self._buf[:n]
         if self._paused and len(self._buf) < _INPUT_LOW:
             self._paused = False
-            self._exchange.server._call_loop(self._exchange.feed_input)
+            self._state.call_loop(self._exchange.feed_input)
         return data
 
     def _wait_for(self, n: int) -> None:
@@ -130,17 +131,17 @@ class _StreamInput:
             if self._error is not None:
                 raise self._error
             self._want = sys.maxsize if n < 0 else n
-            if self._exchange.server._turns.owns_loop():
+            if self._state.turns.owns_loop():
                 # Running inline on the loop's owner: the loop must go on without us.
                 self._cond.release()
                 try:
-                    self._exchange.server._turns.hand_off()
+                    self._state.turns.hand_off()
                 finally:
                     self._cond.acquire()
                 continue
             if self._paused:
                 self._paused = False
-                self._exchange.server._call_loop(self._exchange.feed_input)
+                self._state.call_loop(self._exchange.feed_input)
             self._cond.wait(1.0)
             self._want = 0
         if self._error is not None and not self._eof:

@@ -1,116 +1,18 @@
-"""Where the WSGI server's loop and app threads meet: one request's exchange (the input
-the loop feeds, the writer it wakes) and the leader/followers turns of owning the Manager."""
+"""The leader/followers turns of owning the Manager: which thread polls the loop and runs
+the apps of the requests it delivered (_LoopTurns' docstring says how)."""
 
 from __future__ import annotations
 
 import collections
 import threading
 import time
-from typing import TYPE_CHECKING
 
-from .._mongoose import RequestBodyTooLarge, WSGIExchange
-from ..errors import ClientDisconnected
+from .exchange import _Exchange
+from .state import ServerState
 
-if TYPE_CHECKING:
-    from .server import WSGIServer
-
-# Streaming responses: an app thread waits while this much is queued towards its client,
-# until the client has read it below _SEND_LOW.
-_SEND_HIGH = 1 << 20
-_SEND_LOW = 256 << 10
-# An app thread wakes the loop before its work runs dry once a response has waited this long.
-# The loop's owner runs apps inline; one that runs longer than this hands the loop over.
+# The loop's owner runs apps inline; one that runs longer than this hands the loop over: a
+# standby thread takes it.
 _STALL_S = 0.005
-
-# Outbox operations (WSGILoop.drain() in wsgi_exchange.pxi knows WHOLE and FILE by number).
-_OP_WHOLE, _OP_BEGIN, _OP_WRITE, _OP_FILE, _OP_END, _OP_ABORT = range(6)
-
-
-class _Exchange(WSGIExchange):
-    """One request and its response (the fields and start_response() are the C base's).
-    Connection methods are only ever called on the loop thread."""
-
-    __slots__ = ("started",)  # set only while the access log is on
-    started: float
-
-    # Loop side.
-    def feed_input(self) -> None:
-        inp = self.input
-        conn = self.conn
-        if inp is None or self.closed or inp._paused:
-            return
-        try:
-            room = inp.room()
-            data = conn.body_read(room) if room > 0 else b""
-            pending = conn.body_pending
-            done = pending == 0 and conn.body_complete
-        except RequestBodyTooLarge as exc:
-            self.server._body_too_large(self, exc)
-            return
-        except ConnectionResetError as exc:  # broken chunked framing: the core closes
-            inp.fail(ClientDisconnected(str(exc)))
-            return
-        except RuntimeError:  # the connection closed under us
-            return
-        if data or done or pending:
-            inp.feed(data, done, pending > 0)
-
-    def gone(self) -> None:
-        self.closed = True
-        if self.input is not None:
-            self.input.fail(ClientDisconnected("the client disconnected"))
-        self.notify_writer()
-
-    def notify_writer(self) -> None:
-        cond = self.cond
-        if cond is not None:
-            with cond:
-                if self.waiting:
-                    cond.notify()
-
-    # App side: start_response() and write() are the base's.
-    def stream(self, data: bytes) -> None:
-        """Send one piece of a streamed body, waiting while the client is behind."""
-        if type(data) is not bytes:
-            if not isinstance(data, (bytes, bytearray, memoryview)):
-                raise TypeError(f"response body items must be bytes, not {type(data).__name__}")
-            data = bytes(data)
-        if self.closed:
-            raise ClientDisconnected("the client disconnected")
-        self.sent += len(data)
-        if 0 <= self.declared < self.sent:
-            raise ValueError(
-                f"the app sent more than its Content-Length of {self.declared} bytes")
-        server = self.server
-        if not self.head_queued:
-            self.head_queued = True
-            self.head_sent = True
-            server._post(self, _OP_BEGIN, None)
-        if data:
-            self.queued += len(data)
-            server._post(self, _OP_WRITE, data)
-            if self.queued + self.backlog > _SEND_HIGH:
-                self.wait_for_client()
-
-    def wait_for_client(self) -> None:
-        turns = self.server._turns
-        if turns.owns_loop():
-            turns.hand_off()  # the loop must write what we wait on: stream on our own
-        if self.cond is None:
-            self.cond = threading.Condition(threading.Lock())
-        timeout = self.server.stream_timeout
-        with self.cond:
-            self.waiting = True
-            try:
-                while not self.closed and self.queued + self.backlog > _SEND_LOW:
-                    before = self.queued + self.backlog
-                    if not self.cond.wait(timeout) and self.queued + self.backlog >= before:
-                        raise TimeoutError(
-                            f"the client read nothing for {timeout} s (stream_timeout)")
-            finally:
-                self.waiting = False
-        if self.closed:
-            raise ClientDisconnected("the client disconnected")
 
 
 class _LoopTurns:
@@ -131,8 +33,8 @@ class _LoopTurns:
     once per batch, and by the standby once per `stall_s`.
     """
 
-    def __init__(self, server: WSGIServer, count: int, stall_s: float) -> None:
-        self._server = server
+    def __init__(self, state: ServerState, count: int, stall_s: float) -> None:
+        self._state = state
         self._count = count
         self._stall_s = stall_s
         self.lock = threading.Lock()  # guards owner and _standby
@@ -166,21 +68,21 @@ class _LoopTurns:
         """Owner: run the queued apps inline, then write their responses. False once this
         thread lost the loop."""
         me = threading.current_thread()
-        server = self._server
-        outbox = server._outbox
+        state = self._state
+        outbox = state.outbox
         self.loop_lock.release()
         try:
-            server._loop_side.run_batch(self, me, server._app, self._slots)
+            state.run_batch(self, me, state.app, self._slots)
         finally:
             with self.lock:
                 owner = self.owner is me
                 if owner:
                     self.loop_lock.acquire()  # free: only a takeover holds it otherwise
         if not owner:
-            server._wake_loop()  # for our responses, and for the requests waiting for a slot
+            state.wake_loop()  # for our responses, and for the requests waiting for a slot
             return False
         if outbox:
-            server._drain_outbox()
+            state.drain_outbox()
         return True
 
     def hand_off(self) -> None:
@@ -193,7 +95,7 @@ class _LoopTurns:
                 self.current = None
                 self._cond.notify()
                 self._standby_wake.set()
-        self._server._wake_loop()  # what this app posted so far is the new owner's to write
+        self._state.wake_loop()  # what this app posted so far is the new owner's to write
 
     # The followers.
     def _follow_forever(self) -> None:
@@ -248,21 +150,21 @@ class _LoopTurns:
 
     def lead(self) -> None:
         """Own the loop until another thread takes it over or the server stops."""
-        server = self._server
-        manager = server.manager
-        poll_ms = server._poll_ms
+        state = self._state
+        manager = state.manager
+        poll_ms = state.poll_ms
         me = threading.current_thread()
         try:
-            outbox = server._outbox
+            outbox = state.outbox
             while not self.stopping:
                 manager.poll(poll_ms)
                 if outbox:
-                    server._drain_outbox()
+                    state.drain_outbox()
                 if self.pending and not self.run_pending():
                     return
                 if self.owner is not me:
                     return
-            server._drain_in_flight()
+            state.drain_in_flight()
         except BaseException:
             self.stopping = True
             raise

@@ -1,0 +1,156 @@
+"""The loop side of the WSGI server's responses: the hooks WSGILoop.drain() calls for
+what it does not write in C (a streamed response's steps, a response the core refused, the
+access log's line) and the end of an exchange, including one whose body went over
+max_body_size."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from .._mongoose import HeaderBlock, RequestBodyTooLarge, WSGILoop
+from ..access_log import AccessLog
+from ..serving.flow_control import SEND_LOW
+from ..serving.reporting import RESPONSE_500, error_log, report_exception
+from ..serving.request_body import body_refusal
+from .exchange import _Exchange
+from .state import _OP_ABORT, _OP_BEGIN, _OP_END, _OP_FILE, _OP_WHOLE, _OP_WRITE, ServerState
+
+
+class _EnvironKeys(dict[str, str]):
+    """Header name -> its environ key ("user-agent" -> "HTTP_USER_AGENT"), made once."""
+
+    def __missing__(self, name: str) -> str:
+        key = self[name] = "HTTP_" + name.upper().replace("-", "_")
+        return key
+
+
+_ENVIRON_KEYS = _EnvironKeys()
+
+
+class ResponseWriter(WSGILoop):
+    """WSGILoop's loop-side hooks: write_step(), protocol_error() and log_access()."""
+
+    __slots__ = ()
+    state: ServerState
+    _access: AccessLog | None
+    # The server's Date/Server header blocks, indexed by an exchange's `stock`
+    # (serving/default_headers.py: updated in place once a second).
+    _default_headers: list[HeaderBlock | None]
+
+    def write_step(self, ex: _Exchange, op: int, arg: Any) -> None:
+        """Write one queued response step (drain() writes whole responses itself)."""
+        conn = ex.conn
+        if op == _OP_WHOLE:
+            status = ex.status
+            assert status is not None
+            conn.http_respond(status[0], ex.headers, arg, reason=status[1],
+                              more_headers=self._default_headers[ex.stock])
+            self._finish(ex)
+        elif op == _OP_WRITE:
+            conn.http_write(arg)
+            ex.queued -= len(arg)
+            ex.backlog = conn.send_len
+            if ex.backlog >= SEND_LOW and not ex.busy:
+                ex.busy = True
+                conn.set_handler(self.busy_handler)  # be told when the client reads
+            elif ex.waiting:
+                ex.notify_writer()
+        elif op == _OP_BEGIN:
+            code, reason = ex.status or (500, "")
+            conn.http_begin(code, ex.headers, reason=reason,
+                            more_headers=self._default_headers[ex.stock])
+        elif op == _OP_FILE:
+            fd, offset, count = arg
+            try:
+                conn.http_sendfile(fd, offset, count)
+            finally:
+                os.close(fd)
+        elif op == _OP_END:
+            if not conn.http_end():
+                error_log.error(
+                    "%s %s: the app sent %d bytes, fewer than its Content-Length of %d; "
+                    "the connection was closed", ex.environ["REQUEST_METHOD"],
+                    ex.environ["PATH_INFO"], ex.sent, ex.declared)
+            self._finish(ex)
+        elif op == _OP_ABORT:
+            conn.close()
+            self._finish(ex)
+
+    def _finish(self, ex: _Exchange) -> None:
+        """As drain() ends a whole response."""
+        ex.finished = True
+        self.live.discard(ex)
+        if self._access is not None:
+            self.log_access(ex)
+        conn = ex.conn
+        if conn.userdata is ex:
+            conn.userdata = None
+            if ex.busy and not conn.is_closing:
+                conn.set_handler(self.quiet_handler)
+
+    def protocol_error(self, ex: _Exchange, exc: BaseException) -> None:
+        """The app's response could not be sent as given (a bad header, too many bytes)."""
+        if self._body_refused(ex):
+            return  # not the app's fault: the core had answered 413 while it was busy
+        report_exception(f"{ex.environ['REQUEST_METHOD']} {ex.environ['PATH_INFO']}: "
+                         f"invalid response from the app", exc)
+        conn = ex.conn
+        try:
+            if conn.response_started:
+                conn.close()
+            else:
+                conn.http_begin(500, [(b"Content-Type", b"text/plain; charset=utf-8"),
+                                      (b"Content-Length", b"%d" % len(RESPONSE_500)),
+                                      (b"Connection", b"close")],
+                                  more_headers=self._default_headers[3])
+                conn.http_write(RESPONSE_500)
+                conn.http_end()
+        except RuntimeError:
+            pass
+        self._finish(ex)
+
+    def _body_too_large(self, ex: _Exchange, exc: RequestBodyTooLarge) -> None:
+        """Loop side: the request body went over max_body_size while the app had the
+        request. The core answered 413 (or closed, once the response had started): the
+        exchange ends here, with one access-log line; wsgi.input.read() raises `exc`, which
+        names the limit, and whatever the app sends after is dropped."""
+        if ex.closed or ex.finished:
+            return
+        ex.closed = True
+        if ex.input is not None:
+            ex.input.fail(exc)
+        ex.notify_writer()
+        env = ex.environ
+        error_log.info("%s %s: %s", env["REQUEST_METHOD"], env["PATH_INFO"], exc)
+        ex.finished = True
+        self.live.discard(ex)
+        if self._access is not None:
+            if exc.answered:
+                ex.status, ex.sent = (413, None), 0
+            self.log_access(ex)
+
+    def _body_refused(self, ex: _Exchange) -> bool:
+        """Whether the core refused this request's body (then handled as such): the app
+        may answer before its reads would have told it."""
+        refusal = body_refusal(ex.conn)
+        if refusal is None:
+            return False
+        self._body_too_large(ex, refusal)
+        return True
+
+    def log_access(self, ex: _Exchange) -> None:
+        access = self._access
+        assert access is not None
+        env = ex.environ
+        status = ex.status[0] if ex.status is not None else 0
+        try:
+            access.log(env["REMOTE_ADDR"], env["REQUEST_METHOD"],
+                       env["SCRIPT_NAME"] + env["PATH_INFO"], env["QUERY_STRING"],
+                       env["SERVER_PROTOCOL"], status, 0 if ex.is_head else ex.sent,
+                       time.perf_counter() - ex.started,
+                       lambda name: env.get(_ENVIRON_KEYS[name]),
+                       env.get("REMOTE_USER"))
+        except Exception as exc:  # a broken handler or format must not break serving
+            report_exception("access log failed", exc)

@@ -1,0 +1,127 @@
+"""The app side of the WSGI server's responses: what an app returned (any iterable, a
+FileWrapper) or raised, turned into response steps for the loop's outbox. These are the
+hooks WSGILoop.run_batch() calls when the answer is not the one-item list it queues itself;
+they run on the thread that ran the app."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from .._mongoose import WSGILoop
+from ..errors import ClientDisconnected
+from ..serving.reporting import RESPONSE_500, report_app_error
+from .bodies import FileWrapper
+from .exchange import _Exchange
+from .state import _OP_ABORT, _OP_BEGIN, _OP_END, _OP_FILE, _OP_WHOLE, ServerState
+
+
+class AppResults(WSGILoop):
+    """WSGILoop's app-side hooks: finish_app() and app_failed()."""
+
+    __slots__ = ()
+    state: ServerState
+    _error_handler: Callable[[BaseException], object] | None
+
+    def finish_app(self, ex: _Exchange, result: Any) -> None:
+        """Send what the app returned (any iterable), then close() it."""
+        try:
+            if not ex.head_queued and type(result) in (list, tuple):
+                self._respond_whole(ex, result)
+            elif isinstance(result, FileWrapper) and not ex.head_queued:
+                self._respond_file(ex, result)
+            else:
+                whole = False
+                for chunk in result:
+                    if not chunk:
+                        continue
+                    if (not ex.head_queued and len(chunk) == ex.declared
+                            and type(chunk) is bytes):
+                        # The first piece is the whole declared body (Flask's and Django's
+                        # responses): one write, as for a list. Any more is an app error.
+                        whole = True
+                        ex.sent = len(chunk)
+                        ex.head_sent = ex.head_queued = True
+                        self.state.post(ex, _OP_WHOLE, chunk)
+                        continue
+                    ex.stream(chunk)
+                if ex.status is None:
+                    raise AssertionError("the app returned without calling start_response()")
+                if whole:
+                    return
+                if not ex.head_queued and (ex.declared <= 0 or ex.is_head):
+                    # No body at all: one write too.
+                    ex.head_sent = ex.head_queued = True
+                    self.state.post(ex, _OP_WHOLE, b"")
+                    return
+                if not ex.head_queued:
+                    ex.stream(b"")
+                if 0 <= ex.declared != ex.sent and not ex.is_head:
+                    if ex.sent > ex.declared:
+                        raise ValueError("the app sent more than its Content-Length")
+                self.state.post(ex, _OP_END, None)
+        except BaseException as exc:
+            self.app_failed(ex, exc)
+        finally:
+            if result is not None and hasattr(result, "close"):
+                try:
+                    result.close()
+                except BaseException as exc:
+                    self._report(ex, "close() of the app's iterable failed", exc)
+
+    def _respond_whole(self, ex: _Exchange, result: Any) -> None:
+        if ex.status is None:
+            raise AssertionError("the app returned without calling start_response()")
+        if len(result) == 1:
+            body = result[0]  # bytes-like; http_respond refuses anything else
+        else:
+            for item in result:
+                if type(item) is not bytes:
+                    raise TypeError(
+                        f"response body items must be bytes, not {type(item).__name__}")
+            body = b"".join(result)
+        ex.sent = len(body)
+        ex.head_sent = ex.head_queued = True
+        self.state.post(ex, _OP_WHOLE, body)
+
+    def _respond_file(self, ex: _Exchange, wrapper: FileWrapper) -> None:
+        fd = wrapper.fileno_for_sendfile()
+        if fd is None or ex.status is None:
+            for chunk in wrapper:
+                ex.stream(chunk)
+            if not ex.head_queued:
+                ex.stream(b"")
+            self.state.post(ex, _OP_END, None)
+            return
+        offset = os.lseek(fd, 0, os.SEEK_CUR)
+        count = max(0, os.fstat(fd).st_size - offset)
+        if ex.declared >= 0:
+            count = min(count, ex.declared)
+        ex.sent = count
+        ex.head_sent = ex.head_queued = True
+        self.state.post(ex, _OP_BEGIN, None)
+        self.state.post(ex, _OP_FILE, (os.dup(fd), offset, count))
+        self.state.post(ex, _OP_END, None)
+
+    def app_failed(self, ex: _Exchange, exc: BaseException) -> None:
+        if isinstance(exc, ClientDisconnected) or (ex.closed and isinstance(exc, OSError)):
+            return  # the client left: nothing to answer, nothing to log
+        what = f"{ex.environ['REQUEST_METHOD']} {ex.environ['PATH_INFO']}"
+        if ex.head_sent:
+            self._report(ex, f"{what}: the app failed after its response started; "
+                             "the connection is closed", exc)
+            self.state.post(ex, _OP_ABORT, None)
+            return
+        self._report(ex, f"{what}: the app failed; answered 500", exc)
+        ex.head_sent = ex.head_queued = True
+        ex.status = (500, None)
+        ex.headers = [("Content-Type", "text/plain; charset=utf-8"), ("Connection", "close")]
+        ex.declared = -1
+        ex.stock = 3
+        self._respond_whole(ex, [RESPONSE_500])
+
+    def _report(self, ex: _Exchange, what: str, exc: BaseException) -> None:
+        report_app_error(self._error_handler, what, exc)
+
+    # Lifecycle.

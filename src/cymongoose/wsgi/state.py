@@ -1,0 +1,83 @@
+"""What the parts of one WSGI server share (uvicorn's ServerState is the model): the
+exchanges, their wsgi.input and the loop's turns get this object, never the server.
+
+It holds the outbox, the queue of response steps app threads hand to the loop, with the
+wake-up that makes the loop write them, and the few settings and calls the parts need. The
+server and its loop (loop.py) fill it in as they are built; nothing here holds the server.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from .._mongoose import Manager, RequestBodyTooLarge, WSGIExchange
+from ..typedefs import WSGIApp
+
+# Outbox operations (WSGILoop.drain() in wsgi_exchange.pxi knows WHOLE and FILE by number).
+_OP_WHOLE, _OP_BEGIN, _OP_WRITE, _OP_FILE, _OP_END, _OP_ABORT = range(6)
+
+
+class LoopOwnership(Protocol):
+    """What an exchange asks of the loop's turns (turns.py's _LoopTurns, which imports this
+    module: naming the protocol here keeps the two modules free of a cycle)."""
+
+    owner: threading.Thread | None
+
+    def owns_loop(self) -> bool: ...
+
+    def hand_off(self) -> None: ...
+
+
+def _nothing() -> None:
+    pass
+
+
+class ServerState:
+    """The state one WSGIServer shares with its exchanges, their wsgi.input and its turns."""
+
+    __slots__ = ("manager", "app", "stream_timeout", "poll_ms", "outbox", "wake_pending",
+                 "turns", "run_batch", "drain_outbox", "drain_in_flight", "body_too_large")
+
+    def __init__(self, manager: Manager, app: WSGIApp, stream_timeout: float) -> None:
+        self.manager = manager
+        self.app = app
+        self.stream_timeout = stream_timeout
+        self.poll_ms = 100  # run() sets it before the turns start
+        self.outbox: collections.deque[tuple[WSGIExchange, int, Any]] = collections.deque()
+        self.wake_pending = False  # a wake-up of the loop is on its way
+        # Set once the parts that provide them exist (server.py, loop.py).
+        self.turns: LoopOwnership
+        # The owner's batch: WSGILoop.run_batch(turns, me, app, slots).
+        self.run_batch: Callable[[Any, threading.Thread, WSGIApp, Any], None]
+        # Owner: write the queued response steps (clears wake_pending first).
+        self.drain_outbox: Callable[[], None]
+        # Owner, stopping: finish the requests in flight, then return.
+        self.drain_in_flight: Callable[[], None]
+        # Loop side: an exchange's body went over max_body_size (its first argument is an
+        # exchange.py _Exchange, which imports this module).
+        self.body_too_large: Callable[[Any, RequestBodyTooLarge], None]
+
+    def post(self, ex: WSGIExchange, op: int, arg: Any) -> None:
+        """Queue one response step for the loop: its owner writes the outbox after each
+        poll and each batch; any other thread wakes it."""
+        self.outbox.append((ex, op, arg))
+        if not self.wake_pending and self.turns.owner is not threading.current_thread():
+            self.wake_loop()
+
+    def wake_loop(self) -> None:
+        if not self.wake_pending:
+            self.wake_pending = True
+            self.call_loop(_nothing)
+
+    def interrupt_poll(self) -> None:
+        """End the loop's current poll wait now, whatever is pending."""
+        self.call_loop(_nothing)
+
+    def call_loop(self, fn: Callable[[], None]) -> None:
+        try:
+            self.manager.call_soon_threadsafe(fn)
+        except RuntimeError:  # closed: nothing left to do
+            pass
