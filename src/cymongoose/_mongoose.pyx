@@ -4,8 +4,11 @@
 process-wide state such as the log level, so two modules would each get a copy).
 
 This file holds only directives, module-level cimports and the ordered include list; each
-fragment under _pxi/ says in its first line what it holds. The typed public contract and the
-user-facing docstrings live in _mongoose.pyi.
+fragment under _pxi/ says in its first line what it holds. The folders are the layers of the
+core: core/ (the loop, connections, views, the C->Python bridge), http/ (the guard in front of
+Mongoose's parser, requests and responses), servers/ (the per-request work of the WSGI and
+ASGI servers, in C), protocols/ (WebSocket, MQTT, TLS, DNS/SNTP, JSON-RPC). The typed public
+contract and the user-facing docstrings live in _mongoose.pyi.
 """
 
 from cpython.buffer cimport (PyBUF_SIMPLE, PyBuffer_FillInfo, PyBuffer_Release,
@@ -25,33 +28,33 @@ cimport cython
 
 from .includes cimport mongoose as mg
 
-include "_pxi/errors.pxi"
-include "_pxi/constants.pxi"
-include "_pxi/buffers.pxi"
-include "_pxi/views.pxi"
-include "_pxi/recv_views.pxi"
-include "_pxi/dispatch.pxi"
-include "_pxi/connection.pxi"
-include "_pxi/manager.pxi"
-include "_pxi/timer.pxi"
-include "_pxi/loop_integration.pxi"
-include "_pxi/http_limits.pxi"
-include "_pxi/http_request_parser.pxi"
-include "_pxi/http_guard.pxi"
-include "_pxi/listen_fd.pxi"
-include "_pxi/http.pxi"
-include "_pxi/http_stream.pxi"
-include "_pxi/http_response.pxi"
-include "_pxi/wsgi_environ.pxi"
-include "_pxi/wsgi_exchange.pxi"
-include "_pxi/asgi_scope.pxi"
-include "_pxi/asgi_exchange.pxi"
-include "_pxi/ws.pxi"
-include "_pxi/mqtt.pxi"
-include "_pxi/tls.pxi"
-include "_pxi/tls_files.pxi"
-include "_pxi/dns_sntp.pxi"
-include "_pxi/json_rpc.pxi"
-include "_pxi/util.pxi"
-include "_pxi/c_log.pxi"
-include "_pxi/module_init.pxi"
+include "_pxi/core/errors.pxi"
+include "_pxi/core/constants.pxi"
+include "_pxi/core/buffers.pxi"
+include "_pxi/core/views.pxi"
+include "_pxi/core/recv_views.pxi"
+include "_pxi/core/dispatch.pxi"
+include "_pxi/core/connection.pxi"
+include "_pxi/core/manager.pxi"
+include "_pxi/core/timer.pxi"
+include "_pxi/core/loop_integration.pxi"
+include "_pxi/http/http_limits.pxi"
+include "_pxi/http/http_request_parser.pxi"
+include "_pxi/http/http_guard.pxi"
+include "_pxi/http/listen_fd.pxi"
+include "_pxi/http/http.pxi"
+include "_pxi/http/http_stream.pxi"
+include "_pxi/http/http_response.pxi"
+include "_pxi/servers/wsgi_environ.pxi"
+include "_pxi/servers/wsgi_exchange.pxi"
+include "_pxi/servers/asgi_scope.pxi"
+include "_pxi/servers/asgi_exchange.pxi"
+include "_pxi/protocols/ws.pxi"
+include "_pxi/protocols/mqtt.pxi"
+include "_pxi/protocols/tls.pxi"
+include "_pxi/protocols/tls_files.pxi"
+include "_pxi/protocols/dns_sntp.pxi"
+include "_pxi/protocols/json_rpc.pxi"
+include "_pxi/core/util.pxi"
+include "_pxi/core/c_log.pxi"
+include "_pxi/core/module_init.pxi"

@@ -1,6 +1,6 @@
 """One HTTP request of the ASGI server and its response: the C base (ASGIHTTPExchange,
-_pxi/asgi_exchange.pxi) answers the common cases; this subclass streams bodies, waits on a
-slow client and turns app mistakes into a logged 500 or a closed connection."""
+_pxi/servers/asgi_exchange.pxi) answers the common cases; this subclass streams bodies, waits
+on a slow client and turns app mistakes into a logged 500 or a closed connection."""
 
 from __future__ import annotations
 
