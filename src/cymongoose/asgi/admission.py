@@ -1,8 +1,8 @@
 """Admission of a request head, the ASGI server's loop side: the C base (ASGILoop,
 _pxi/servers/asgi_exchange.pxi) builds the scope and starts the app on the common path; this
-subclass implements its two hooks. `admit_request()` takes every request when the C pass is not enough
-(a Unix-socket client, trusted proxy headers, a max_requests count); `admit_websocket()`
-checks a WebSocket handshake and holds it for the app's accept."""
+subclass implements its two hooks. `admit_request()` takes every request when the C pass is
+not enough (a Unix-socket client, trusted proxy headers, a max_requests count);
+`admit_websocket()` checks a WebSocket handshake and holds it for the app's accept."""
 
 from __future__ import annotations
 
