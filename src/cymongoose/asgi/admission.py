@@ -12,6 +12,7 @@ from typing import Any
 
 from .._mongoose import ASGILoop, Connection
 from ..proxy_headers import ProxyHeaders
+from ..serving.listeners import listener_base
 from .http import _HTTPCycle
 from .shared import _HEADERS_TEXT
 from .state import ServerState
@@ -52,11 +53,7 @@ class Admission(ASGILoop):
         self.python_admission = proxy is not None or self.requests_left > 0
 
     def admit_request(self, conn: Connection, msg: Any) -> None:
-        base = self.base_default
-        if len(self.bases) > 1:  # several listeners: the one this client came in on
-            local = conn.local_addr
-            if local is not None:
-                base = self.bases.get(local[1], base)
+        base = listener_base(conn, self.bases, self.base_default)
         scope = self._prepare_scope(conn, msg, base)
         method = scope["method"]
         if method == "GET" and msg.header("Upgrade", "").lower() == "websocket":

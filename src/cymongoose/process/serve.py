@@ -107,6 +107,12 @@ def _exit_after_graceful_timeout(config: Config, phases: int = 1) -> None:
     timer.start()
 
 
+def _stopped(config: Config, sock: socket.socket) -> int:
+    close_listener(config, sock)
+    log.info("stopped")
+    return 0
+
+
 def _serve_wsgi(config: Config, app: Any, sock: socket.socket,
                 status: StatusPipe) -> int:
     from ..static_files import StaticFiles
@@ -134,9 +140,7 @@ def _serve_wsgi(config: Config, app: Any, sock: socket.socket,
     server.on_stop = lambda: _exit_after_graceful_timeout(config)
     server.on_ready = ready
     server.run()
-    close_listener(config, sock)
-    log.info("stopped")
-    return 0
+    return _stopped(config, sock)
 
 
 def _serve_raw(config: Config, app: Any, sock: socket.socket,
@@ -162,9 +166,7 @@ def _serve_raw(config: Config, app: Any, sock: socket.socket,
     log.info("serving %s (raw handler) on %s", config.app, listener_url(config, sock))
     status.send("ready")
     manager.run()
-    close_listener(config, sock)
-    log.info("stopped")
-    return 0
+    return _stopped(config, sock)
 
 
 def _serve_asgi(config: Config, app: Any, sock: socket.socket,
@@ -216,6 +218,4 @@ def _serve_asgi(config: Config, app: Any, sock: socket.socket,
         loop.run_until_complete(run())
     finally:
         loop.close()
-    close_listener(config, sock)
-    log.info("stopped")
-    return 0
+    return _stopped(config, sock)

@@ -12,7 +12,7 @@ from typing import Any
 
 from .._mongoose import MG_EV_ACCEPT, Connection, Manager, TlsOpts, handles, listen_fd
 
-__all__ = ["Listeners"]
+__all__ = ["Listeners", "listener_base"]
 
 
 class Listeners:
@@ -83,3 +83,14 @@ class Listeners:
             self._on_address(name[0], int(name[1]), "https" if tls else "http")
         self.connections.append(conn)
         return conn
+
+
+def listener_base(conn: Connection, bases: dict[int, dict[str, Any]],
+                  default: dict[str, Any]) -> dict[str, Any]:
+    """What every request through the listener `conn` came in on shares (a WSGI environ's
+    base, an ASGI scope's), by the listener's port; `default` with a single listener."""
+    if len(bases) > 1:
+        local = conn.local_addr
+        if local is not None:
+            return bases.get(local[1], default)
+    return default

@@ -81,7 +81,7 @@ class FileWrapper:
 class _StreamInput:
     """`wsgi.input` for a body that is still arriving: reads block the app's thread."""
 
-    __slots__ = ("_buf", "_eof", "_error", "_cond", "_want", "_exchange", "_state", "_paused")
+    __slots__ = ("_buf", "_eof", "_error", "_cond", "_want", "_exchange", "_state", "paused")
 
     def __init__(self, exchange: WSGIExchange) -> None:
         self._buf = bytearray()
@@ -91,7 +91,7 @@ class _StreamInput:
         self._want = 0  # bytes a waiting reader needs (0: nobody waits)
         self._exchange = exchange  # feed_input() is how the loop fills this buffer
         self._state: ServerState = exchange.state
-        self._paused = False  # the loop stopped feeding: buffer full
+        self.paused = False  # the loop stopped feeding: buffer full
 
     # Loop side.
     def room(self) -> int:
@@ -105,7 +105,7 @@ class _StreamInput:
             self._buf += data
             if eof:
                 self._eof = True
-            self._paused = not eof and (left_behind or
+            self.paused = not eof and (left_behind or
                                         len(self._buf) >= max(_INPUT_HIGH, self._want))
             if self._want:
                 self._cond.notify()
@@ -120,8 +120,8 @@ class _StreamInput:
     def _take(self, n: int) -> bytes:
         data = bytes(self._buf[:n])
         del self._buf[:n]
-        if self._paused and len(self._buf) < _INPUT_LOW:
-            self._paused = False
+        if self.paused and len(self._buf) < _INPUT_LOW:
+            self.paused = False
             self._state.call_loop(self._exchange.feed_input)
         return data
 
@@ -139,8 +139,8 @@ class _StreamInput:
                 finally:
                     self._cond.acquire()
                 continue
-            if self._paused:
-                self._paused = False
+            if self.paused:
+                self.paused = False
                 self._state.call_loop(self._exchange.feed_input)
             self._cond.wait(1.0)
             self._want = 0

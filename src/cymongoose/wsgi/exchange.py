@@ -24,7 +24,7 @@ class _Exchange(WSGIExchange):
     def feed_input(self) -> None:
         inp = self.input
         conn = self.conn
-        if inp is None or self.closed or inp._paused:
+        if inp is None or self.closed or inp.paused:
             return
         try:
             room = inp.room()

@@ -47,7 +47,7 @@ from ..serving.app_loading import load_app
 from ..serving.default_headers import DefaultHeaders
 from ..serving.drain import Drain
 from ..serving.flow_control import SEND_LOW
-from ..serving.listeners import Listeners
+from ..serving.listeners import Listeners, listener_base
 from ..serving.reporting import error_log, report_exception
 from ..serving.stop_signals import StopSignals
 from ..typedefs import AppRef
@@ -224,11 +224,7 @@ class WSGIServer:
 
     # Loop side.
     def _on_request(self, conn: Connection, msg: Any) -> None:
-        base = self._base_default
-        if len(self._bases) > 1:  # several listeners: the one this client came in on
-            local = conn.local_addr
-            if local is not None:
-                base = self._bases.get(local[1], base)
+        base = listener_base(conn, self._bases, self._base_default)
         if self._unix_conns and conn.id in self._unix_conns:
             base = self._unix_base
             environ = msg.wsgi_environ(base, conn, self._root_path)
