@@ -231,10 +231,14 @@ class _WSCycle:
                 raise ClientDisconnected("the WebSocket is closed")
 
     def _respond_403(self) -> None:
+        self._refuse(403, _HEADERS_TEXT, _RESPONSE_403)
+
+    def _refuse(self, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+        """Answer the handshake over HTTP instead of accepting it."""
         self.state = self._DONE
-        self.conn.http_respond(403, _HEADERS_TEXT, _RESPONSE_403,
+        self.conn.http_respond(status, headers, body,
                                more_headers=self.server_state.default_headers[3])
-        self._answered(403, len(_RESPONSE_403))
+        self._answered(status, len(body))
         self.server_state.kick()
         self._detach()
 
@@ -279,12 +283,7 @@ class _WSCycle:
         try:
             if state == self._CONNECTING:
                 if exc is not None:
-                    self.state = self._DONE
-                    self.conn.http_respond(500, _HEADERS_500, RESPONSE_500,
-                                           more_headers=self.server_state.default_headers[3])
-                    self._answered(500, len(RESPONSE_500))
-                    self.server_state.kick()
-                    self._detach()
+                    self._refuse(500, _HEADERS_500, RESPONSE_500)
                 else:
                     self._respond_403()
             elif state == self._OPEN:
