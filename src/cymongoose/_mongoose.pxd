@@ -312,7 +312,7 @@ cdef class ASGIServerState:
     # What the per-request objects share (uvicorn's ServerState): each HTTP exchange and each
     # WebSocket cycle gets this object, never the server.
     # Date/Server (and, when stopping, Connection: close) blocks, indexed by
-    # _asgi_stock_index(); the server replaces the list once a second.
+    # _asgi_stock_index(); updated in place once a second (serving/default_headers.py).
     cdef public list default_headers
     cdef public object kick  # the LoopDriver's kick(): poll soon (a no-op before start)
     cdef public bint access_log_on  # log_access() is called for each response

@@ -70,7 +70,7 @@ class ASGIServer:
             config, factory=factory, root_path=root_path, lifespan=lifespan,
             graceful_timeout=graceful_timeout, max_requests=max_requests)
         factory, root_path, lifespan = cfg.factory, cfg.root_path, cfg.lifespan
-        shutdown_timeout, max_requests = cfg.graceful_timeout, cfg.max_requests
+        max_requests = cfg.max_requests
         if error_handler is not None and not callable(error_handler):
             raise TypeError("error_handler must be a callable error_handler(exc) or None")
         options: tuple[tuple[str, object, type, str], ...] = (
@@ -92,7 +92,7 @@ class ASGIServer:
         self._error_handler = error_handler
         self._root_path = root_path
         self._lifespan_mode = lifespan
-        self._shutdown_timeout = float(shutdown_timeout)
+        self._graceful_timeout = cfg.graceful_timeout
         self._manager: Manager | None = None
         self._driver: LoopDriver | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -121,7 +121,6 @@ class ASGIServer:
         server_state.busy_handler = busy_handler(on_quiet)
         server_state.websocket_handler = websocket_handler(self._unix_conns)
 
-        self._on_quiet = on_quiet
         self._loop_side = on_quiet
         # A Unix-socket client needs admit_request()'s steps: the scope gets its address.
         self._listeners = Listeners("ASGIServer", tls, on_quiet, on_quiet, self._unix_conns,
@@ -192,7 +191,7 @@ class ASGIServer:
 
     async def stop(self) -> None:
         """Drain (see _drain: keep accepting briefly, answer with `Connection: close`, close
-        idle keep-alive connections, let requests in flight finish, up to shutdown_timeout),
+        idle keep-alive connections, let requests in flight finish, up to graceful_timeout),
         close WebSockets with 1012, run the lifespan shutdown and free everything.
         Idempotent."""
         stopping = self._stop_task
@@ -222,7 +221,7 @@ class ASGIServer:
             # A task cancelled before it started never ran its own removal.
             self._tasks.difference_update([task for task in self._tasks if task.done()])
         if self._lifespan is not None:
-            await self._lifespan.shutdown(self._shutdown_timeout)
+            await self._lifespan.shutdown(self._graceful_timeout)
             self._lifespan = None
         if self._date_timer is not None:
             self._date_timer.cancel()
@@ -238,7 +237,7 @@ class ASGIServer:
         """Finish the requests in flight and close idle keep-alive connections, for at most
         graceful_timeout seconds (serving/drain.py has the rules)."""
         loop = asyncio.get_running_loop()
-        drain = Drain(manager, self._listeners.connections, self._shutdown_timeout,
+        drain = Drain(manager, self._listeners.connections, self._graceful_timeout,
                       loop.time(), on_close=driver.kick)
         while True:
             now = loop.time()

@@ -15,7 +15,7 @@ from ..serving.flow_control import SEND_LOW
 from ..serving.reporting import RESPONSE_500, error_log, report_exception
 from ..serving.request_body import body_refusal
 from .exchange import _Exchange
-from .state import _OP_ABORT, _OP_BEGIN, _OP_END, _OP_FILE, _OP_WHOLE, _OP_WRITE, ServerState
+from .state import _OP_ABORT, _OP_BEGIN, _OP_END, _OP_FILE, _OP_WRITE, ServerState
 
 
 class _EnvironKeys(dict[str, str]):
@@ -40,15 +40,10 @@ class ResponseWriter(WSGILoop):
     _default_headers: list[HeaderBlock | None]
 
     def write_step(self, ex: _Exchange, op: int, arg: Any) -> None:
-        """Write one queued response step (drain() writes whole responses itself)."""
+        """Write one queued step of a streamed response (drain() writes whole responses,
+        _OP_WHOLE, itself)."""
         conn = ex.conn
-        if op == _OP_WHOLE:
-            status = ex.status
-            assert status is not None
-            conn.http_respond(status[0], ex.headers, arg, reason=status[1],
-                              more_headers=self._default_headers[ex.stock])
-            self._finish(ex)
-        elif op == _OP_WRITE:
+        if op == _OP_WRITE:
             conn.http_write(arg)
             ex.queued -= len(arg)
             ex.backlog = conn.send_len

@@ -59,6 +59,7 @@ from .turns import _STALL_S, _LoopTurns
 
 __all__ = ["WSGIServer", "serve"]
 
+
 class WSGIServer:
     """Serve a WSGI app on a Manager of its own; see the module docstring."""
 
@@ -166,11 +167,10 @@ class WSGIServer:
         state.drain_outbox = self._drain_outbox
         state.drain_in_flight = self._drain_in_flight
         fast = proxy_headers is None and self._requests_left < 0
-        self._on_quiet: Any = loop_side if fast else on_request
-        loop_side.quiet_handler = self._on_quiet
+        loop_side.quiet_handler = loop_side if fast else on_request
 
         # A Unix-socket client needs _on_request's steps: the environ gets its address.
-        self._listeners = Listeners("WSGIServer", tls, self._on_quiet, on_request,
+        self._listeners = Listeners("WSGIServer", tls, loop_side.quiet_handler, on_request,
                                     self._unix_conns, on_address=self._add_base,
                                     on_unix=self._add_unix_base)
 
@@ -203,8 +203,7 @@ class WSGIServer:
     def _add_unix_base(self, name: Any) -> None:
         self._unix_base = self._make_base("localhost", "0", "http")
         # Clients of a Unix socket need _on_request's steps, also after a busy spell.
-        self._on_quiet = self._loop_side.quiet_handler = self._on_request_py
-        self._listeners.quiet = self._on_request_py
+        self._loop_side.quiet_handler = self._listeners.quiet = self._on_request_py
 
     def _make_base(self, host: str, port: str, scheme: str) -> dict[str, Any]:
         scheme = self._url_scheme or scheme
