@@ -6,9 +6,14 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON ?= python3
 PYTEST_ARGS ?=
 ASAN_VENV := .venv-asan
+# make test-installed: the wheel built from a clean clone, its own environment, and the part of
+# the suite run against it (INSTALLED_TESTS=tests runs all of it).
+INSTALLED_DIST := build/dist-test
+INSTALLED_VENV := .venv-installed
+INSTALLED_TESTS ?= tests/core tests/protocols/test_tls_openssl.py tests/protocols/test_ws.py
 
 .PHONY: all setup fetch build demo test test-suite stubtest typecheck lint asan-test clean \
-        debian-packages build-packages docs
+        debian-packages build-packages docs dist test-installed
 
 all: build
 
@@ -33,7 +38,7 @@ demo: setup
 	$(UV) run --no-sync python tests/benchmarks/demo_server.py
 
 test: debian-packages setup
-	$(MAKE) --no-print-directory lint typecheck test-suite stubtest asan-test
+	$(MAKE) --no-print-directory lint typecheck test-suite stubtest asan-test test-installed
 
 test-suite:
 	$(UV) run --no-sync pytest -q -p no:cacheprovider $(PYTEST_ARGS)
@@ -46,7 +51,7 @@ typecheck:
 	$(UV) run --no-sync mypy
 
 lint:
-	$(UV) run --no-sync ruff check src tests examples
+	$(UV) run --no-sync ruff check src tests examples tools
 	$(UV) run --no-sync cython-lint src/cymongoose
 	$(UV) run --no-sync lint-imports --no-cache
 
@@ -62,12 +67,31 @@ asan-test: fetch build-packages
 	UV_PROJECT_ENVIRONMENT=$(ASAN_VENV) CYMONGOOSE_ASAN=ON \
 	    $(UV) run --no-sync pytest -q -p no:cacheprovider -m "not no_asan" tests/core tests/protocols tests/adapters/wsgi tests/adapters/asgi tests/adapters/test_aio.py $(wildcard tests/reliability)
 
+# The sdist (from a clean clone of HEAD) and a repaired wheel for every CPython 3.10-3.14 on
+# this machine, into dist/ (docs/install.md).
+dist: setup
+	$(UV) run --no-sync python tools/packaging/dist.py --uv $(UV)
+
+# The wheel as a user gets it: built offline from an sdist made from a clean clone, installed
+# into a fresh environment with no compiler (tests/installed), then the suite's
+# INSTALLED_TESTS run against it instead of the source tree.
+test-installed: setup
+	$(UV) run --no-sync python tools/packaging/dist.py --uv $(UV) --python current --offline \
+	    --out $(INSTALLED_DIST)
+	CYMONGOOSE_DIST=$(INSTALLED_DIST) $(UV) run --no-sync pytest -q -p no:cacheprovider \
+	    tests/installed
+	UV_PROJECT_ENVIRONMENT=$(INSTALLED_VENV) $(UV) sync --quiet --group dev --no-install-project
+	$(UV) pip install --quiet --python $(INSTALLED_VENV)/bin/python --no-deps --reinstall \
+	    $(INSTALLED_DIST)/cymongoose-*.whl
+	CYMONGOOSE_TEST_INSTALLED=1 $(INSTALLED_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+	    $(INSTALLED_TESTS)
+
 # The docs site (mkdocs-material) into site/; tests/packaging/test_docs.py builds it strictly
 # in make test.
 docs: setup
 	NO_MKDOCS_2_WARNING=1 $(UV) run --no-sync mkdocs build --strict
 
 clean:
-	rm -rf build .venv $(ASAN_VENV) vendor/mongoose/mongoose.[ch]
+	rm -rf build dist .venv $(ASAN_VENV) $(INSTALLED_VENV) vendor/mongoose/mongoose.[ch]
 
 -include tests/benchmarks/bench.mk

