@@ -70,13 +70,13 @@ asan-test: fetch build-packages
 # The sdist (from a clean clone of HEAD) and a repaired wheel for every CPython 3.10-3.14 on
 # this machine, into dist/ (docs/install.md).
 dist: setup
-	$(UV) run --no-sync python tools/packaging/dist.py --uv $(UV)
+	.venv/bin/python tools/packaging/dist.py --uv "$(UV)"
 
 # The wheel as a user gets it: built offline from an sdist made from a clean clone, installed
 # into a fresh environment with no compiler (tests/installed), then the suite's
 # INSTALLED_TESTS run against it instead of the source tree.
 test-installed: setup
-	$(UV) run --no-sync python tools/packaging/dist.py --uv $(UV) --python current --offline \
+	.venv/bin/python tools/packaging/dist.py --uv "$(UV)" --python current --offline \
 	    --out $(INSTALLED_DIST)
 	CYMONGOOSE_DIST=$(INSTALLED_DIST) $(UV) run --no-sync pytest -q -p no:cacheprovider \
 	    tests/installed

@@ -11,7 +11,6 @@ import ssl
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -28,26 +27,31 @@ HIDDEN = ("/usr/include/openssl", "/usr/lib/gcc")
 pytestmark = pytest.mark.no_asan
 
 
-def _can_hide() -> bool:
-    if shutil.which("unshare") is None:
-        return False
-    probe = subprocess.run(["unshare", "--mount", "--propagation", "private", "true"],
+def _sealing_tools() -> tuple[str, str, str] | None:
+    """unshare, sh and mount by absolute path (the sealed PATH finds none of them), if a
+    private mount namespace can be made here."""
+    tools = tuple(shutil.which(name) for name in ("unshare", "sh", "mount"))
+    if None in tools:
+        return None
+    unshare, sh, mount = tools  # type: ignore[misc]
+    probe = subprocess.run([unshare, "--mount", "--propagation", "private", "true"],
                            capture_output=True, check=False)
-    return probe.returncode == 0
+    return (unshare, sh, mount) if probe.returncode == 0 else None
 
 
 @pytest.fixture(scope="module")
-def sealed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+def sealed() -> list[str]:
     """The command prefix that runs a program with the compiler and headers out of reach."""
-    if not _can_hide():
+    tools = _sealing_tools()
+    if tools is None:
         # Not root, or a container that forbids namespaces: PATH alone still keeps the
         # compiler out of reach of pip.
         print("note: unshare --mount unavailable; hiding the compiler by PATH only")
-        yield []
-        return
-    mounts = " && ".join(f"mount -t tmpfs tmpfs {d}" for d in HIDDEN if Path(d).is_dir())
-    yield ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-           f'{mounts or "true"} && exec "$@"', "sealed"]
+        return []
+    unshare, sh, mount = tools
+    mounts = " && ".join(f"{mount} -t tmpfs tmpfs {d}" for d in HIDDEN if Path(d).is_dir())
+    return [unshare, "--mount", "--propagation", "private", sh, "-c",
+            f'{mounts or "true"} && exec "$@"', "sealed"]
 
 
 @pytest.fixture(scope="module")

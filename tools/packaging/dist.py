@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -75,24 +76,25 @@ def source_checkout(workdir: Path) -> Path:
     return clone
 
 
-def build_sdist(uv: str, source: Path, out: Path, offline: bool) -> Path:
+def build_sdist(uv: list[str], source: Path, out: Path, offline: bool) -> Path:
     # The clone fetches Mongoose from this checkout's copy, verified here first.
     run([sys.executable, str(MONGOOSE_DIR / "fetch.py")])
     env = dict(os.environ, CYMONGOOSE_MONGOOSE_DIR=str(MONGOOSE_DIR))
-    command = [uv, "build", "--sdist", "--out-dir", str(out), str(source)]
+    command = [*uv, "build", "--sdist", "--out-dir", str(out), str(source)]
     if offline:
-        command[2:2] = ["--offline", "--no-build-isolation", "--python", sys.executable]
+        command[len(uv) + 1:len(uv) + 1] = [
+            "--offline", "--no-build-isolation", "--python", sys.executable]
     run(command, env=env)
     (sdist,) = out.glob("cymongoose-*.tar.gz")
     return sdist
 
 
-def build_wheel(uv: str, sdist: Path, python: str, out: Path, offline: bool) -> Path:
+def build_wheel(uv: list[str], sdist: Path, python: str, out: Path, offline: bool) -> Path:
     before = set(out.glob("*.whl"))
-    command = [uv, "build", "--wheel", "--python", python, "--out-dir", str(out),
+    command = [*uv, "build", "--wheel", "--python", python, "--out-dir", str(out),
                *WHEEL_SETTINGS, str(sdist)]
     if offline:
-        command[2:2] = ["--offline", "--no-build-isolation"]
+        command[len(uv) + 1:len(uv) + 1] = ["--offline", "--no-build-isolation"]
     run(command)
     (wheel,) = set(out.glob("*.whl")) - before
     return wheel
@@ -112,7 +114,8 @@ def repair(wheel: Path, out: Path) -> Path:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--uv", required=True, help="the uv executable")
+    parser.add_argument("--uv", required=True, type=shlex.split,
+                        help="the uv command, e.g. 'python3 -m uv'")
     parser.add_argument("--out", type=Path, default=ROOT / "dist")
     parser.add_argument("--python", choices=("current", "all"), default="all")
     parser.add_argument("--offline", action="store_true")
