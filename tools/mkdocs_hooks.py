@@ -1,8 +1,10 @@
 """mkdocs hooks for the docs site: the benchmark results (tests/benchmarks/results/, written
-by `make bench`) become the Benchmarks page with its chart, without copies kept in docs/."""
+by `make bench`) become the Benchmarks page with its chart, without copies kept in docs/; the
+site's title carries the version, read from where it is written once."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,14 @@ RESULTS = ROOT / "tests" / "benchmarks" / "results"
 # GitHub resolves; the site has them as results.svg (added below) and the Benchmarks page.
 SITE_LINKS = {"](../tests/benchmarks/results/results.svg)": "](results.svg)",
               "](../tests/benchmarks/results/results.md)": "](benchmarks.md)"}
+
+
+def on_config(config: Any) -> Any:
+    init = (ROOT / "src" / "cymongoose" / "__init__.py").read_text(encoding="utf-8")
+    version = re.search(r'^__version__ = "([^"]+)"', init, re.MULTILINE)
+    assert version, "src/cymongoose/__init__.py must set __version__"
+    config["site_name"] = f"{config['site_name']} {version.group(1)}"
+    return config
 
 
 def on_files(files: Files, config: Any) -> Files:
