@@ -21,10 +21,6 @@ BLOB = "https://github.com/cymongoose/cymongoose/blob/main/"
 RAW = "https://raw.githubusercontent.com/cymongoose/cymongoose/main/"
 OURS = re.compile(r"https?://(?:www\.)?(?:github\.com|raw\.githubusercontent\.com)"
                   r"/cymongoose/cymongoose(?![\w.-])", re.I)
-# Pages the README links that another branch of this release adds. Each entry is allowed to
-# be missing only until it lands; then this test asks for the entry to go.
-AWAITED = {"docs/install.md"}
-
 FENCED = re.compile(r"^ {0,3}(```|~~~).*?^ {0,3}\1[^\n]*$", re.M | re.S)
 CODE_SPAN = re.compile(r"(`+)(?!`).+?(?<!`)\1(?!`)", re.S)
 COMMENT = re.compile(r"<!--.*?-->", re.S)
@@ -69,7 +65,7 @@ def test_every_readme_link_is_absolute_or_an_anchor() -> None:
 
 
 def test_readme_links_into_the_repository_use_its_base_and_existing_files() -> None:
-    wrong, missing, landed = [], [], []
+    wrong, missing = [], []
     for target in _targets(_text(ROOT / "README.md")):
         if not OURS.match(target):
             continue
@@ -77,13 +73,9 @@ def test_readme_links_into_the_repository_use_its_base_and_existing_files() -> N
         if not path or "://" in path:
             wrong.append(target)
         elif not (ROOT / path).exists():
-            if path not in AWAITED:
-                missing.append(path)
-        elif path in AWAITED:
-            landed.append(path)
+            missing.append(path)
     assert not wrong, f"links into the repository must start with {BLOB} or {RAW}: {wrong}"
     assert not missing, f"README.md links files that are not in the checkout: {missing}"
-    assert not landed, f"{landed} exist now: remove them from AWAITED in this test"
 
 
 def test_readme_says_how_to_install() -> None:
