@@ -27,16 +27,15 @@ HIDDEN = ("/usr/include/openssl", "/usr/lib/gcc")
 pytestmark = pytest.mark.no_asan
 
 
-def _sealing_tools() -> tuple[str, str, str] | None:
+def _sealing_tools() -> list[str] | None:
     """unshare, sh and mount by absolute path (the sealed PATH finds none of them), if a
     private mount namespace can be made here."""
-    tools = tuple(shutil.which(name) for name in ("unshare", "sh", "mount"))
-    if None in tools:
+    tools = [shutil.which(name) or "" for name in ("unshare", "sh", "mount")]
+    if "" in tools:
         return None
-    unshare, sh, mount = tools  # type: ignore[misc]
-    probe = subprocess.run([unshare, "--mount", "--propagation", "private", "true"],
+    probe = subprocess.run([tools[0], "--mount", "--propagation", "private", "true"],
                            capture_output=True, check=False)
-    return (unshare, sh, mount) if probe.returncode == 0 else None
+    return tools if probe.returncode == 0 else None
 
 
 @pytest.fixture(scope="module")
