@@ -71,7 +71,9 @@ FAST_BZERO = """\
 # buffer almost always has room, so we write first and arm EPOLLOUT only after a write fell
 # short; each connection's registered interest is kept in c->prof.len (the profiling
 # buffer, unused unless MG_ENABLE_PROFILE), so an unchanged interest costs no system call.
-# cym_epoll_set() is exported for http_stream.pxi, which pauses and resumes reads.
+# cym_epoll_set() is exported for http_stream.pxi, which pauses and resumes reads; without
+# epoll (MG_ENABLE_EPOLL is set on Linux only, CMakeLists.txt) it is a no-op, poll() asking
+# afresh on every iteration for what can_read()/can_write() allow.
 EPOLL_INTEREST = """\
 #if MG_ENABLE_EPOLL  /* cymongoose build fix: epoll interest kept, changed only on a change */
 #if MG_ENABLE_PROFILE
@@ -95,8 +97,12 @@ void cym_epoll_set(struct mg_connection *c, int wr) {
   } while (0)
 #undef MG_EPOLL_MOD
 #define MG_EPOLL_MOD(c, wr) cym_epoll_set((c), (wr))
-#else
-#define CYM_EPOLLOUT_ARMED(c) 1
+#else  /* poll() asks for POLLOUT whenever there is something to send: nothing is armed */
+#define CYM_EPOLLOUT_ARMED(c) 0
+void cym_epoll_set(struct mg_connection *c, int wr) {  /* no epoll (macOS): nothing to set */
+  (void) c;
+  (void) wr;
+}
 #endif
 """
 

@@ -8,7 +8,7 @@
 extern uint64_t mg_boot_timestamp_ms;
 
 /* Added by vendor/mongoose/build_fixes.py: the connection's epoll interest, changed only when
-   it differs from what is registered (kept in c->prof.len). */
+   it differs from what is registered (kept in c->prof.len); a no-op without epoll. */
 void cym_epoll_set(struct mg_connection *c, int wr);
 
 /* Defined by vendor/mongoose/build_fixes.py: called (with the GIL released or held, from

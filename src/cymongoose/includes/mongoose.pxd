@@ -384,7 +384,8 @@ cdef extern from "mongoose.h" nogil:
     void mg_free(void *ptr)
 
 
-cdef extern from "sys/epoll.h" nogil:
+cdef extern from "cym_os.h" nogil:
+    # <sys/epoll.h> on Linux, stand-ins never reached elsewhere (epoll_fd is -1 there).
     # poll()'s non-consuming readiness probe on Mongoose's (level-triggered) epoll set, and
     # pausing a connection's reads (http_stream.pxi: EPOLLIN off while c->is_full).
     union epoll_data_t "epoll_data":
@@ -401,10 +402,9 @@ cdef extern from "sys/epoll.h" nogil:
         EPOLLHUP
         EPOLL_CTL_MOD
 
-
-cdef extern from "sys/sendfile.h" nogil:
-    # The zero-copy body path for plain-HTTP static files (http.pxi _sendfile_body).
-    ssize_t sendfile(int out_fd, int in_fd, long *offset, size_t count)
+    # The zero-copy body path for plain-HTTP static files (http.pxi _sendfile_body):
+    # Linux's sendfile(2); elsewhere a stand-in failing with EAGAIN, so the bytes are copied.
+    ssize_t sendfile "cym_sendfile"(int out_fd, int in_fd, long *offset, size_t count)
 
 
 cdef extern from "stdio.h" nogil:
@@ -424,7 +424,7 @@ cdef extern from "cym_extra.h" nogil:
     uint64_t mg_boot_timestamp_ms
     # Added to mongoose.c by vendor/mongoose/build_fixes.py: set a connection's epoll
     # interest (EPOLLIN unless c->is_full, EPOLLOUT if wr), with no system call when it is
-    # already registered (kept in c->prof.len).
+    # already registered (kept in c->prof.len); a no-op without epoll.
     void cym_epoll_set(mg_connection *c, int wr)
 
     # vendor/mongoose/build_fixes.py: told once per EMFILE episode that accepting paused.

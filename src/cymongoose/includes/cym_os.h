@@ -1,0 +1,71 @@
+/* What cymongoose takes from Linux beyond POSIX, and inert stand-ins where it is missing
+ * (macOS), so that the same Cython code compiles everywhere. The server is Linux-first:
+ * macOS wheels are built and tested only by the hosted CI (.github/workflows/wheels.yml).
+ *
+ * epoll: Mongoose waits with epoll where MG_ENABLE_EPOLL is on (CMakeLists.txt sets it on
+ * Linux only); elsewhere it waits with poll() and mgr->epoll_fd stays -1. Every epoll call
+ * in cymongoose is behind a check of epoll_fd (manager.pxi _ready_soon, http_stream.pxi,
+ * loop_integration.pxi), so the stand-ins below are never reached.
+ *
+ * sendfile: Linux's sendfile(2) sends file bytes to a socket without copying them through
+ * user space. The stand-in fails with EAGAIN, which its callers (http.pxi _sendfile_body,
+ * http_response.pxi _pump_file) take as "the socket is full": they send the file through
+ * the connection's send buffer instead, as they always do on TLS connections.
+ * -DCYM_HAVE_SENDFILE=0 selects the stand-in on Linux too (how that path is checked there).
+ */
+#ifndef CYM_OS_H
+#define CYM_OS_H
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "mongoose.h"
+
+#if MG_ENABLE_EPOLL
+#include <sys/epoll.h>
+#else
+typedef union epoll_data {
+  void *ptr;
+  int fd;
+  uint32_t u32;
+  uint64_t u64;
+} epoll_data_t;
+struct epoll_event {
+  uint32_t events;
+  epoll_data_t data;
+};
+enum { EPOLLIN = 0x001, EPOLLOUT = 0x004, EPOLLERR = 0x008, EPOLLHUP = 0x010 };
+enum { EPOLL_CTL_MOD = 3 };
+static inline int epoll_wait(int epfd, struct epoll_event *events, int maxevents,
+                             int timeout) {
+  (void) epfd, (void) events, (void) maxevents, (void) timeout;
+  errno = ENOSYS;
+  return -1;
+}
+static inline int epoll_ctl(int epfd, int op, int fd, struct epoll_event *event) {
+  (void) epfd, (void) op, (void) fd, (void) event;
+  errno = ENOSYS;
+  return -1;
+}
+#endif
+
+#ifndef CYM_HAVE_SENDFILE
+#if defined(__linux__)
+#define CYM_HAVE_SENDFILE 1
+#else
+#define CYM_HAVE_SENDFILE 0
+#endif
+#endif
+
+#if CYM_HAVE_SENDFILE
+#include <sys/sendfile.h>
+#define cym_sendfile sendfile
+#else
+static inline ssize_t cym_sendfile(int out_fd, int in_fd, long *offset, size_t count) {
+  (void) out_fd, (void) in_fd, (void) offset, (void) count;
+  errno = EAGAIN;
+  return -1;
+}
+#endif
+
+#endif

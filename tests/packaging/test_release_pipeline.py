@@ -1,0 +1,158 @@
+"""The release pipeline's configuration: the wheels cibuildwheel would build from the
+committed [tool.cibuildwheel] tables, a workflow that publishes on version tags only, and an
+OpenSSL build script that pins what it downloads. Nothing here builds a wheel (the hosted CI
+does, .github/workflows/wheels.yml): these are offline checks of what it is told to do."""
+
+from __future__ import annotations
+
+import os
+import fnmatch
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOW = ROOT / ".github" / "workflows" / "wheels.yml"
+OPENSSL_SCRIPT = ROOT / "tools" / "packaging" / "build-openssl.sh"
+
+pytestmark = pytest.mark.no_asan
+
+PYTHONS = ("cp310", "cp311", "cp312", "cp313", "cp314")
+
+
+def _cibuildwheel() -> Path:
+    # The dev group's cibuildwheel, beside this interpreter (it needs Python 3.11 or later).
+    exe = Path(sys.executable).parent / "cibuildwheel"
+    if not exe.exists():
+        pytest.skip("cibuildwheel is not installed here (the dev group has it on Python 3.11+)")
+    return exe
+
+
+def _identifiers(platform: str, archs: str) -> list[str]:
+    # The committed configuration only: no CIBW_* override from the caller's environment,
+    # and CI unset (cibuildwheel reads it; it changes nothing for this listing, but the
+    # listing must not depend on where it runs).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CIBW_") and k != "CI"}
+    r = subprocess.run(
+        [str(_cibuildwheel()), "--print-build-identifiers", "--platform", platform,
+         "--archs", archs, str(ROOT)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout.split()
+
+
+def test_linux_wheels_are_cpython_310_to_314_manylinux_and_musllinux() -> None:
+    got = _identifiers("linux", "x86_64,aarch64")
+    expected = {f"{py}-{libc}_{arch}" for py in PYTHONS
+                for libc in ("manylinux", "musllinux") for arch in ("x86_64", "aarch64")}
+    assert len(got) == len(set(got))
+    assert set(got) == expected
+
+
+def test_macos_wheels_are_cpython_310_to_314_x86_64_and_arm64() -> None:
+    got = _identifiers("macos", "x86_64,arm64")
+    expected = {f"{py}-macosx_{arch}" for py in PYTHONS for arch in ("x86_64", "arm64")}
+    assert len(got) == len(set(got))
+    assert set(got) == expected
+
+
+def _workflow() -> dict[Any, Any]:
+    doc = yaml.safe_load(WORKFLOW.read_text())
+    assert isinstance(doc, dict)
+    return doc
+
+
+def _triggers(doc: dict[Any, Any]) -> dict[str, Any]:
+    # YAML 1.1 reads the key `on` as the boolean True.
+    on = doc.get("on", doc.get(True))
+    assert isinstance(on, dict), on
+    return on
+
+
+def test_workflow_builds_on_tags_and_by_hand_and_publishes_on_tags_only() -> None:
+    doc = _workflow()
+    on = _triggers(doc)
+    assert on["push"] == {"tags": ["v*"]}, "only version tags push a release"
+    assert "workflow_dispatch" in on
+    jobs = doc["jobs"]
+    publish = jobs["publish"]
+    condition = publish["if"].replace(" ", "")
+    assert "github.event_name=='push'" in condition
+    assert "startsWith(github.ref,'refs/tags/v')" in condition
+    assert set(publish["needs"]) == set(jobs) - {"publish"}, "publish waits for every build"
+    assert publish["environment"]["name"] == "release"
+    assert publish["permissions"] == {"id-token": "write"}
+    uses = [step.get("uses", "") for step in publish["steps"]]
+    assert any(u.startswith("pypa/gh-action-pypi-publish@") for u in uses)
+    assert "id-token" not in doc.get("permissions", {}), "only the publish job gets a token"
+
+
+def test_workflow_builds_wheels_for_each_architecture_and_the_sdist() -> None:
+    jobs = _workflow()["jobs"]
+    runners = {entry["os"] for entry in jobs["wheels"]["strategy"]["matrix"]["include"]}
+    assert runners == {"ubuntu-24.04", "ubuntu-24.04-arm", "macos-15-intel", "macos-14"}
+    wheel_steps = [step.get("uses", "") for step in jobs["wheels"]["steps"]]
+    assert any(u.startswith("pypa/cibuildwheel@") for u in wheel_steps)
+    sdist_runs = "\n".join(step.get("run", "") for step in jobs["sdist"]["steps"])
+    assert "vendor/mongoose/fetch.py" in sdist_runs and "--sdist" in sdist_runs
+    assert "PIP_NO_INDEX=1" in sdist_runs, "the sdist is installed with the index out of reach"
+    # The wheels are built from pyproject.toml's [tool.cibuildwheel], whose before-all runs
+    # the OpenSSL script; the workflow rebuilds when either changes.
+    paths = _triggers(_workflow())["pull_request"]["paths"]
+    assert "pyproject.toml" in paths and "tools/packaging/**" in paths
+    assert "tools/packaging/build-openssl.sh" in (ROOT / "pyproject.toml").read_text()
+
+
+def test_only_linux_wheels_and_the_sdist_are_published() -> None:
+    """macOS wheels are built but not published (the event loop needs epoll for fileno()):
+    their artifacts are named so the publish job's pattern misses them, and their jobs may
+    fail without failing the run."""
+    jobs = _workflow()["jobs"]
+    (download,) = [step for step in jobs["publish"]["steps"]
+                   if step.get("uses", "").startswith("actions/download-artifact@")]
+    pattern = download["with"]["pattern"]
+    (upload,) = [step for step in jobs["wheels"]["steps"]
+                 if step.get("uses", "").startswith("actions/upload-artifact@")]
+    sdist_name = [step["with"]["name"] for step in jobs["sdist"]["steps"]
+                  if step.get("uses", "").startswith("actions/upload-artifact@")]
+    assert fnmatch.fnmatch(sdist_name[0], pattern)
+    for entry in jobs["wheels"]["strategy"]["matrix"]["include"]:
+        name = upload["with"]["name"].replace("${{ matrix.artifact }}", entry["artifact"])
+        name = name.replace("${{ matrix.os }}", entry["os"])
+        published = fnmatch.fnmatch(name, pattern)
+        assert published == entry["os"].startswith("ubuntu"), (entry, name, pattern)
+        assert entry.get("experimental", False) == (not published)
+    assert jobs["wheels"]["continue-on-error"] == "${{ matrix.experimental == true }}"
+
+
+def test_workflow_actions_are_pinned_to_a_version() -> None:
+    for job in _workflow()["jobs"].values():
+        for step in job["steps"]:
+            if "uses" in step:
+                assert re.fullmatch(r"[\w.-]+/[\w.-]+@(v\d+(\.\d+)*|release/v\d+)",
+                                    step["uses"]), step["uses"]
+
+
+def test_openssl_script_pins_a_version_and_its_sha256() -> None:
+    text = OPENSSL_SCRIPT.read_text()
+    version = re.search(r"^OPENSSL_VERSION=(3\.\d+\.\d+)$", text, re.M)
+    digest = re.search(r"^OPENSSL_SHA256=([0-9a-f]{64})$", text, re.M)
+    assert version and digest
+    assert "set -eu" in text
+    # The digest is checked before the tarball is unpacked.
+    assert text.index('"$OPENSSL_SHA256"') < text.index("tar -xzf")
+    assert "no-shared" in text and "-fPIC" in text
+
+
+def test_openssl_script_is_valid_shell() -> None:
+    bash = shutil.which("bash")
+    assert bash is not None
+    r = subprocess.run([bash, "-n", str(OPENSSL_SCRIPT)], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0, r.stderr
