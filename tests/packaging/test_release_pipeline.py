@@ -5,8 +5,8 @@ does, .github/workflows/wheels.yml): these are offline checks of what it is told
 
 from __future__ import annotations
 
-import os
 import fnmatch
+import os
 import re
 import shutil
 import subprocess
