@@ -50,7 +50,9 @@ def test_wheel_ships_what_runs(wheel: Path) -> None:
             whl.read(f"cymongoose-{SOURCE_VERSION}.dist-info/WHEEL")).get_all("Tag")
     assert not [n for n in names if n.endswith((".pyx", ".pxi", ".pxd", ".h", ".c"))]
     for needed in ("cymongoose/_mongoose.pyi", "cymongoose/py.typed", "cymongoose/cli.py",
-                   f"cymongoose-{SOURCE_VERSION}.dist-info/licenses/LICENSE"):
+                   f"cymongoose-{SOURCE_VERSION}.dist-info/licenses/LICENSE",
+                   # OpenSSL is linked in, so its licence travels with it.
+                   f"cymongoose-{SOURCE_VERSION}.dist-info/licenses/OpenSSL-LICENSE.txt"):
         assert needed in names, needed
     assert [n for n in names if re.fullmatch(r"cymongoose/_mongoose\..*\.so", n)]
     assert metadata["License-Expression"] == "GPL-2.0-only"

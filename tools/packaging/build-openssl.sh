@@ -93,4 +93,6 @@ make -j"$jobs"
 # install_sw: the libraries, headers and pkg-config files (install_ssldirs would write to
 # /etc/ssl, and the docs are not needed).
 make install_sw
+# The wheel carries OpenSSL's licence beside ours (CMakeLists.txt installs it from here).
+cp LICENSE.txt "$prefix/LICENSE.txt"
 say "OpenSSL ${OPENSSL_VERSION} installed in $prefix"
