@@ -13,7 +13,8 @@
 
 `--python current` builds only for the interpreter running this script; `--offline` builds
 with that interpreter's environment (scikit-build-core, Cython, CMake from the dev group)
-instead of an isolated one, with no network: `make test` uses both.
+instead of an isolated one, with no network (the wheel by `pip wheel --no-index` from the
+sdist, as a user's offline install would build it): `make test` uses both.
 """
 
 from __future__ import annotations
@@ -91,11 +92,17 @@ def build_sdist(uv: list[str], source: Path, out: Path, offline: bool) -> Path:
 
 def build_wheel(uv: list[str], sdist: Path, python: str, out: Path, offline: bool) -> Path:
     before = set(out.glob("*.whl"))
-    command = [*uv, "build", "--wheel", "--python", python, "--out-dir", str(out),
-               *WHEEL_SETTINGS, str(sdist)]
     if offline:
-        command[len(uv) + 1:len(uv) + 1] = ["--offline", "--no-build-isolation"]
-    run(command)
+        # pip, as a user installing the sdist offline would run it: the index out of reach
+        # (PIP_NO_INDEX also reaches any pip that fetch.py might start), the build tools
+        # from this environment.
+        env = dict(os.environ, PIP_NO_INDEX="1")
+        run([python, "-m", "pip", "wheel", "--no-index", "--no-build-isolation", "--no-deps",
+             "--disable-pip-version-check", "--wheel-dir", str(out), *WHEEL_SETTINGS,
+             str(sdist)], env=env)
+    else:
+        run([*uv, "build", "--wheel", "--python", python, "--out-dir", str(out),
+             *WHEEL_SETTINGS, str(sdist)])
     (wheel,) = set(out.glob("*.whl")) - before
     return wheel
 
