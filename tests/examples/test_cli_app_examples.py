@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from support.cli_run import CLI
 from support.ports import free_port
-from websockets.sync.client import connect
+from support.ws_echo import assert_echoes
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -64,11 +64,7 @@ def test_example_serves_with_the_command_line(example: str, args: list[str],
         assert _request(port, "POST", "/upload", upload) == (201, {"received": len(upload)})
         assert _request(port, "GET", "/nowhere")[0] == 404
         if example == "asgi_app.py":
-            with connect(f"ws://127.0.0.1:{port}/ws", open_timeout=10) as ws:
-                ws.send("hi ✓")
-                assert ws.recv(timeout=10) == "hi ✓"
-                ws.send(b"\x00\xff")
-                assert ws.recv(timeout=10) == b"\x00\xff"
+            assert_echoes(f"ws://127.0.0.1:{port}/ws")
     finally:
         code = cli.stop(signal.SIGTERM)
     assert code == 0, cli.err

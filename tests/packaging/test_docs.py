@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from support.ports import free_port
+from support.source_version import source_version
 from support.subprocess_env import child_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,9 +58,7 @@ def test_site_builds_strictly(tmp_path: Path) -> None:
     assert "not a user API" not in api
     assert 'id="cymongoose._mongoose.WSGILoop"' not in api
     assert (site / "results.svg").exists()
-    version = re.search(r'__version__ = "([^"]+)"',
-                        (ROOT / "src" / "cymongoose" / "__init__.py").read_text()).group(1)
-    assert f"<title>cymongoose {version}</title>" in (site / "index.html").read_text()
+    assert f"<title>cymongoose {source_version()}</title>" in (site / "index.html").read_text()
     for name in ("benchmarks", "performance"):
         assert 'src="../results.svg"' in (site / name / "index.html").read_text(), name
 

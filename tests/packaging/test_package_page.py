@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
+from support.source_version import source_version
 
 pytestmark = pytest.mark.no_asan
 
@@ -85,10 +86,7 @@ def test_readme_says_how_to_install() -> None:
 
 
 def test_changelog_opens_with_this_version() -> None:
-    init = _text(ROOT / "src" / "cymongoose" / "__init__.py")
-    found = re.search(r"^__version__\s*=\s*[\"']([^\"']+)[\"']", init, re.M)
-    assert found, "no __version__ = \"...\" in src/cymongoose/__init__.py"
-    version = found.group(1)
+    version = source_version()
     headings = re.findall(r"^## (.*)$", _text(ROOT / "CHANGELOG.md"), re.M)
     assert headings, "CHANGELOG.md has no `## ` heading"
     assert re.fullmatch(rf"{re.escape(version)}(?: \(\d{{4}}-\d\d-\d\d\))?", headings[0]), (
