@@ -6,8 +6,9 @@ The options are the settings table of config.py: every one can also come from a
 wins. Which process does what:
 
 - one worker: this process serves (process/serve.py);
-- `--workers N` or `--max-requests`: this process supervises N worker processes sharing one
-  listening socket (process/supervisor.py) and never imports the app;
+- `--workers N`, `--max-requests`, `--workers-max-rss` or `--metrics`: this process
+  supervises N worker processes sharing one listening socket (process/supervisor.py) and
+  never imports the app;
 - `--reload`: this process watches the files and restarts a serving child on changes.
 
 A wrong app, a bad option or a port in use is one line on stderr and exit status 2.
@@ -31,7 +32,7 @@ EXIT_USAGE = 2
 
 # The argparse groups of --help, by the group names of the settings table.
 _GROUPS = {"app": "app", "binding": "binding", "processes": "processes", "logging": "logging",
-           "proxies": "proxies",
+           "proxies": "proxies", "operations": "operations (docs/operations.md)",
            "limits": "limits (docs/server-behaviour.md; 0 turns a timeout off)"}
 
 
@@ -99,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if config.reload and not worker:
             from .process.reloader import run_reloader
             return run_reloader(config, raw_argv)
-        if not worker and (config.workers > 1 or config.max_requests):
+        if not worker and config.supervised:
             from .process.supervisor import Supervisor
             return Supervisor(config, raw_argv).run()
         from .process.serve import serve_process

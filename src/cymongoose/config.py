@@ -347,6 +347,38 @@ class Config:
         "127.0.0.1", "proxies", "trusted proxies: IPs, CIDR networks or '*'",
         "be IP addresses, CIDR networks or '*', comma-separated", rule=_trusted, metavar="IPS")
 
+    metrics: bool = _option(
+        False, "operations", "serve Prometheus metrics of all the workers at /metrics on "
+        "--metrics-address:--metrics-port", negatable=True,
+        doc_more="the supervisor serves them (also with one worker); see "
+                 "[Operations](operations.md)")
+    metrics_address: str = _option("127.0.0.1", "operations", "address of the metrics listener",
+                                   metavar="HOST")
+    metrics_port: int = _option(9090, "operations", "port of the metrics listener (0: any "
+                                "free port, logged)", "be 0..65535", rule=_port,
+                                metavar="PORT")
+    limit_concurrency: int | None = _option(
+        None, "operations", "requests in flight per worker at most: the next gets 503 with "
+        "Retry-After at once", "be an int >= 1", kind=int, optional=True, rule=_at_least(1),
+        metavar="N", doc_default="no limit",
+        doc_more="idle keep-alive connections and WebSockets do not count")
+    request_timeout: float | None = _option(
+        None, "operations", "seconds an app has to start its response (then 504)",
+        "be a number of seconds > 0", kind=float, optional=True,
+        rule=lambda v: None if v > 0 else "", metavar="S", doc_default="no limit",
+        doc_more="a WSGI app's thread is abandoned (and counted), an ASGI app's task "
+                 "cancelled")
+    workers_max_rss: int | None = _option(
+        None, "operations", "replace a worker whose resident memory passes this many MiB",
+        "be a number of MiB (an int >= 1)", kind=int, optional=True, rule=_at_least(1),
+        metavar="MIB", doc_default="no limit",
+        doc_more="its successor is ready before it drains, as on SIGHUP")
+    health_path: str | None = _option(
+        None, "operations", "answer GET PATH in the server: 200 once ready, 503 while "
+        "draining", "start with '/'", kind=str, optional=True,
+        rule=lambda v: None if v.startswith("/") and " " not in v else "", metavar="PATH",
+        doc_more="e.g. `/healthz`, for a load balancer or Kubernetes probes")
+
     max_header_count: int | None = _limit("request header fields at most (431 past it)")
     max_header_size: int | None = _limit("bytes of a request head at most (431)")
     max_uri_size: int | None = _limit("bytes of a request target at most (414)")
@@ -367,6 +399,8 @@ class Config:
                                         optional=True, hidden=True)
     worker_status: int | None = _option(None, "hidden", "", "be a descriptor", kind=int,
                                         optional=True, hidden=True)
+    worker_metrics: int | None = _option(None, "hidden", "", "be a descriptor", kind=int,
+                                         optional=True, hidden=True)
 
     # How each option arrived, for messages: "--threads", "CYMONGOOSE_THREADS='x'"; an
     # option missing here came as a keyword.
@@ -394,13 +428,25 @@ class Config:
         if bool(self.ssl_certfile) != bool(self.ssl_keyfile):
             raise ConfigError(f"HTTPS needs both {self._label('ssl_certfile')} and "
                               f"{self._label('ssl_keyfile')}")
-        if self.reload and (self.workers > 1 or self.max_requests):
+        if self.reload and self.supervised:
             # The reloader serves from one child it restarts on changes; workers are another
             # process model, so both at once would silently drop one.
-            given = (f"{self._label('workers')} {self.workers}" if self.workers > 1
-                     else self._label("max_requests"))
+            given = (f"{self._label('workers')} {self.workers}" if self.workers > 1 else
+                     next(self._label(name) for name in ("max_requests", "metrics",
+                                                          "workers_max_rss")
+                          if getattr(self, name)))
             raise ConfigError(f"{self._label('reload')} serves from one process: drop "
                               f"{given} or {self._label('reload')}")
+        for name in ("metrics_address", "metrics_port"):
+            if name in self.origins and not self.metrics:
+                raise ConfigError(f"{self._label(name)} needs {self._label('metrics')}")
+
+    @property
+    def supervised(self) -> bool:
+        """Whether the command line runs a supervisor: more than one worker, or an option
+        only a supervisor carries out (recycling, metrics over every worker)."""
+        return (self.workers > 1 or bool(self.max_requests) or self.metrics
+                or self.workers_max_rss is not None)
 
     @classmethod
     def from_command_line(cls, flags: Mapping[str, Any],
