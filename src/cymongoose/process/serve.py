@@ -2,9 +2,16 @@
 the app, tell which interface it speaks, and serve it until SIGTERM/SIGINT.
 
 A worker started by a supervisor (supervisor.py) gets the shared socket and a status pipe as
-descriptors, and reports on the pipe, one line each: `ready`, `error <message>` (it could not
-start; the supervisor prints the message and stops) or `recycle` (it reached --max-requests
-and drains: start its replacement now).
+descriptors, and reports on the pipe, one line each: `ready <interface>`, `error <message>`
+(it could not start; the supervisor prints the message and stops) or `recycle` (it reached
+--max-requests and drains: start its replacement now). With --metrics it also gets a shared
+memory slot (`--worker-metrics FD`) its core counts into.
+
+Once the server has adopted the listening socket (the core keeps a duplicate), this process
+closes its own descriptor: when the server stops accepting, the socket is then closed in
+this process, and once every process has closed it a new client is refused at once rather
+than left waiting in an accept queue nobody reads (a load balancer's probe reads a refusal
+as "not here", a wait as a hang).
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from ..serving.app_loading import load_app
 from .interface import detect_interface
 from .listening_socket import close_listener, listener_url, open_listener
 from .status_pipe import StatusPipe
+from .worker_metrics import share_with_supervisor
 
 __all__ = ["serve_process"]
 
@@ -107,6 +115,13 @@ def _exit_after_graceful_timeout(config: Config, phases: int = 1) -> None:
     timer.start()
 
 
+def _adopted(config: Config, sock: socket.socket) -> None:
+    """The server serves on its own duplicate of `sock` now: close ours (see the top)."""
+    if config.uds and config.worker_socket is None:
+        return  # close_listener() removes the socket file at the end
+    sock.close()
+
+
 def _stopped(config: Config, sock: socket.socket) -> int:
     close_listener(config, sock)
     log.info("stopped")
@@ -130,11 +145,13 @@ def _serve_wsgi(config: Config, app: Any, sock: socket.socket,
     except (ValueError, TypeError, RuntimeError, OSError) as exc:
         server.close()
         raise ConfigError(f"cannot serve on {listener_url(config, sock)}: {exc}") from None
+    share_with_supervisor(server.manager, config.worker_metrics)
+    url = listener_url(config, sock)
+    _adopted(config, sock)
 
     def ready() -> None:
-        log.info("serving %s (WSGI, %d app threads) on %s", config.app, config.threads,
-                 listener_url(config, sock))
-        status.send("ready")
+        log.info("serving %s (WSGI, %d app threads) on %s", config.app, config.threads, url)
+        status.send("ready wsgi")
 
     server.on_max_requests = lambda: status.send("recycle")
     server.on_stop = lambda: _exit_after_graceful_timeout(config)
@@ -163,8 +180,10 @@ def _serve_raw(config: Config, app: Any, sock: socket.socket,
     except (ValueError, TypeError, RuntimeError, OSError) as exc:
         manager.close()
         raise ConfigError(f"cannot serve on {listener_url(config, sock)}: {exc}") from None
+    share_with_supervisor(manager, config.worker_metrics)
     log.info("serving %s (raw handler) on %s", config.app, listener_url(config, sock))
-    status.send("ready")
+    _adopted(config, sock)
+    status.send("ready raw")
     manager.run()
     return _stopped(config, sock)
 
@@ -199,11 +218,13 @@ def _serve_asgi(config: Config, app: Any, sock: socket.socket,
         except (ValueError, TypeError, RuntimeError, OSError) as exc:
             await server.stop()
             raise ConfigError(f"cannot serve on {url}: {exc}") from None
+        share_with_supervisor(server.manager, config.worker_metrics)
+        _adopted(config, sock)
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
         log.info("serving %s (ASGI) on %s", config.app, url)
-        status.send("ready")
+        status.send("ready asgi")
         try:
             await stop.wait()
             log.info("stopping, finishing the requests in flight")

@@ -17,6 +17,11 @@ worker: a worker that dies or restarts loses no connection waiting there.
 - SIGHUP: workers are replaced one at a time, each only once its successor is ready.
 - SIGTTIN/SIGTTOU: one worker more / one less.
 - A worker that reached --max-requests says so and drains; its successor starts at once.
+- --workers-max-rss: a worker whose resident memory passes the limit is replaced as on
+  SIGHUP (its successor is ready before it drains).
+- --metrics: each worker counts into a shared memory slot of its own (worker_metrics.py); the
+  supervisor adds them up, with what the workers that are gone had counted, and serves the
+  document on its metrics listener (metrics_listener.py).
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ from ..config import Config
 from ..errors import ConfigError
 from ..log_config import configure_logging
 from .listening_socket import close_listener, open_listener
+from .metrics_listener import MetricsListener
+from .worker_metrics import MetricsSlot
 
 __all__ = ["Supervisor"]
 
@@ -43,12 +50,16 @@ _READY_TIMEOUT_S = 120.0
 _MAX_BACKOFF_S = 5.0
 _STABLE_S = 10.0  # a worker that lived this long resets the back-off
 _MAX_EARLY_KILLS = 5  # deaths by signal before ready, in a row, that stop the server
+_RSS_CHECK_S = 1.0  # how often --workers-max-rss looks at the workers' memory
+_RESTART_REASONS = ("died", "max_requests", "max_rss", "reload")
 
 
 class _Worker:
-    __slots__ = ("proc", "status_fd", "buf", "ready", "retiring", "started", "error")
+    __slots__ = ("proc", "status_fd", "buf", "ready", "retiring", "started", "error",
+                 "metrics", "replaces", "replaced")
 
-    def __init__(self, proc: subprocess.Popen[bytes], status_fd: int) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], status_fd: int,
+                 metrics: MetricsSlot | None, replaces: _Worker | None) -> None:
         self.proc = proc
         self.status_fd = status_fd
         self.buf = b""
@@ -56,6 +67,9 @@ class _Worker:
         self.retiring = False  # asked to stop (or stopping by itself): its exit is expected
         self.started = time.monotonic()
         self.error: str | None = None
+        self.metrics = metrics
+        self.replaces = replaces  # the worker to retire once this one is ready
+        self.replaced = False  # a successor is starting for this one (--workers-max-rss)
 
 
 class Supervisor:
@@ -72,6 +86,11 @@ class Supervisor:
         self.restart_at: list[float] = []  # when each pending restart may start
         self.rolling: list[_Worker] = []  # SIGHUP: old workers still to replace
         self.successor: _Worker | None = None
+        self.interface = "wsgi"  # what the workers said they serve ("ready <interface>")
+        self.restarts = dict.fromkeys(_RESTART_REASONS, 0)
+        self.gone_metrics: dict[str, object] | None = None  # counted by exited workers
+        self.metrics: MetricsListener | None = None
+        self.rss_checked = time.monotonic()
 
     def run(self) -> int:
         try:
@@ -79,6 +98,13 @@ class Supervisor:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         self.sock = open_listener(self.config)
+        if self.config.metrics:
+            try:
+                self.metrics = MetricsListener(self.config, self._metrics_document)
+            except ConfigError:
+                close_listener(self.config, self.sock)
+                raise
+            log.info("metrics of all the workers at %s", self.metrics.url)
         sig_r, sig_w = os.pipe()
         os.set_blocking(sig_w, False)
         old_wakeup = signal.set_wakeup_fd(sig_w)
@@ -99,21 +125,44 @@ class Supervisor:
             os.close(sig_r)
             os.close(sig_w)
             close_listener(self.config, self.sock)
+            if self.metrics is not None:
+                self.metrics.close()
             for w in self.workers:
                 os.close(w.status_fd)
+                if w.metrics is not None:
+                    w.metrics.close()
 
-    def _spawn(self) -> _Worker:
+    def _spawn(self, replaces: _Worker | None = None) -> _Worker:
         status_r, status_w = os.pipe()
         fd = self.sock.fileno()
         cmd = [sys.executable, "-m", "cymongoose", *self.argv,
                "--worker-socket", str(fd), "--worker-status", str(status_w)]
+        passed = [fd, status_w]
+        slot = MetricsSlot() if self.config.metrics else None
+        if slot is not None:
+            cmd += ["--worker-metrics", str(slot.fd)]
+            passed.append(slot.fd)
         try:
-            proc = subprocess.Popen(cmd, pass_fds=(fd, status_w))
+            proc = subprocess.Popen(cmd, pass_fds=passed)
+        except BaseException:
+            if slot is not None:
+                slot.close()
+            raise
         finally:
             os.close(status_w)
-        worker = _Worker(proc, status_r)
+        worker = _Worker(proc, status_r, slot, replaces)
         self.workers.append(worker)
         return worker
+
+    def _metrics_document(self) -> str:
+        """Every worker's counts, live ones and gone ones, as one document."""
+        from ..metrics import combine, render
+
+        live = [w.metrics.read() for w in self.workers if w.metrics is not None]
+        gone = [self.gone_metrics] if self.gone_metrics is not None else []
+        return render(combine(gone + live), interface=self.interface,
+                      workers=sum(1 for w in self.workers if w.ready and not w.retiring),
+                      restarts=self.restarts)
 
     def _loop(self, sig_r: int) -> int:
         deadline: float | None = None
@@ -124,6 +173,8 @@ class Supervisor:
                 log.info("%d workers of %s ready (supervisor pid %d)", len(self.workers),
                          self.config.app, os.getpid())
             fds = [sig_r] + [w.status_fd for w in self.workers]
+            if self.metrics is not None:
+                fds.append(self.metrics.fileno())
             readable, _, _ = select.select(fds, [], [], _TICK_S)
             if sig_r in readable:
                 for signum in os.read(sig_r, 64):
@@ -134,6 +185,8 @@ class Supervisor:
                 if w.status_fd in readable:
                     self._read_status(w)
             self._reap()
+            if self.metrics is not None:
+                self.metrics.poll()  # after the reaping: a gone worker's counts are kept
             if self.stopping:
                 if not self.workers:
                     log.info("all workers stopped")
@@ -144,8 +197,12 @@ class Supervisor:
                 continue
             self._advance_rolling()
             now = time.monotonic()
+            if self.config.workers_max_rss and now - self.rss_checked >= _RSS_CHECK_S:
+                self.rss_checked = now
+                self._check_memory()
             while self.restart_at and self.restart_at[0] <= now:
                 self.restart_at.pop(0)
+                self.restarts["died"] += 1
                 self._spawn()
             for w in self.workers:
                 if not w.ready and now - w.started > _READY_TIMEOUT_S:
@@ -189,7 +246,24 @@ class Supervisor:
             self._retire(old)
         self.rolling = [w for w in self.rolling if w in self.workers and not w.retiring]
         if self.rolling:
+            self.restarts["reload"] += 1
             self.successor = self._spawn()
+
+    def _check_memory(self) -> None:
+        """--workers-max-rss: start a successor for each worker past the limit; the worker
+        is retired once its successor is ready (_read_status), so no request is refused."""
+        limit = self.config.workers_max_rss
+        assert limit is not None
+        for w in list(self.workers):
+            if not w.ready or w.retiring or w.replaced:
+                continue
+            rss = _rss_mib(w.proc.pid)
+            if rss is not None and rss > limit:
+                log.warning("worker %d uses %.0f MiB (--workers-max-rss %d): replacing it",
+                            w.proc.pid, rss, limit)
+                w.replaced = True
+                self.restarts["max_rss"] += 1
+                self._spawn(replaces=w)
 
     def _read_status(self, w: _Worker) -> None:
         try:
@@ -200,13 +274,18 @@ class Supervisor:
         while b"\n" in w.buf:
             line, w.buf = w.buf.split(b"\n", 1)
             text = line.decode("utf-8", "replace")
-            if text == "ready":
+            if text == "ready" or text.startswith("ready "):
                 w.ready = True
                 self.early_kills = 0
+                self.interface = text[6:] or self.interface
+                old, w.replaces = w.replaces, None
+                if old is not None and old in self.workers and not self.stopping:
+                    self._retire(old)
             elif text == "recycle":
                 if not w.retiring and not self.stopping:
                     w.retiring = True
                     log.info("worker %d reached --max-requests: replacing it", w.proc.pid)
+                    self.restarts["max_requests"] += 1
                     self._spawn()
             elif text.startswith("error "):
                 w.error = text[6:]
@@ -219,6 +298,15 @@ class Supervisor:
             self._read_status(w)  # a last line may still be in the pipe
             self.workers.remove(w)
             os.close(w.status_fd)
+            self._keep_counts(w)
+            if w.replaces is not None:
+                # A successor died before it was ready: the worker it was to replace serves
+                # on, and the next memory check tries again.
+                w.replaces.replaced = False
+                if not self.stopping:
+                    log.error("worker %d, started to replace worker %d, exited before it was "
+                              "ready", w.proc.pid, w.replaces.proc.pid)
+                continue
             if w.retiring or self.stopping:
                 continue
             how = f"signal {-code}" if code < 0 else f"status {code}"
@@ -239,6 +327,17 @@ class Supervisor:
             self.restart_at.append(time.monotonic() + delay)
             self.restart_at.sort()
 
+    def _keep_counts(self, w: _Worker) -> None:
+        """A worker is gone: what it counted stays in the totals (its gauges do not)."""
+        if w.metrics is None:
+            return
+        from ..metrics import combine, settled
+
+        last = settled(w.metrics.read())
+        self.gone_metrics = combine([self.gone_metrics, last] if self.gone_metrics else [last])
+        w.metrics.close()
+        w.metrics = None
+
     def _kill_all(self) -> None:
         for w in self.workers:
             if w.proc.poll() is None:
@@ -248,3 +347,13 @@ class Supervisor:
                 w.proc.wait(5)
             except subprocess.TimeoutExpired:
                 pass
+
+
+def _rss_mib(pid: int) -> float | None:
+    """A process's resident memory in MiB (None: it is gone)."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            pages = int(f.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pages * os.sysconf("SC_PAGE_SIZE") / (1 << 20)
