@@ -30,3 +30,9 @@ BENCH_TLS_ARGS ?=
 .PHONY: bench-tls
 bench-tls: bench-setup
 	UV="$(UV)" $(UV) run --no-sync python tests/benchmarks/tls_bench.py $(BENCH_TLS_ARGS)
+
+# The production options (docs/operations.md): --metrics overhead on the hello apps, admitted
+# and shed latency under twice the --limit-concurrency, counters against the access log.
+.PHONY: bench-operations
+bench-operations: bench-setup
+	$(UV) run --no-sync python tests/benchmarks/operations_bench.py $(BENCH_ARGS)
