@@ -245,7 +245,12 @@ cdef class WSGIExchange:
     cdef public bint finished
     cdef public int stock  # Date (1) and Server (2) still to add to the app's headers
     cdef public bint busy  # the connection has the server's handler for READ/WRITE events
-    cdef public double started  # perf_counter() at the head, when the access log is on
+    cdef public double started  # perf_counter() at the head, when WSGILoop.clock_requests
+    # The request deadline: run_batch() moves app_phase from 0 (queued) to 1 (running) to 2
+    # (returned); time_out() sets timed_out unless the app returned (both in C, so the two
+    # threads never see each other half-way).
+    cdef public int app_phase
+    cdef public bint timed_out  # the server answered 504: what the app does next is dropped
 
     # Hooks. App side: write() sends each piece of the body through stream(). Loop side:
     # WSGILoop admits a request whose body is still arriving with feed_input(), and tells
@@ -271,6 +276,7 @@ cdef class WSGILoop:
     cdef public object outbox  # deque of (exchange, op, arg) for the loop to write
     cdef public object quiet_handler  # this, or the server's Python admission
     cdef public bint access_log_on  # drain() calls log_access() once per response
+    cdef public bint clock_requests  # stamp each exchange's `started` (access log, deadline)
 
     cdef _admit(self, Connection conn, HttpMessage msg)
 
@@ -284,6 +290,9 @@ cdef class WSGILoop:
     cpdef log_access(self, WSGIExchange ex)
     cpdef finish_app(self, WSGIExchange ex, result)
     cpdef app_failed(self, WSGIExchange ex, BaseException exc)
+    # App side, from run_batch(): the app of an exchange that timed out returned (or raised);
+    # the hook gives its slot back or not.
+    cpdef timed_out_app_returned(self, WSGIExchange ex, slots)
 
 
 cdef class RpcReq:
@@ -316,6 +325,7 @@ cdef class ASGIServerState:
     cdef public list default_headers
     cdef public object kick  # the LoopDriver's kick(): poll soon (a no-op before start)
     cdef public bint access_log_on  # log_access() is called for each response
+    cdef public bint clock_requests  # stamp each exchange's `started` (access log, deadline)
     cdef public object quiet_handler  # a connection waiting for its next request head
     cdef public object busy_handler  # ... that also takes READ/WRITE for its exchange
     cdef public object websocket_handler  # an accepted WebSocket
@@ -342,7 +352,7 @@ cdef class ASGIHTTPExchange:
     cdef public object tx
     cdef public bint busy  # the connection's handler wants MG_EV_READ/WRITE for us
     cdef public long long sent  # body bytes sent (the access log's)
-    cdef public double started  # perf_counter() at the head, when the access log is on
+    cdef public double started  # perf_counter() at the head, when clock_requests is set
 
     cdef bint _respond_whole(self, bytes body) except -1
     cpdef _finish(self)

@@ -875,6 +875,8 @@ class WSGIExchange:
     stock: int
     busy: bool
     started: float
+    app_phase: int
+    timed_out: bool
     def __init__(
         self, state: Any, conn: Connection, environ: dict[str, Any], is_head: bool
     ) -> None: ...
@@ -885,6 +887,9 @@ class WSGIExchange:
     def stream(self, data: bytes) -> None: ...
     def feed_input(self) -> None: ...
     def gone(self) -> None: ...
+    def time_out(self) -> int:
+        """Mark the exchange timed out unless its app returned; the app's phase: 0 queued
+        (it will never run), 1 running (its thread is abandoned), 2 returned (no change)."""
 
 @disjoint_base
 class ASGIServerState:
@@ -895,6 +900,7 @@ class ASGIServerState:
     default_headers: list[HeaderBlock | None]
     kick: Callable[[], object]
     access_log_on: bool
+    clock_requests: bool
     quiet_handler: Any
     busy_handler: Any
     websocket_handler: Any
@@ -984,6 +990,7 @@ class WSGILoop:
     outbox: Any
     quiet_handler: Any
     access_log_on: bool
+    clock_requests: bool
     def __call__(self, conn: Connection, ev: int, msg: Any) -> None: ...
     def run_batch(self, turns: Any, me: Any, app: Any, slots: Any) -> None: ...
     def drain(self, outbox: Any, stock: list[Any]) -> None: ...
@@ -992,4 +999,5 @@ class WSGILoop:
     def log_access(self, ex: Any) -> None: ...
     def finish_app(self, ex: Any, result: Any) -> None: ...
     def app_failed(self, ex: Any, exc: BaseException) -> None: ...
+    def timed_out_app_returned(self, ex: Any, slots: Any) -> None: ...
 

@@ -13,9 +13,11 @@ from ..errors import ClientDisconnected
 from ..serving.flow_control import SEND_HIGH, SEND_LOW
 from ..serving.reporting import RESPONSE_500, error_log
 from ..serving.request_body import body_refusal
+from ..serving.request_deadline import RESPONSE_504
 from ..typedefs import ASGIMessage
 from .shared import (
     _HEADERS_500,
+    _HEADERS_504,
     _RECEIVE_MAX,
     _has_header,
     _stock_index,
@@ -250,6 +252,22 @@ class _HTTPCycle(ASGIHTTPExchange):
         except RuntimeError:  # closed under us
             pass
         self._finish()
+
+    def time_out(self) -> None:
+        """Loop side: the request deadline passed before http.response.start (deadline.py):
+        answer 504 (the access log says so), then cancel the app's task. The exchange counts
+        as closed, so what the app sends after raises ClientDisconnected, never logged."""
+        try:
+            self.conn.http_respond(504, _HEADERS_504, RESPONSE_504,
+                                   more_headers=self.server_state.default_headers[3])
+            self.head_sent = True
+        except RuntimeError:  # closed under us
+            pass
+        self.status, self.sent = 504, len(RESPONSE_504)
+        self._finish()
+        self.closed = True
+        if self.task is not None:
+            self.task.cancel()  # run_app() then ends it quietly: it is complete
 
     def cancelled(self) -> None:
         """The app's task was cancelled (the server stops)."""

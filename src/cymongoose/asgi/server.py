@@ -30,8 +30,10 @@ from ..serving.default_headers import DefaultHeaders
 from ..serving.drain import Drain
 from ..serving.listeners import Listeners
 from ..serving.reporting import report_exception
+from ..serving.request_deadline import DeadlineCounts
 from ..typedefs import AppRef, ASGIApp
 from .admission import Admission
+from .deadline import ASGIDeadline
 from .handlers import busy_handler, websocket_handler
 from .lifespan import _Lifespan
 from .state import ServerState
@@ -61,14 +63,16 @@ class ASGIServer:
                  lifespan: str | None = None, graceful_timeout: float | None = None,
                  shutdown_timeout: float | None = None, access_log: AccessLog | None = None,
                  proxy_headers: ProxyHeaders | None = None, tls: TlsOpts | None = None,
-                 max_requests: int | None = None, config: Config | None = None) -> None:
+                 max_requests: int | None = None, request_timeout: float | None = None,
+                 config: Config | None = None) -> None:
         # Each option keyword overrides `config` (the defaults without it), checked by the
         # settings table's rule; `shutdown_timeout` is graceful_timeout's old name.
         graceful_timeout = renamed("ASGIServer", "shutdown_timeout", shutdown_timeout,
                                    "graceful_timeout", graceful_timeout)
         cfg = self.config = Config.for_server(
             config, factory=factory, root_path=root_path, lifespan=lifespan,
-            graceful_timeout=graceful_timeout, max_requests=max_requests)
+            graceful_timeout=graceful_timeout, max_requests=max_requests,
+            request_timeout=request_timeout)
         factory, root_path, lifespan = cfg.factory, cfg.root_path, cfg.lifespan
         max_requests = cfg.max_requests
         if error_handler is not None and not callable(error_handler):
@@ -101,6 +105,12 @@ class ASGIServer:
         # handler of a connection waiting for a request head, which starts the app's tasks
         # (the C ASGILoop, asgi_exchange.pxi, and the Python paths of admission.py).
         self._server_state = server_state = ServerState(access_log, error_handler)
+        # Each exchange's `started` is stamped at its head for the access log and the deadline.
+        server_state.clock_requests = (access_log is not None
+                                       or cfg.request_timeout is not None)
+        self._counts = DeadlineCounts()
+        self._deadline = (ASGIDeadline(cfg.request_timeout, self._counts)
+                          if cfg.request_timeout is not None else None)
         on_quiet = Admission(server_state, self._app, proxy=proxy_headers,
                              max_requests=max_requests,
                              requests_exhausted=self._max_requests_reached)
@@ -131,6 +141,18 @@ class ASGIServer:
         if self._manager is None:
             raise RuntimeError("ASGIServer is not started: await start() first")
         return self._manager
+
+    @property
+    def request_timeouts(self) -> int:
+        """Requests answered 504 because their app had sent no http.response.start within
+        `request_timeout` (serving/request_deadline.py counts them)."""
+        return self._counts.request_timeouts
+
+    @property
+    def threads_abandoned(self) -> int:
+        """Always 0: a timed-out ASGI app's task is cancelled, no thread is left behind
+        (here so both servers offer the same counters)."""
+        return self._counts.threads_abandoned
 
     @property
     def state(self) -> dict[str, Any]:
@@ -166,6 +188,8 @@ class ASGIServer:
             self._loop_side.loop = loop
             self._driver.attach()
             self._date_timer = loop.call_later(1.0, self._tick_date)
+            if self._deadline is not None:
+                self._deadline.start(loop, self._manager)
 
     def listen(self, url: str = "http://127.0.0.1:8000", **limits: Any) -> Connection:
         """Another listener on the running server (same app, same loop)."""
@@ -226,6 +250,8 @@ class ASGIServer:
         if self._date_timer is not None:
             self._date_timer.cancel()
             self._date_timer = None
+        if self._deadline is not None:
+            self._deadline.stop()
         if driver is not None:
             driver.detach()
         if manager is not None:
@@ -268,8 +294,8 @@ def serve(app: AppRef, url: str = "http://127.0.0.1:8000", *, factory: bool | No
           proxy_headers: ProxyHeaders | None = None, tls: TlsOpts | None = None,
           max_requests: int | None = None,
           error_handler: Callable[[BaseException], object] | None = None,
-          graceful_timeout: float | None = None, config: Config | None = None,
-          **limits: Any) -> None:
+          graceful_timeout: float | None = None, request_timeout: float | None = None,
+          config: Config | None = None, **limits: Any) -> None:
     """Serve `app` on `url` until SIGINT/SIGTERM (uvloop when installed), or until
     `max_requests` requests were admitted; the requests in flight are finished first. The
     options are ASGIServer's (an https:// `url` needs `tls`; `shutdown_timeout` is
@@ -280,7 +306,8 @@ def serve(app: AppRef, url: str = "http://127.0.0.1:8000", *, factory: bool | No
     server = ASGIServer(app, error_handler, factory=factory, root_path=root_path,
                         lifespan=lifespan, graceful_timeout=graceful_timeout,
                         access_log=access_log, proxy_headers=proxy_headers, tls=tls,
-                        max_requests=max_requests, config=config)
+                        max_requests=max_requests, request_timeout=request_timeout,
+                        config=config)
 
     async def main() -> None:
         loop = asyncio.get_running_loop()

@@ -10,6 +10,7 @@ from typing import Any
 _RECEIVE_MAX = 1 << 20
 
 _HEADERS_500 = [(b"content-type", b"text/plain; charset=utf-8"), (b"connection", b"close")]
+_HEADERS_504 = _HEADERS_500  # a timed-out request's connection closes too
 _RESPONSE_403 = b"Forbidden\n"
 _HEADERS_TEXT = [(b"content-type", b"text/plain; charset=utf-8")]
 

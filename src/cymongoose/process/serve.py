@@ -164,9 +164,10 @@ def _serve_raw(config: Config, app: Any, sock: socket.socket,
                status: StatusPipe) -> int:
     from .._mongoose import MG_EV_ACCEPT, Manager, listen_fd
 
-    if config.static or config.access_log or config.proxy_headers:
-        raise ConfigError("--static, --access-log and --proxy-headers need a WSGI or ASGI app; "
-                          "a raw handler answers requests itself")
+    if (config.static or config.access_log or config.proxy_headers
+            or config.request_timeout is not None):
+        raise ConfigError("--static, --access-log, --proxy-headers and --request-timeout need "
+                          "a WSGI or ASGI app; a raw handler answers requests itself")
     tls = config.new_tls()
     handler = app
     if tls is not None:

@@ -23,7 +23,7 @@ class ServerLoop(ResponseWriter, AppResults):
     subclasses of WSGILoop with no fields of their own: a hook that delegated to a separate
     object would cost a Python frame more per request."""
 
-    __slots__ = ("_access", "_default_headers", "_error_handler")
+    __slots__ = ("_access", "_deadline", "_default_headers", "_error_handler")
 
     def __init__(self, state: ServerState, *, pending: collections.deque[_Exchange],
                  live: set[_Exchange], bases: dict[int, dict[str, Any]], root_path: str,
@@ -42,6 +42,7 @@ class ServerLoop(ResponseWriter, AppResults):
         self.outbox = state.outbox
         self.busy_handler = busy_handler
         self.access_log_on = access_log is not None
+        self._deadline = None  # the server sets its WSGIDeadline, with request_timeout
         self._access = access_log
         self._default_headers = default_headers
         self._error_handler = error_handler

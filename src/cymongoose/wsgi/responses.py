@@ -14,6 +14,7 @@ from ..access_log import AccessLog
 from ..serving.flow_control import SEND_LOW
 from ..serving.reporting import RESPONSE_500, error_log, report_exception
 from ..serving.request_body import body_refusal
+from ..serving.request_deadline import RESPONSE_504
 from .exchange import _Exchange
 from .state import _OP_ABORT, _OP_BEGIN, _OP_END, _OP_FILE, _OP_WRITE, ServerState
 
@@ -27,10 +28,12 @@ class _EnvironKeys(dict[str, str]):
 
 
 _ENVIRON_KEYS = _EnvironKeys()
+_HEADERS_504 = [(b"Content-Type", b"text/plain; charset=utf-8"), (b"Connection", b"close")]
 
 
 class ResponseWriter(WSGILoop):
-    """WSGILoop's loop-side hooks: write_step(), protocol_error() and log_access()."""
+    """WSGILoop's loop-side hooks: write_step(), protocol_error() and log_access(); and
+    the request deadline's 504 (answer_timeout())."""
 
     __slots__ = ()
     state: ServerState
@@ -106,6 +109,24 @@ class ResponseWriter(WSGILoop):
             pass
         self._finish(ex)
 
+    def answer_timeout(self, ex: _Exchange) -> None:
+        """Loop side: answer 504 for an exchange past its deadline (deadline.py), which
+        ends here, with its access-log line; the app keeps its own status and byte count."""
+        conn = ex.conn
+        try:
+            conn.http_respond(504, _HEADERS_504, RESPONSE_504,
+                              more_headers=self._default_headers[3])
+        except RuntimeError:  # closed under us
+            pass
+        ex.finished = True
+        self.live.discard(ex)
+        if self._access is not None:
+            self._log_line(ex, 504, len(RESPONSE_504))
+        if conn.userdata is ex:
+            conn.userdata = None
+            if ex.busy and not conn.is_closing:
+                conn.set_handler(self.quiet_handler)
+
     def _body_too_large(self, ex: _Exchange, exc: RequestBodyTooLarge) -> None:
         """Loop side: the request body went over max_body_size while the app had the
         request. The core answered 413 (or closed, once the response had started): the
@@ -136,14 +157,16 @@ class ResponseWriter(WSGILoop):
         return True
 
     def log_access(self, ex: _Exchange) -> None:
+        self._log_line(ex, ex.status[0] if ex.status is not None else 0, ex.sent)
+
+    def _log_line(self, ex: _Exchange, status: int, sent: int) -> None:
         access = self._access
         assert access is not None
         env = ex.environ
-        status = ex.status[0] if ex.status is not None else 0
         try:
             access.log(env["REMOTE_ADDR"], env["REQUEST_METHOD"],
                        env["SCRIPT_NAME"] + env["PATH_INFO"], env["QUERY_STRING"],
-                       env["SERVER_PROTOCOL"], status, 0 if ex.is_head else ex.sent,
+                       env["SERVER_PROTOCOL"], status, 0 if ex.is_head else sent,
                        time.perf_counter() - ex.started,
                        lambda name: env.get(_ENVIRON_KEYS[name]),
                        env.get("REMOTE_USER"))

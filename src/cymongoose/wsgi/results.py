@@ -6,8 +6,9 @@ they run on the thread that ran the app."""
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._mongoose import WSGILoop
 from ..errors import ClientDisconnected
@@ -16,17 +17,24 @@ from .bodies import FileWrapper
 from .exchange import _Exchange
 from .state import _OP_ABORT, _OP_BEGIN, _OP_END, _OP_FILE, _OP_WHOLE, ServerState
 
+if TYPE_CHECKING:
+    from .deadline import WSGIDeadline
+
 
 class AppResults(WSGILoop):
-    """WSGILoop's app-side hooks: finish_app() and app_failed()."""
+    """WSGILoop's app-side hooks: finish_app(), app_failed() and
+    timed_out_app_returned()."""
 
     __slots__ = ()
     state: ServerState
     _error_handler: Callable[[BaseException], object] | None
+    _deadline: WSGIDeadline | None
 
     def finish_app(self, ex: _Exchange, result: Any) -> None:
         """Send what the app returned (any iterable), then close() it."""
         try:
+            if ex.timed_out:
+                return  # answered 504 (deadline.py): the result is only closed
             if not ex.head_queued and type(result) in (list, tuple):
                 self._respond_whole(ex, result)
             elif isinstance(result, FileWrapper) and not ex.head_queued:
@@ -105,6 +113,8 @@ class AppResults(WSGILoop):
         self.state.post(ex, _OP_END, None)
 
     def app_failed(self, ex: _Exchange, exc: BaseException) -> None:
+        if ex.timed_out:
+            return  # answered 504 (deadline.py): what the app does next is dropped
         if isinstance(exc, ClientDisconnected) or (ex.closed and isinstance(exc, OSError)):
             return  # the client left: nothing to answer, nothing to log
         what = f"{ex.environ['REQUEST_METHOD']} {ex.environ['PATH_INFO']}"
@@ -123,5 +133,9 @@ class AppResults(WSGILoop):
 
     def _report(self, ex: _Exchange, what: str, exc: BaseException) -> None:
         report_app_error(self._error_handler, what, exc)
+
+    def timed_out_app_returned(self, ex: _Exchange, slots: deque[None]) -> None:
+        assert self._deadline is not None  # only a server with a deadline times out
+        self._deadline.returned(ex, slots)
 
     # Lifecycle.

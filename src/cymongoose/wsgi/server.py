@@ -49,9 +49,11 @@ from ..serving.drain import Drain
 from ..serving.flow_control import SEND_LOW
 from ..serving.listeners import Listeners, listener_base
 from ..serving.reporting import error_log, report_exception
+from ..serving.request_deadline import DeadlineCounts, check_interval
 from ..serving.stop_signals import StopSignals
 from ..typedefs import AppRef
 from .bodies import _NO_BODY, FileWrapper, _StreamInput
+from .deadline import WSGIDeadline
 from .exchange import _Exchange
 from .loop import ServerLoop
 from .state import ServerState
@@ -70,7 +72,7 @@ class WSGIServer:
                  url_scheme: str | None = None, access_log: AccessLog | None = None,
                  proxy_headers: ProxyHeaders | None = None, tls: TlsOpts | None = None,
                  graceful_timeout: float | None = None, max_requests: int | None = None,
-                 config: Config | None = None) -> None:
+                 request_timeout: float | None = None, config: Config | None = None) -> None:
         # Each option keyword overrides `config` (the defaults without it), checked by the
         # settings table's rule; 0.2.x's `workers` is the number of app threads.
         threads = renamed("WSGIServer", "workers", workers, "threads", threads,
@@ -78,7 +80,8 @@ class WSGIServer:
                           "counts processes)")
         cfg = self.config = Config.for_server(
             config, threads=threads, stream_timeout=stream_timeout, factory=factory,
-            root_path=root_path, graceful_timeout=graceful_timeout, max_requests=max_requests)
+            root_path=root_path, graceful_timeout=graceful_timeout, max_requests=max_requests,
+            request_timeout=request_timeout)
         count, stream_timeout, factory = cfg.threads, cfg.stream_timeout, cfg.factory
         root_path, graceful_timeout, max_requests = (cfg.root_path, cfg.graceful_timeout,
                                                      cfg.max_requests)
@@ -87,6 +90,8 @@ class WSGIServer:
         tls = tls if tls is not None else cfg.new_tls()
         wsgi_app = load_app(app, factory)  # before anything that would need closing
         self._access = access_log
+        # Each exchange's `started` is stamped at its head for the access log and the deadline.
+        self._clock_requests = access_log is not None or cfg.request_timeout is not None
         self._proxy = proxy_headers
         self._tls = tls
         self.graceful_timeout = float(graceful_timeout)
@@ -164,6 +169,14 @@ class WSGIServer:
                                default_headers=self._default_headers.blocks,
                                error_handler=error_handler)
         self._loop_side = loop_side
+        loop_side.clock_requests = self._clock_requests
+        self._counts = DeadlineCounts()
+        if cfg.request_timeout is not None:
+            deadline = WSGIDeadline(cfg.request_timeout, self._turns, self._live, loop_side,
+                                    self._counts, bound=count)
+            loop_side._deadline = deadline
+            self._manager.timer_add(int(check_interval(cfg.request_timeout) * 1000),
+                                    deadline.check, repeat=True)
         state.drain_outbox = self._drain_outbox
         state.drain_in_flight = self._drain_in_flight
         fast = proxy_headers is None and self._requests_left < 0
@@ -186,6 +199,17 @@ class WSGIServer:
     @stream_timeout.setter
     def stream_timeout(self, seconds: float) -> None:
         self._state.stream_timeout = float(seconds)
+
+    @property
+    def request_timeouts(self) -> int:
+        """Requests answered 504 because their app had not started its response within
+        `request_timeout` (serving/request_deadline.py counts them)."""
+        return self._counts.request_timeouts
+
+    @property
+    def threads_abandoned(self) -> int:
+        """App threads whose request timed out, replaced and still running their app."""
+        return self._counts.threads_abandoned
 
     def listen(self, url: str = "http://127.0.0.1:8000", **limits: Any) -> Connection:
         return self._listeners.listen(self._manager, url, **limits)
@@ -238,7 +262,7 @@ class WSGIServer:
                 self._apply_proxy(environ, environ["REMOTE_ADDR"])
         method = environ["REQUEST_METHOD"]
         ex = _Exchange(self._state, conn, environ, method == "HEAD")
-        if self._access is not None:
+        if self._clock_requests:
             ex.started = time.perf_counter()
         if self._requests_left > 0:
             self._requests_left -= 1

@@ -50,15 +50,39 @@ class _LoopTurns:
         self._slots: collections.deque[None] = collections.deque([None] * count)
         self.stopping = False
         self._threads: list[threading.Thread] = []
+        self._made = 0  # threads made so far, for their names
+        self._retiring = 0  # follower threads to end at their next turn
 
     def start(self) -> None:
         if self._threads:
             return
-        for i in range(self._count):
-            t = threading.Thread(target=self._follow_forever, name=f"cymongoose-wsgi-{i}",
-                                 daemon=True)
-            t.start()
-            self._threads.append(t)
+        for _ in range(self._count):
+            self._new_thread()
+
+    def _new_thread(self) -> None:
+        t = threading.Thread(target=self._follow_forever, name=f"cymongoose-wsgi-{self._made}",
+                             daemon=True)
+        self._made += 1
+        t.start()
+        self._threads.append(t)
+
+    # The request deadline (deadline.py) replaces an abandoned app's thread.
+    def add_thread(self) -> None:
+        """Loop side: an app's thread was abandoned: a thread and a slot more, so as many
+        apps as before can run."""
+        with self.lock:
+            if self.stopping:
+                return
+            self._threads = [t for t in self._threads if t.is_alive()]
+            self._new_thread()
+        self._slots.append(None)
+
+    def retire_thread(self) -> None:
+        """App side: an abandoned app returned, its thread takes turns again: one follower
+        ends at its next turn (the caller keeps the returned app's slot)."""
+        with self._cond:
+            self._retiring += 1
+            self._cond.notify_all()
 
     def owns_loop(self) -> bool:
         return self.owner is threading.current_thread()
@@ -100,17 +124,21 @@ class _LoopTurns:
     # The followers.
     def _follow_forever(self) -> None:
         while True:
-            if not self.follow():
+            if not self.follow(retirable=True):
                 return
             self.lead()
 
-    def follow(self) -> bool:
-        """Wait for a turn. True: this thread now owns the loop (holding loop_lock)."""
+    def follow(self, retirable: bool = False) -> bool:
+        """Wait for a turn. True: this thread now owns the loop (holding loop_lock); False:
+        the server stops, or this `retirable` thread (not run()'s) is one too many."""
         me = threading.current_thread()
         while True:
             with self._cond:
                 while True:
                     if self.stopping:
+                        return False
+                    if retirable and self._retiring:
+                        self._retiring -= 1
                         return False
                     if self.owner is None and self.loop_lock.acquire(False):
                         self.owner = me

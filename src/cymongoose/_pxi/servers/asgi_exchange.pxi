@@ -169,8 +169,9 @@ cdef class ASGILoop:
 
     cdef _start(self, Connection conn, ASGIHTTPExchange exchange):
         cdef ASGIServerState shared = self.server_state
-        if shared.access_log_on:
-            exchange.started = _perf_counter()  # the access log's duration starts at the head
+        if shared.clock_requests:
+            # The access log's duration and the request deadline start at the head.
+            exchange.started = _perf_counter()
         if conn.body_complete:
             exchange.body = conn.body_read() if conn.body_pending else b""
         else:

@@ -108,6 +108,15 @@ cdef class WSGIExchange:
     cpdef gone(self):
         raise NotImplementedError("the server's subclass ends the exchange")
 
+    def time_out(self):
+        """Loop side: mark the exchange timed out (the server answers 504 for it) unless its
+        app has returned; the app's phase then: 0 (queued: it will never run), 1 (running:
+        its thread is abandoned) or 2 (returned: nothing done). No Python code runs here or
+        between run_batch()'s phase changes, so under the GIL the two threads agree."""
+        if self.app_phase != 2:
+            self.timed_out = True
+        return self.app_phase
+
 
 import io as _io
 from time import perf_counter as _perf_counter
@@ -148,8 +157,9 @@ cdef class WSGILoop:
         cdef dict environ = _wsgi_environ(msg, base, conn, self.root_path)
         cdef WSGIExchange ex = self.exchange_type(self.state, conn, environ,
                                                   environ["REQUEST_METHOD"] == "HEAD")
-        if self.access_log_on:
-            ex.started = _perf_counter()  # the access log's duration starts at the head
+        if self.clock_requests:
+            # The access log's duration and the request deadline start at the head.
+            ex.started = _perf_counter()
         if conn.body_complete:
             environ["wsgi.input"] = (_io.BytesIO(conn.body_read()) if conn.body_pending
                                      else self.no_body)
@@ -213,6 +223,10 @@ cdef class WSGILoop:
             except IndexError:  # a thread that took the loop over took it
                 slots.append(None)
                 break
+            if ex.timed_out:  # answered 504 while it waited for a slot: never run
+                slots.append(None)
+                continue
+            ex.app_phase = 1
             turns.current = ex
             try:
                 result = app(ex.environ, ex)
@@ -228,7 +242,11 @@ cdef class WSGILoop:
                 self.app_failed(ex, exc)
             finally:
                 turns.current = None
-                slots.append(None)
+                ex.app_phase = 2
+                if ex.timed_out:
+                    self.timed_out_app_returned(ex, slots)
+                else:
+                    slots.append(None)
 
     cpdef write_step(self, WSGIExchange ex, int op, arg):
         raise NotImplementedError("the server's subclass writes streamed responses")
@@ -244,3 +262,6 @@ cdef class WSGILoop:
 
     cpdef app_failed(self, WSGIExchange ex, BaseException exc):
         raise NotImplementedError("the server's subclass answers an app that failed")
+
+    cpdef timed_out_app_returned(self, WSGIExchange ex, slots):
+        raise NotImplementedError("the server's subclass accounts for abandoned threads")

@@ -1,0 +1,53 @@
+"""What both servers share of the request deadline (`Config.request_timeout`): how often
+they look for requests past it, the 504 they answer with, the error-log line, and the
+counters a metrics exporter reads."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from .reporting import error_log
+
+__all__ = ["RESPONSE_504", "DeadlineCounts", "check_interval", "log_timeout"]
+
+# The body of the answer to a request whose app did not start its response in time.
+RESPONSE_504 = b"Gateway Timeout: the app did not start its response in time\n"
+
+
+def check_interval(timeout: float) -> float:
+    """Seconds between two looks at the requests in flight: one periodic check per server
+    instead of a timer per request, so a 504 leaves at most this much past the deadline."""
+    return min(0.1, max(0.01, timeout / 4))
+
+
+def log_timeout(method: str, target: str, protocol: str, elapsed: float, timeout: float,
+                what: str) -> None:
+    """The warning on `cymongoose.error` for one request past its deadline."""
+    error_log.warning("%s %s %s: no response after %.3f s (request_timeout %g s): "
+                      "answered 504, %s", method, target, protocol, elapsed, timeout, what)
+
+
+class DeadlineCounts:
+    """The request deadline's counters of one server: `request_timeouts` (504s sent) and
+    `threads_abandoned` (WSGI app threads timed out, replaced, and still in their app)."""
+
+    __slots__ = ("_lock", "request_timeouts", "threads_abandoned")
+
+    def __init__(self) -> None:
+        # The loop counts up, an app thread counts an abandoned thread down when it returns.
+        self._lock = threading.Lock()
+        self.request_timeouts = 0
+        self.threads_abandoned = 0
+
+    def add(self, name: str, delta: int) -> int:
+        """The one place the counters change (a metrics hook goes here); the new value."""
+        with self._lock:
+            value: int = getattr(self, name) + delta
+            setattr(self, name, value)
+        return value
+
+    def __repr__(self) -> str:
+        fields: dict[str, Any] = {"request_timeouts": self.request_timeouts,
+                                  "threads_abandoned": self.threads_abandoned}
+        return f"DeadlineCounts({fields})"
