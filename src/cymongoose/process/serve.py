@@ -25,6 +25,7 @@ from ..config import Config
 from ..errors import AppLoadError, ConfigError
 from ..log_config import configure_logging, keep_server_loggers
 from ..serving.app_loading import load_app
+from ..serving.guard_options import set_guard_options
 from .interface import detect_interface
 from .listening_socket import close_listener, listener_url, open_listener
 from .status_pipe import StatusPipe
@@ -158,6 +159,7 @@ def _serve_raw(config: Config, app: Any, sock: socket.socket,
                 conn.tls_init(tls)
             app(conn, ev, data)
     manager = Manager(handler)
+    set_guard_options(manager, config)
     try:
         listen_fd(manager, sock, handler, http=True, tls=tls is not None, **config.limits())
     except (ValueError, TypeError, RuntimeError, OSError) as exc:
@@ -165,6 +167,7 @@ def _serve_raw(config: Config, app: Any, sock: socket.socket,
         raise ConfigError(f"cannot serve on {listener_url(config, sock)}: {exc}") from None
     log.info("serving %s (raw handler) on %s", config.app, listener_url(config, sock))
     status.send("ready")
+    manager.ready = True  # a raw server stops at once on a signal: no draining state
     manager.run()
     return _stopped(config, sock)
 
