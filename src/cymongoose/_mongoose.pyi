@@ -269,9 +269,10 @@ class Manager:
     refusal_handler: Callable[[Connection, int, str, str, int], object] | None
     """Called as `refusal_handler(conn, status, reason, request_line, body_size)` after an
     HTTP listener's guard answered a request itself (400, 408, 413, 414, 431, 501, 505, the
-    503 of `limit_concurrency`, a health probe's 200 or 503: no handler saw it), for an access log. `request_line` is what the client sent up to its
-    first line end (at most 2 KiB, latin-1; it may be malformed or cut), `body_size` the
-    bytes of the refusal's body. Exceptions follow the handlers' rules. Default None."""
+    503 of `limit_concurrency`, a health probe's 200 or 503: no handler saw it), for an
+    access log. `request_line` is what the client sent up to its first line end (at most
+    2 KiB, latin-1; it may be malformed or cut), `body_size` the bytes of the answer's body.
+    Exceptions follow the handlers' rules. Default None."""
 
     def metrics(self) -> _Metrics:
         """A snapshot of this Manager's counters, kept in C on the request paths (no
