@@ -140,7 +140,7 @@ class ASGIServer:
         the final ones. `RuntimeError` before `start()`."""
         if self._manager is None and self._final_metrics is not None:
             return self._final_metrics
-        return self.manager.metrics()
+        return dict(self.manager.metrics())
 
     @property
     def state(self) -> dict[str, Any]:
