@@ -215,6 +215,8 @@ class ASGIServer:
         self._stopping = True
         self._default_headers.close_connections()
         manager, driver = self._manager, self._driver
+        if manager is not None:
+            manager.ready = False  # health probes say "draining" from here
         if manager is not None and driver is not None:
             for conn in manager.connections:
                 cycle = conn.userdata

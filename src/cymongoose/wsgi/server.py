@@ -342,6 +342,9 @@ class WSGIServer:
         """Make run() return: requests in flight are finished first. Thread-safe."""
         turns = self._turns
         first = not self._default_headers.closing
+        # Health probes say "draining" at once, even while an app holds the loop. A plain
+        # int the guard reads: safe to set from any thread.
+        self._manager.ready = False
         self._default_headers.close_connections()
         with turns.lock:
             turns.stopping = True
