@@ -15,6 +15,25 @@ from libc.stdint cimport int64_t, uint64_t
 from .includes cimport mongoose as mg
 
 
+cdef struct Metrics:
+    # A Manager's counters (metrics.pxi), in C so counting costs a few adds and no Python
+    # call. Fixed layout, uint64_t and double only, no pointers: it may live in a buffer
+    # another process maps (Manager.share_metrics), which reads it with read_metrics().
+    uint64_t requests[1000]  # finished requests by status (0: ended without one)
+    uint64_t refused[1000]  # the subset the guard answered itself (4xx, 503 of the limit)
+    uint64_t duration_buckets[16]  # delivery to response end; non-cumulative, last is +Inf
+    double duration_sum  # seconds
+    uint64_t in_flight  # gauge: delivered, not finished
+    uint64_t connections_open  # gauge: accepted HTTP-server connections
+    uint64_t connections_total
+    uint64_t bytes_received
+    uint64_t bytes_sent
+    uint64_t websockets_open  # gauge: server-side WebSocket upgrades
+    uint64_t websockets_total
+    uint64_t request_timeouts  # set from Python (Manager.add_metric)
+    uint64_t threads_abandoned  # gauge, set from Python
+
+
 cdef struct GilSlot:
     # The poll thread's saved state while mg_mgr_poll() runs without the GIL. The first
     # callback of an iteration restores it and sets it to NULL, so the rest of the iteration
@@ -25,6 +44,12 @@ cdef struct GilSlot:
     unsigned long io_events  # non-POLL events seen since the last poll(): "traffic is flowing"
     unsigned quiet_polls  # consecutive poll() calls that saw no such event
     int linger_ms  # Manager.linger_ms: GIL-held wait for the next request after traffic
+    # Read by the guard without the GIL (metrics.pxi, http_health.pxi):
+    Metrics *metrics  # the Manager's own _metrics, or the buffer given to share_metrics()
+    uint64_t limit_concurrency  # Manager.limit_concurrency (0: no limit)
+    const char *health_path  # Manager.health_path's bytes (NULL: no health answer)
+    size_t health_len
+    int health_state  # _HEALTH_STARTING, _HEALTH_READY or _HEALTH_DRAINING (Manager.ready)
 
 
 cdef struct HttpLimits:
@@ -93,6 +118,11 @@ cdef struct HttpGuard:
     # whether the client half-closed (its reads are paused; we finish what is owed).
     uint64_t send_since_ms
     bint peer_eof
+    # Metrics (metrics.pxi): what this connection is counted as (_MT_* bits), when its
+    # request was delivered (CLOCK_MONOTONIC, ns) and the status of its response so far.
+    int meter
+    uint64_t req_start_ns
+    int resp_status
 
 
 cdef struct TimerBox:
@@ -121,6 +151,10 @@ cdef class Manager:
     cdef size_t _max_recv_size
     cdef bytes _dns_url  # keeps mgr.dns4.url / dns6.url alive once dns_server is set
     cdef list _retired_recv  # pinned receive buffers to free before the next poll (addresses)
+    cdef Metrics _metrics  # counted here until share_metrics() moves them (_gil.metrics)
+    cdef Py_buffer _shared  # share_metrics()'s buffer, held until close
+    cdef bint _sharing
+    cdef bytes _health_path  # owns the bytes _gil.health_path points at
     cdef object __weakref__
 
     cdef int _ensure_open(self) except -1

@@ -6,7 +6,7 @@ User-facing documentation of every class and function lives here.
 import enum
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Protocol, TypeAlias, TypeVar, final
+from typing import Any, Protocol, TypeAlias, TypedDict, TypeVar, final
 
 from typing_extensions import Buffer, disjoint_base
 
@@ -20,6 +20,33 @@ _Handler: TypeAlias = Callable[[Connection, int, Any], None]
 """`handler(conn, ev, data)`; what `data` is depends on `ev` (see `Event`)."""
 
 _ErrorHandler: TypeAlias = Callable[[BaseException], object]
+
+class _Metrics(TypedDict):
+    """A snapshot of a Manager's counters (`Manager.metrics()`, `read_metrics()`). Requests
+    are counted once each when their response ends (or their connection closes or leaves
+    HTTP first: status 0 when no response was written, 101 for a WebSocket upgrade)."""
+
+    requests: dict[int, int]
+    """Finished requests by status, non-zero counts only; includes the guard's own answers
+    (refusals, limit_concurrency's 503s, health probes): one per access-log line."""
+    refused: dict[int, int]
+    """The requests the guard turned away itself (4xx, limit_concurrency's 503), by status;
+    health probes are not refusals, even when they answer 503."""
+    duration_buckets: tuple[int, ...]
+    """16 non-cumulative counts of delivered requests by duration (delivery to response
+    end), for the upper bounds `DURATION_BOUNDS` then +Inf."""
+    duration_sum: float
+    in_flight: int
+    connections_open: int
+    connections_total: int
+    bytes_received: int
+    """Bytes read on accepted HTTP connections (after TLS decryption), WebSockets included."""
+    bytes_sent: int
+    """Bytes written on them (before TLS encryption), sendfile bodies included."""
+    websockets_open: int
+    websockets_total: int
+    request_timeouts: int
+    threads_abandoned: int
 
 class Event(enum.IntEnum):
     """Mongoose event codes passed to handlers as `ev`.
@@ -60,6 +87,10 @@ TLS_ENGINE: str
 and 1.3, ALPN http/1.1) or "builtin" (Mongoose's own TLS 1.3, ECDSA P-256 keys only)."""
 WAKEUP_MAX_PAYLOAD: int
 DEFAULT_MAX_RECV_SIZE: int
+METRICS_SIZE: int
+"""Bytes of a Manager's counters: the size of a buffer for `share_metrics()`."""
+DURATION_BOUNDS: tuple[float, ...]
+"""Upper bounds (seconds) of the request duration buckets; a 16th bucket is +Inf."""
 
 MG_EV_ERROR: int
 MG_EV_OPEN: int
@@ -237,10 +268,41 @@ class Manager:
 
     refusal_handler: Callable[[Connection, int, str, str, int], object] | None
     """Called as `refusal_handler(conn, status, reason, request_line, body_size)` after an
-    HTTP listener's guard answered a request itself (400, 408, 413, 414, 431, 501, 505: no
-    handler saw it), for an access log. `request_line` is what the client sent up to its
-    first line end (at most 2 KiB, latin-1; it may be malformed or cut), `body_size` the
-    bytes of the refusal's body. Exceptions follow the handlers' rules. Default None."""
+    HTTP listener's guard answered a request itself (400, 408, 413, 414, 431, 501, 505, the
+    503 of `limit_concurrency`, a health probe's 200 or 503: no handler saw it), for an
+    access log. `request_line` is what the client sent up to its first line end (at most
+    2 KiB, latin-1; it may be malformed or cut), `body_size` the bytes of the answer's body.
+    Exceptions follow the handlers' rules. Default None."""
+
+    def metrics(self) -> _Metrics:
+        """A snapshot of this Manager's counters, kept in C on the request paths (no
+        Python call per request). Still readable after `close()`."""
+
+    def share_metrics(self, buffer: Buffer) -> None:
+        """Count into `buffer` (writable, `METRICS_SIZE` bytes; e.g. an mmap another process
+        reads with `read_metrics()`) from now on, starting from the counts so far. The buffer
+        is held until `close()`. `ValueError` for a wrong size or a read-only buffer."""
+
+    def add_metric(self, name: str, delta: int) -> None:
+        """Add `delta` to "request_timeouts" or "threads_abandoned" (a gauge: delta may be
+        negative), the counts only the servers' Python layers see. `ValueError` otherwise."""
+
+    limit_concurrency: int
+    """At most this many requests with a handler at once (0, the default: no limit). A
+    complete request arriving at the limit is answered by the guard with `503 Service
+    Unavailable`, `Retry-After: 1` and `Connection: close`, before any Python code runs, and
+    reported to `refusal_handler`. Idle keep-alive connections and WebSockets do not count.
+    `ValueError` if negative."""
+
+    health_path: str | None
+    """A GET or HEAD of this path (query ignored) is answered by the guard without calling a
+    handler, even at `limit_concurrency`: `200 ok` when `ready`, else `503 starting` (never
+    ready yet) or `503 draining`, with `Cache-Control: no-store`, keeping the connection
+    alive. Reported to `refusal_handler` (for the access log). Default None: no such path."""
+
+    ready: bool
+    """Whether the health path answers 200. Default False; servers set it once they serve
+    and clear it when they start to drain."""
 
     def fileno(self) -> int:
         """Mongoose's epoll descriptor (-1 once closed), for driving this Manager from
@@ -716,6 +778,10 @@ def listen_fd(
     connections for `tls_init()` in their `MG_EV_ACCEPT`. `ValueError` for a socket that is
     not a listening stream socket."""
 
+def read_metrics(buffer: Buffer) -> _Metrics:
+    """The snapshot `Manager.metrics()` returns, decoded from a buffer of `METRICS_SIZE`
+    bytes (one a Manager counts into after `share_metrics()`). `ValueError` for a wrong size."""
+
 def event_name(ev: int) -> str: ...
 def log_set(level: int) -> None: ...
 def log_get() -> int: ...
@@ -760,6 +826,9 @@ __all__ = [
     "UNEXPOSED_EVENTS",
     "WAKEUP_MAX_PAYLOAD",
     "DEFAULT_MAX_RECV_SIZE",
+    "METRICS_SIZE",
+    "DURATION_BOUNDS",
+    "read_metrics",
     "MONGOOSE_VERSION",
     "TLS_ENGINE",
     "MG_EV_ERROR",

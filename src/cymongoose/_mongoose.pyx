@@ -11,7 +11,7 @@ ASGI servers, in C), protocols/ (WebSocket, MQTT, TLS, DNS/SNTP, JSON-RPC). The 
 contract and the user-facing docstrings live in _mongoose.pyi.
 """
 
-from cpython.buffer cimport (PyBUF_SIMPLE, PyBuffer_FillInfo, PyBuffer_Release,
+from cpython.buffer cimport (PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_FillInfo, PyBuffer_Release,
                              PyObject_CheckBuffer, PyObject_GetBuffer)
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.pystate cimport PyThreadState
@@ -36,11 +36,13 @@ include "_pxi/core/recv_views.pxi"
 include "_pxi/core/dispatch.pxi"
 include "_pxi/core/connection.pxi"
 include "_pxi/core/manager.pxi"
+include "_pxi/core/metrics.pxi"
 include "_pxi/core/timer.pxi"
 include "_pxi/core/loop_integration.pxi"
 include "_pxi/http/http_limits.pxi"
 include "_pxi/http/http_request_parser.pxi"
 include "_pxi/http/http_guard.pxi"
+include "_pxi/http/http_health.pxi"
 include "_pxi/http/listen_fd.pxi"
 include "_pxi/http/http.pxi"
 include "_pxi/http/http_stream.pxi"

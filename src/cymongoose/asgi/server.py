@@ -28,6 +28,7 @@ from ..proxy_headers import ProxyHeaders
 from ..serving.app_loading import load_app
 from ..serving.default_headers import DefaultHeaders
 from ..serving.drain import Drain
+from ..serving.guard_options import set_guard_options
 from ..serving.listeners import Listeners
 from ..serving.reporting import report_exception
 from ..serving.request_deadline import DeadlineCounts
@@ -98,6 +99,7 @@ class ASGIServer:
         self._lifespan_mode = lifespan
         self._graceful_timeout = cfg.graceful_timeout
         self._manager: Manager | None = None
+        self._final_metrics: dict[str, Any] | None = None  # metrics() once stopped
         self._driver: LoopDriver | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lifespan: _Lifespan | None = None
@@ -142,6 +144,14 @@ class ASGIServer:
             raise RuntimeError("ASGIServer is not started: await start() first")
         return self._manager
 
+    def metrics(self) -> dict[str, Any]:
+        """A snapshot of the server's counters (`Manager.metrics()`: requests by status,
+        refusals, the duration histogram, connections, bytes, WebSockets); after `stop()`,
+        the final ones. `RuntimeError` before `start()`."""
+        if self._manager is None and self._final_metrics is not None:
+            return self._final_metrics
+        return dict(self.manager.metrics())
+
     @property
     def request_timeouts(self) -> int:
         """Requests answered 504 because their app had sent no http.response.start within
@@ -180,6 +190,8 @@ class ASGIServer:
             await self._lifespan.startup()
             self._manager = Manager(None, enable_wakeup=True, error_handler=self._error_handler)
             self._manager.set_http_limits(**self.config.limits())  # start(**limits) overrides
+            set_guard_options(self._manager, self.config)
+            self._manager.ready = True  # the lifespan startup is done: healthy from here
             if self._access is not None:  # requests the core refused are logged too
                 self._manager.refusal_handler = self._access.log_refusal
             self._driver = LoopDriver(self._manager, loop)
@@ -227,6 +239,8 @@ class ASGIServer:
         self._stopping = True
         self._default_headers.close_connections()
         manager, driver = self._manager, self._driver
+        if manager is not None:
+            manager.ready = False  # health probes say "draining" from here
         if manager is not None and driver is not None:
             for conn in manager.connections:
                 cycle = conn.userdata
@@ -256,6 +270,7 @@ class ASGIServer:
             driver.detach()
         if manager is not None:
             manager.close()
+            self._final_metrics = dict(manager.metrics())
         self._manager = None
         self._driver = None
 

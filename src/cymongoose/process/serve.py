@@ -32,6 +32,7 @@ from ..config import Config
 from ..errors import AppLoadError, ConfigError
 from ..log_config import configure_logging, keep_server_loggers
 from ..serving.app_loading import load_app
+from ..serving.guard_options import set_guard_options
 from .interface import detect_interface
 from .listening_socket import close_listener, listener_url, open_listener
 from .status_pipe import StatusPipe
@@ -176,6 +177,7 @@ def _serve_raw(config: Config, app: Any, sock: socket.socket,
                 conn.tls_init(tls)
             app(conn, ev, data)
     manager = Manager(handler)
+    set_guard_options(manager, config)
     try:
         listen_fd(manager, sock, handler, http=True, tls=tls is not None, **config.limits())
     except (ValueError, TypeError, RuntimeError, OSError) as exc:
@@ -184,6 +186,7 @@ def _serve_raw(config: Config, app: Any, sock: socket.socket,
     share_with_supervisor(manager, config.worker_metrics)
     log.info("serving %s (raw handler) on %s", config.app, listener_url(config, sock))
     _adopted(config, sock)
+    manager.ready = True  # a raw server stops at once on a signal: no draining state
     status.send("ready raw")
     manager.run()
     return _stopped(config, sock)

@@ -47,6 +47,7 @@ from ..serving.app_loading import load_app
 from ..serving.default_headers import DefaultHeaders
 from ..serving.drain import Drain
 from ..serving.flow_control import SEND_LOW
+from ..serving.guard_options import set_guard_options
 from ..serving.listeners import Listeners, listener_base
 from ..serving.reporting import error_log, report_exception
 from ..serving.request_deadline import DeadlineCounts, check_interval
@@ -110,6 +111,7 @@ class WSGIServer:
         self._url_scheme = url_scheme
         self._manager = Manager(None, enable_wakeup=True, error_handler=error_handler)
         self._manager.set_http_limits(**cfg.limits())  # listen(**limits) overrides them
+        set_guard_options(self._manager, cfg)
         # App threads need the GIL while the loop waits: never wait holding it.
         self._manager.linger_ms = 0
         if access_log is not None:  # requests the core refused are logged too
@@ -190,6 +192,12 @@ class WSGIServer:
     @property
     def manager(self) -> Manager:
         return self._manager
+
+    def metrics(self) -> dict[str, Any]:
+        """A snapshot of the server's counters (`Manager.metrics()`: requests by status,
+        refusals, the duration histogram, connections, bytes, WebSockets); still readable
+        once the server is closed."""
+        return dict(self._manager.metrics())
 
     @property
     def stream_timeout(self) -> float:
@@ -321,6 +329,7 @@ class WSGIServer:
             # This thread takes turns at the loop and may wait on the turns' lock when a
             # stop signal comes: StopSignals acts on it from a thread of its own.
             with StopSignals(self.stop):
+                self._manager.ready = True  # the health path answers 200 from here
                 if self.on_ready is not None:
                     self.on_ready()
                 while True:
@@ -357,6 +366,9 @@ class WSGIServer:
         """Make run() return: requests in flight are finished first. Thread-safe."""
         turns = self._turns
         first = not self._default_headers.closing
+        # Health probes say "draining" at once, even while an app holds the loop. A plain
+        # int the guard reads: safe to set from any thread.
+        self._manager.ready = False
         self._default_headers.close_connections()
         with turns.lock:
             turns.stopping = True

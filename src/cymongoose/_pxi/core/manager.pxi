@@ -87,6 +87,7 @@ cdef class Manager:
         self._gil.finalizing = False
         self._gil.linger_ms = _LINGER_MS
         self._mgr.userdata = <void *>&self._gil
+        self._gil.metrics = &self._metrics  # zeroed with the object
         self._closed = False
         self._polling = False
         self._timers = set()
@@ -127,6 +128,7 @@ cdef class Manager:
         self._release_timers()
         mg.mg_mgr_free(&self._mgr)
         self._closed = True
+        _unshare_metrics(self, False)  # after the last MG_EV_CLOSE counted into it
         if self._retired_recv is not None:
             _free_retired_recv(self)
 
@@ -201,6 +203,61 @@ cdef class Manager:
                 "refusal_handler must be a callable refusal_handler(conn, status, reason, "
                 f"request_line, body_size) or None, not {type(value).__name__}")
         self._refusal_handler = value
+
+    def metrics(self):
+        return _decode_metrics(self._gil.metrics)
+
+    def share_metrics(self, buffer):
+        self._ensure_open()
+        _share_metrics(self, buffer)
+
+    def add_metric(self, str name not None, long long delta):
+        _add_metric(self, name, delta)
+
+    @property
+    def limit_concurrency(self):
+        return <long long>self._gil.limit_concurrency
+
+    @limit_concurrency.setter
+    def limit_concurrency(self, value):
+        if type(value) is bool or not isinstance(value, int):
+            raise TypeError(f"limit_concurrency must be an int, not {type(value).__name__}")
+        if value < 0:
+            raise ValueError(f"limit_concurrency must be 0 (no limit) or more, not {value}")
+        self._gil.limit_concurrency = <uint64_t>value
+
+    @property
+    def health_path(self):
+        return None if self._health_path is None else self._health_path.decode("latin-1")
+
+    @health_path.setter
+    def health_path(self, value):
+        cdef bytes raw
+        if value is None:
+            self._gil.health_path = NULL
+            self._gil.health_len = 0
+            self._health_path = None
+            return
+        if not isinstance(value, str):
+            raise TypeError(f"health_path must be a str or None, not {type(value).__name__}")
+        if not value.startswith("/") or any(ch in value for ch in " ?#\r\n\t\0"):
+            raise ValueError(f"health_path must be a path starting with '/' without spaces, "
+                             f"'?' or '#', not {value!r}")
+        raw = value.encode("latin-1")  # compared with the raw request target
+        self._health_path = raw
+        self._gil.health_path = <const char *>self._health_path
+        self._gil.health_len = <size_t>len(raw)
+
+    @property
+    def ready(self):
+        return self._gil.health_state == _HEALTH_READY
+
+    @ready.setter
+    def ready(self, bint value):
+        if value:
+            self._gil.health_state = _HEALTH_READY
+        elif self._gil.health_state == _HEALTH_READY:
+            self._gil.health_state = _HEALTH_DRAINING
 
     @property
     def wakeup_id(self):
@@ -308,6 +365,9 @@ cdef class Manager:
             self._wakeup_queue.clear()
             self._http_view = None
             _free_retired_recv(self)
+            # Every MG_EV_CLOSE has been counted: the shared buffer may go, and metrics()
+            # goes on reading the final counts.
+            _unshare_metrics(self, True)
         if self._fatal is not None:
             exc, self._fatal = self._fatal, None
             raise exc

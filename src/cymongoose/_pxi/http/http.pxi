@@ -205,6 +205,7 @@ cdef int _send_response(Connection conn, int status_code, object headers, bint j
     if body_len and not conn._head_request and not bodyless_status:
         if not mg.mg_send(c, PyBytes_AS_STRING(body), <size_t>body_len):
             raise RuntimeError("reply failed: out of memory for the send buffer")
+    conn._guard.resp_status = status_code  # metrics.pxi: counted when the guard sees it end
     c.is_resp = 0  # response complete: Mongoose may parse the next pipelined request
     return 0
 
@@ -311,7 +312,7 @@ cdef mg.mg_event_handler_t _mg_file_sender = mg.cym_static_cb
 DEF _SENDFILE_BURST = 4 * 1024 * 1024  # per event, so one download can't starve the rest
 
 
-cdef void _sendfile_body(mg.mg_connection *c, mg.mg_fd *fd) noexcept nogil:
+cdef void _sendfile_body(mg.mg_connection *c, HttpGuard *g, mg.mg_fd *fd) noexcept nogil:
     """Send what is left of a served file with sendfile(2) instead of Mongoose's copy
     through 16 KiB user-space chunks. Only on plain TCP, from the POSIX filesystem, and only
     once everything queued before it (the response head) has been written, so bytes stay
@@ -340,6 +341,7 @@ cdef void _sendfile_body(mg.mg_connection *c, mg.mg_fd *fd) noexcept nogil:
             break
         left[0] -= <size_t>n
         budget -= <size_t>n
+        _metrics_sent(c, g, <size_t>n)
     fseek(fp, offset, SEEK_SET)  # keep stdio's position (and buffer) in step
 
 

@@ -67,6 +67,15 @@ cdef void _scan_connection(const unsigned char *p, size_t n, bint *has,
     close[0] = (flags & _GF_CLOSE) != 0
 
 
+cdef int _status_of(const unsigned char *p, size_t n) noexcept nogil:
+    """The status code of the response head p[:n] (0 when it is not one)."""
+    if n < 13 or memcmp(p, b"HTTP/1.", 7) != 0:
+        return 0
+    if not (48 <= p[9] <= 57 and 48 <= p[10] <= 57 and 48 <= p[11] <= 57):
+        return 0
+    return (p[9] - 48) * 100 + (p[10] - 48) * 10 + p[11] - 48
+
+
 cdef void _fix_response(mg.mg_connection *c, HttpGuard *g, size_t mark) noexcept nogil:
     """Make the response written since `mark` (synchronously, by any API: reply, serve_dir,
     Mongoose's own error pages) say and do what the request's framing requires."""
@@ -83,6 +92,7 @@ cdef void _fix_response(mg.mg_connection *c, HttpGuard *g, size_t mark) noexcept
         if c.send.buf[s + 10] == c'0' and c.send.buf[s + 11] == c'1':
             return  # 101 Switching Protocols: no longer HTTP
         s = he  # an interim 1xx response; the final one follows
+    g.resp_status = _status_of(c.send.buf + s, he - s)
     _scan_connection(c.send.buf + s, he - 2 - s, &has, &close)
     if close:
         g.flags |= _GF_CLOSE
@@ -119,7 +129,7 @@ cdef const char *_connection_field(Connection conn, bint user_set,
 # Prebuilt refusals (with and without body, the latter for HEAD), so that refusing needs
 # neither the GIL nor any formatting.
 cdef enum:
-    _N_REFUSALS = 7
+    _N_REFUSALS = 8
     _REFUSED_LINE_MAX = 2048  # request-line bytes handed to Manager.refusal_handler
 cdef int _REFUSAL_CODES[_N_REFUSALS]
 cdef const char *_REFUSAL_DATA[_N_REFUSALS][2]
@@ -130,13 +140,17 @@ cdef list _REFUSAL_KEEP = []
 cdef void _init_refusals() noexcept:
     cdef int i
     cdef bytes full, head
-    for i, code in enumerate((400, 408, 413, 414, 431, 501, 505)):
+    for i, code in enumerate((400, 408, 413, 414, 431, 501, 503, 505)):
         reason = {400: "Bad Request", 408: "Request Timeout", 413: "Content Too Large",
                   414: "URI Too Long", 431: "Request Header Fields Too Large",
-                  501: "Not Implemented", 505: "HTTP Version Not Supported"}[code]
+                  501: "Not Implemented", 503: "Service Unavailable",
+                  505: "HTTP Version Not Supported"}[code]
         body = f"{reason}\n".encode("ascii")
+        # 503 is limit_concurrency's: the client may try again in a second.
+        retry = "Retry-After: 1\r\n" if code == 503 else ""
         head = (f"HTTP/1.1 {code} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n"
-                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode("ascii")
+                f"Content-Length: {len(body)}\r\n{retry}Connection: close\r\n\r\n"
+                ).encode("ascii")
         full = head + body
         _REFUSAL_KEEP.extend((full, head))
         _REFUSAL_CODES[i] = code
@@ -219,12 +233,22 @@ cdef size_t _send_refusal(mg.mg_connection *c, int status, const char *why,
 cdef void _refuse(mg.mg_connection *c, HttpGuard *g, int status, const char *why,
                   bint head, uint64_t now) noexcept nogil:
     cdef size_t body_len = _send_refusal(c, status, why, head)
+    _metrics_answered(c, status, True)
     # _log_event took the GIL back for this iteration: telling Python costs no switch.
     _report_refusal(c, status, why, body_len)
     c.recv.len = 0  # never parsed: not one byte of a refused request reaches a handler
     c.is_resp = 0
     _reset_front(g)
     _start_linger(c, g, now, True)
+
+
+cdef void _refuse_overload(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nogil:
+    # limit_concurrency: the app has as many requests as it may; this one gets a 503 before
+    # any Python code runs. Through the refusal path, so the connection closes (after the
+    # linger): keeping it alive would mean discarding a body that may still be arriving
+    # (streamed listeners refuse at the head) and dropping pipelined requests behind it,
+    # while closing sheds the connection too and the client comes back after Retry-After.
+    _refuse(c, g, 503, b"limit_concurrency reached", (g.flags & _GF_HEAD) != 0, now)
 
 
 cdef void _start_linger(mg.mg_connection *c, HttpGuard *g, uint64_t now,
@@ -257,6 +281,7 @@ cdef void _start_linger(mg.mg_connection *c, HttpGuard *g, uint64_t now,
 cdef void _response_done(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nogil:
     cdef int flags = g.flags
     cdef uint64_t ka = g.limits.keepalive_timeout_ms
+    _metrics_request_end(c, g, g.resp_status)
     g.requests_seen += 1
     if g.body_ready:
         _cut(c, 0, g.body_ready)  # the unread rest of a streamed body
@@ -318,7 +343,7 @@ cdef bint _adopt_protocol(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
 
 cdef void _run_inner(mg.mg_connection *c, HttpGuard *g, int ev, void *ev_data) noexcept nogil:
     if g.inner == _mg_file_sender and (ev == mg.MG_EV_WRITE or ev == mg.MG_EV_POLL):
-        _sendfile_body(c, <mg.mg_fd *>g.inner_data)  # http.pxi: zero-copy file bodies
+        _sendfile_body(c, g, <mg.mg_fd *>g.inner_data)  # http.pxi: zero-copy file bodies
     c.pfn_data = g.inner_data
     g.inner(c, ev, ev_data)
     if c.pfn != <mg.mg_event_handler_t>_http_guard:
@@ -335,6 +360,7 @@ cdef void _deliver_front(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
     g.phase = _PH_RESP
     g.deadline_ms = 0
     g.flags &= ~_GF_DELIVERED
+    _metrics_request_start(c, g)
     _run_parser(c, g, g.frame_len)
     if (c.is_draining and not c.is_closing and not c.is_websocket
             and (g.flags & (_GF_CLOSE | _GF_DELIVERED)) == (_GF_CLOSE | _GF_DELIVERED)):
@@ -342,10 +368,13 @@ cdef void _deliver_front(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
         # reset the answer away; _response_done() closes with a linger instead.
         c.is_draining = 0
     if not _adopt_protocol(c, g):
+        # Left HTTP: a WebSocket counted its 101 in _ws_upgrade; anything else ends here.
+        _metrics_request_end(c, g, g.resp_status)
         return
     if not (g.flags & _GF_DELIVERED):
         # http_cb refused what the guard accepted: a disagreement to look into, never a
         # reason to guess. It has already marked the connection for closing.
+        _metrics_request_drop(c, g)
         c.is_draining = 1
         return
     _reset_front(g)
@@ -437,7 +466,13 @@ cdef void _advance(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nog
             g.chunk_pos = 0
             g.decoded = 0
             g.frame_len = 0 if h.body_kind == _BODY_CHUNKED else h.head_len + h.content_length
+            if _is_health_probe(c, g):
+                _answer_health(c, g, now)  # before the limit: probes are always answered
+                continue
             if lim.stream_body:
+                if _over_limit(c):
+                    _refuse_overload(c, g, now)
+                    return
                 _stream_begin(c, g, now)
                 continue
         if g.frame_len == 0:
@@ -452,6 +487,9 @@ cdef void _advance(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nog
             if g.seen_len > c.recv.len:
                 g.seen_len = c.recv.len
         if g.frame_len and c.recv.len >= g.frame_len:
+            if _over_limit(c):
+                _refuse_overload(c, g, now)
+                return
             _deliver_front(c, g)
             if c.pfn != <mg.mg_event_handler_t>_http_guard or g.inner != NULL:
                 return
@@ -677,6 +715,7 @@ cdef HttpGuard *_attach_gil(mg.mg_connection *c) noexcept with gil:
     memset(g, 0, sizeof(HttpGuard))
     g.limits = &conn._limits
     g.file_fd = -1
+    _metrics_conn_open(c, g)
     g.started_ms = mg.mg_millis()
     g.phase = _PH_WAIT
     g.deadline_ms = (g.started_ms + conn._limits.header_timeout_ms

@@ -222,6 +222,7 @@ cdef int _http_begin(Connection conn, int status_code, object headers, object re
         raise
     g.resp_state = _RS_BEGUN
     g.flags |= _GF_RESP_BEGUN
+    g.resp_status = status_code
     return 0
 
 
@@ -418,6 +419,7 @@ cdef void _pump_file(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
                 break
             g.file_left -= <size_t>n
             budget -= <size_t>n
+            _metrics_sent(c, g, <size_t>n)
         g.file_off = off
     while g.file_left > 0 and c.send.len < 4 * _FILE_PIECE:
         n = mg.pread(g.file_fd, piece, _FILE_PIECE if g.file_left > _FILE_PIECE

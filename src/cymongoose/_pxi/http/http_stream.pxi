@@ -164,6 +164,7 @@ cdef int _stream_too_large(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
         return -1
     if not (g.flags & _GF_RESP_BEGUN):
         g.body_refused = 413
+        g.resp_status = 413
         _send_refusal(c, 413, why, (g.flags & _GF_HEAD) != 0)
         c.recv.len = 0  # the body read so far: nobody takes it any more
         c.is_resp = 0
@@ -263,6 +264,7 @@ cdef void _stream_begin(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcep
         return
     mark = c.send.len
     g.flags |= _GF_HEAD_OUT
+    _metrics_request_start(c, g)
     if c.fn != NULL:
         c.fn(c, mg.MG_EV_HTTP_HDRS, <void *>&hm)
     if c.is_closing:

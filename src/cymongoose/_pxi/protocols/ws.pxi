@@ -119,6 +119,7 @@ cdef int _ws_upgrade(Connection conn, HttpMessage message, object extra_headers)
         # Keep http_cb from parsing frames pipelined behind the request as HTTP; the guard
         # clears the flag on the next MG_EV_POLL, which makes Mongoose fire MG_EV_READ for them.
         c.is_resp = 1
+        _metrics_websocket(c, &conn._guard)
     _ws_install_guard(c)
     _raise_pending(<Manager>conn._manager)
     return 0
@@ -170,6 +171,7 @@ cdef int _ws_accept(Connection conn, object key, object headers) except -1:
     mg.mg_ws_upgrade(c, &hm, "%s", <const char *>block)
     # As in _ws_upgrade: the guard clears is_resp on the next poll.
     c.is_resp = 1
+    _metrics_websocket(c, g)
     _ws_install_guard(c)
     _raise_pending(<Manager>conn._manager)
     return 0

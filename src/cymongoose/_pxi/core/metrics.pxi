@@ -1,0 +1,213 @@
+# Metrics counted in C (struct Metrics in the .pxd): the guard and the event bridge add to
+# the Manager's counters without the GIL; Manager.metrics() and read_metrics() decode them.
+
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
+
+cdef enum:
+    _N_STATUSES = 1000
+    _N_BUCKETS = 16
+
+# What a connection is counted as (HttpGuard.meter): an accepted HTTP-server connection,
+# one with a delivered request not finished yet, one that became a WebSocket.
+cdef enum:
+    _MT_CONN = 1
+    _MT_REQ = 2
+    _MT_WS = 4
+
+# Upper bounds of the duration buckets in seconds (Prometheus' "le"); the 16th is +Inf.
+DURATION_BOUNDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+                   5.0, 10.0, 30.0)
+cdef uint64_t _BOUNDS_NS[_N_BUCKETS - 1]
+for _i, _bound in enumerate(DURATION_BOUNDS):
+    _BOUNDS_NS[_i] = <uint64_t>(_bound * 1e9 + 0.5)
+
+METRICS_SIZE = sizeof(Metrics)
+
+_ADDABLE = ("request_timeouts", "threads_abandoned")
+
+
+cdef inline Metrics *_metrics_of(mg.mg_connection *c) noexcept nogil:
+    return (<GilSlot *>c.mgr.userdata).metrics
+
+
+cdef inline uint64_t _now_ns() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return <uint64_t>ts.tv_sec * 1000000000 + <uint64_t>ts.tv_nsec
+
+
+cdef void _metrics_conn_open(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
+    cdef Metrics *m = _metrics_of(c)
+    g.meter = _MT_CONN
+    m.connections_open += 1
+    m.connections_total += 1
+
+
+cdef void _metrics_request_start(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
+    g.meter |= _MT_REQ
+    g.resp_status = 0
+    g.req_start_ns = _now_ns()
+    _metrics_of(c).in_flight += 1
+
+
+cdef void _metrics_request_end(mg.mg_connection *c, HttpGuard *g, int status) noexcept nogil:
+    """The delivered request is over (answered, or its connection closed or left HTTP):
+    counted once, by `status` (0: none was written), with its duration."""
+    cdef Metrics *m
+    cdef uint64_t took
+    cdef int i = 0
+    if not (g.meter & _MT_REQ):
+        return
+    m = _metrics_of(c)
+    g.meter &= ~_MT_REQ
+    took = _now_ns() - g.req_start_ns
+    while i < _N_BUCKETS - 1 and took > _BOUNDS_NS[i]:
+        i += 1
+    m.duration_buckets[i] += 1
+    m.duration_sum += <double>took * 1e-9
+    m.requests[status if 0 <= status < _N_STATUSES else 0] += 1
+    m.in_flight -= 1
+
+
+cdef void _metrics_request_drop(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
+    # Mongoose's parser refused what the guard accepted: no handler saw it, nothing counts.
+    if g.meter & _MT_REQ:
+        g.meter &= ~_MT_REQ
+        _metrics_of(c).in_flight -= 1
+
+
+cdef void _metrics_answered(mg.mg_connection *c, int status, bint refused) noexcept nogil:
+    # A request the guard answered itself (a refusal, a health probe): never delivered, so
+    # neither in flight nor in the duration histogram.
+    cdef Metrics *m = _metrics_of(c)
+    m.requests[status] += 1
+    if refused:
+        m.refused[status] += 1
+
+
+cdef void _metrics_websocket(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
+    """The connection's request became a WebSocket: the 101 ends it."""
+    cdef Metrics *m
+    if not (g.meter & _MT_CONN) or (g.meter & _MT_WS):
+        return
+    m = _metrics_of(c)
+    _metrics_request_end(c, g, 101)
+    g.meter |= _MT_WS
+    m.websockets_open += 1
+    m.websockets_total += 1
+
+
+cdef void _metrics_conn_event(mg.mg_connection *c, HttpGuard *g, int ev,
+                              void *ev_data) noexcept nogil:
+    # Called by _on_event for counted connections. Mongoose reports plaintext counts in
+    # MG_EV_READ/WRITE (after TLS decryption, before encryption): bytes_* are HTTP and
+    # WebSocket bytes, not wire bytes. sendfile(2) bodies bypass these events
+    # (_metrics_sent is called there).
+    cdef Metrics *m = _metrics_of(c)
+    if ev == mg.MG_EV_READ:
+        m.bytes_received += <uint64_t>(<long *>ev_data)[0]
+    elif ev == mg.MG_EV_WRITE:
+        m.bytes_sent += <uint64_t>(<long *>ev_data)[0]
+    elif ev == mg.MG_EV_CLOSE:
+        _metrics_request_end(c, g, g.resp_status)
+        m.connections_open -= 1
+        if g.meter & _MT_WS:
+            m.websockets_open -= 1
+        g.meter = 0
+
+
+cdef inline void _metrics_sent(mg.mg_connection *c, HttpGuard *g, size_t n) noexcept nogil:
+    if g.meter & _MT_CONN:
+        _metrics_of(c).bytes_sent += n
+
+
+cdef inline bint _over_limit(mg.mg_connection *c) noexcept nogil:
+    cdef GilSlot *slot = <GilSlot *>c.mgr.userdata
+    return slot.limit_concurrency != 0 and slot.metrics.in_flight >= slot.limit_concurrency
+
+
+cdef dict _decode_metrics(const Metrics *src):
+    # Copied first: a snapshot of one moment (as far as another process writing allows;
+    # each aligned 8-byte field is read whole), and no alignment asked of the source.
+    cdef Metrics *m = <Metrics *>calloc(1, sizeof(Metrics))
+    cdef int i
+    if m == NULL:
+        raise MemoryError()
+    try:
+        memcpy(m, src, sizeof(Metrics))
+        return {
+            "requests": {i: m.requests[i] for i in range(_N_STATUSES) if m.requests[i]},
+            "refused": {i: m.refused[i] for i in range(_N_STATUSES) if m.refused[i]},
+            "duration_buckets": tuple([m.duration_buckets[i] for i in range(_N_BUCKETS)]),
+            "duration_sum": m.duration_sum,
+            "in_flight": m.in_flight,
+            "connections_open": m.connections_open,
+            "connections_total": m.connections_total,
+            "bytes_received": m.bytes_received,
+            "bytes_sent": m.bytes_sent,
+            "websockets_open": m.websockets_open,
+            "websockets_total": m.websockets_total,
+            "request_timeouts": m.request_timeouts,
+            "threads_abandoned": m.threads_abandoned,
+        }
+    finally:
+        free(m)
+
+
+cdef int _get_metrics_buffer(object buffer, Py_buffer *view, bint writable) except -1:
+    PyObject_GetBuffer(buffer, view, PyBUF_SIMPLE | (PyBUF_WRITABLE if writable else 0))
+    if view.len != sizeof(Metrics):
+        PyBuffer_Release(view)
+        raise ValueError(f"a metrics buffer holds METRICS_SIZE ({sizeof(Metrics)}) bytes, "
+                         f"not {view.len}")
+    return 0
+
+
+def read_metrics(buffer):
+    """The snapshot Manager.metrics() returns, read from a buffer of METRICS_SIZE bytes
+    (one a Manager counts into after share_metrics())."""
+    cdef Py_buffer view
+    _get_metrics_buffer(buffer, &view, False)
+    try:
+        return _decode_metrics(<const Metrics *>view.buf)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef int _share_metrics(Manager manager, object buffer) except -1:
+    cdef Py_buffer view
+    try:
+        _get_metrics_buffer(buffer, &view, True)
+    except BufferError as exc:
+        raise ValueError(f"share_metrics() needs a writable buffer: {exc}") from None
+    # The counts so far go along, so the buffer carries this Manager's whole history.
+    memcpy(view.buf, manager._gil.metrics, sizeof(Metrics))
+    manager._gil.metrics = <Metrics *>view.buf
+    _unshare_metrics(manager, False)
+    manager._shared = view
+    manager._sharing = True
+    return 0
+
+
+cdef void _unshare_metrics(Manager manager, bint keep_counts) noexcept:
+    """Release share_metrics()'s buffer; with `keep_counts`, counting goes on (and
+    metrics() reads) in the Manager's own struct, from the shared counts."""
+    if not manager._sharing:
+        return
+    if keep_counts:
+        memcpy(&manager._metrics, manager._shared.buf, sizeof(Metrics))
+        manager._gil.metrics = &manager._metrics
+    manager._sharing = False
+    PyBuffer_Release(&manager._shared)
+
+
+cdef int _add_metric(Manager manager, str name, long long delta) except -1:
+    cdef Metrics *m = manager._gil.metrics
+    if name == "request_timeouts":
+        m.request_timeouts += <uint64_t>delta
+    elif name == "threads_abandoned":
+        m.threads_abandoned += <uint64_t>delta  # a gauge: delta may be negative
+    else:
+        raise ValueError(f"add_metric() accepts {' or '.join(map(repr, _ADDABLE))}, "
+                         f"not {name!r}")
+    return 0
