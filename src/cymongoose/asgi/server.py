@@ -191,6 +191,7 @@ class ASGIServer:
             self._manager = Manager(None, enable_wakeup=True, error_handler=self._error_handler)
             self._manager.set_http_limits(**self.config.limits())  # start(**limits) overrides
             set_guard_options(self._manager, self.config)
+            self._counts.metrics = self._manager.add_metric
             self._manager.ready = True  # the lifespan startup is done: healthy from here
             if self._access is not None:  # requests the core refused are logged too
                 self._manager.refusal_handler = self._access.log_refusal

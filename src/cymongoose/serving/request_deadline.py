@@ -5,6 +5,7 @@ counters a metrics exporter reads."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from .reporting import error_log
@@ -32,19 +33,24 @@ class DeadlineCounts:
     """The request deadline's counters of one server: `request_timeouts` (504s sent) and
     `threads_abandoned` (WSGI app threads timed out, replaced, and still in their app)."""
 
-    __slots__ = ("_lock", "request_timeouts", "threads_abandoned")
+    __slots__ = ("_lock", "request_timeouts", "threads_abandoned", "metrics")
 
     def __init__(self) -> None:
         # The loop counts up, an app thread counts an abandoned thread down when it returns.
         self._lock = threading.Lock()
         self.request_timeouts = 0
         self.threads_abandoned = 0
+        # The server's Manager.add_metric once it has a Manager: the core's metrics (and a
+        # supervisor's) count these too.
+        self.metrics: Callable[[str, int], None] | None = None
 
     def add(self, name: str, delta: int) -> int:
-        """The one place the counters change (a metrics hook goes here); the new value."""
+        """The one place the counters change; the new value."""
         with self._lock:
             value: int = getattr(self, name) + delta
             setattr(self, name, value)
+            if self.metrics is not None:
+                self.metrics(name, delta)
         return value
 
     def __repr__(self) -> str:

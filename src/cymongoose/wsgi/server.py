@@ -173,6 +173,7 @@ class WSGIServer:
         self._loop_side = loop_side
         loop_side.clock_requests = self._clock_requests
         self._counts = DeadlineCounts()
+        self._counts.metrics = self._manager.add_metric
         if cfg.request_timeout is not None:
             deadline = WSGIDeadline(cfg.request_timeout, self._turns, self._live, loop_side,
                                     self._counts, bound=count)
@@ -336,6 +337,10 @@ class WSGIServer:
                     turns.lead()
                     if turns.stopping or not turns.follow():
                         break
+            # While this thread ran an app that was stuck when the stop came, another one
+            # took the loop over to drain (turns.py): the server is done when it is.
+            if turns.loop_lock.acquire(timeout=self.graceful_timeout + 1.0):
+                turns.loop_lock.release()
         finally:
             self.close()
 

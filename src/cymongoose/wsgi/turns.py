@@ -165,15 +165,19 @@ class _LoopTurns:
             wake.wait(self._stall_s)
             wake.clear()  # the state is read after this: a wake-up set from now on counts
             with self.lock:
-                if self.stopping or self.owner is None:
+                if self.owner is None:
                     return False
                 cur = self.current
                 if cur is not None and cur is seen and self.loop_lock.acquire(False):
                     # The same app ran for a whole stall_s, and its thread let go of
                     # loop_lock for its batch: take the loop (and the rest of the batch).
+                    # Also when stopping: the drain must run (stop accepting, answer what
+                    # can be answered) while that app is stuck, not after it returns.
                     self.owner = me
                     self.current = None
                     return True
+                if self.stopping and cur is None:
+                    return False
                 seen = cur
 
     def lead(self) -> None:
