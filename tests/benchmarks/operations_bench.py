@@ -111,7 +111,7 @@ def metrics_overhead(repeats: int, seconds: float, run_dir: Path) -> dict[str, o
                 finally:
                     server.stop()
                 rps[mode].append(result.rps)
-        ratios = [on / off for off, on in zip(rps["off"], rps["on"])]
+        ratios = [on / off for off, on in zip(rps["off"], rps["on"], strict=True)]
         out[iface] = {"rps_off": rps["off"], "rps_on": rps["on"],
                       "median_ratio": statistics.median(ratios)}
         print(f"{iface:5} metrics on/off: median ratio {statistics.median(ratios):.3f} "

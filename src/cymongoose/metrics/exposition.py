@@ -77,7 +77,7 @@ def render(snapshot: Snapshot, *, interface: str,
            "Seconds from a request handed to the app to its response written.")
     buckets = snapshot.get("duration_buckets") or (0,) * (len(bounds) + 1)
     running = 0
-    for bound, n in zip(bounds, buckets):
+    for bound, n in zip(bounds, buckets[:len(bounds)], strict=True):
         running += n
         out.append(f'{_PREFIX}request_duration_seconds_bucket{{{iface},le="{bound:g}"}} '
                    f"{running}")

@@ -4,7 +4,7 @@ a process that is gone still contributes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 __all__ = ["COUNTERS", "GAUGES", "Snapshot", "combine", "settled"]
@@ -12,16 +12,16 @@ __all__ = ["COUNTERS", "GAUGES", "Snapshot", "combine", "settled"]
 #: What a snapshot holds: these counters and gauges, `requests` and `refused` (counts by
 #: status), `duration_buckets` (one count per bucket of DURATION_BOUNDS, then +Inf, not
 #: cumulative) and `duration_sum` (seconds).
-Snapshot = dict[str, Any]
+Snapshot = Mapping[str, Any]
 
 COUNTERS = ("connections_total", "bytes_received", "bytes_sent", "websockets_total",
             "request_timeouts")
 GAUGES = ("in_flight", "connections_open", "websockets_open", "threads_abandoned")
 
 
-def combine(snapshots: Iterable[Snapshot]) -> Snapshot:
+def combine(snapshots: Iterable[Snapshot]) -> dict[str, Any]:
     """The sum of `snapshots`: every count added, by status and by bucket."""
-    total: Snapshot = {"requests": {}, "refused": {}, "duration_buckets": (),
+    total: dict[str, Any] = {"requests": {}, "refused": {}, "duration_buckets": (),
                        "duration_sum": 0.0}
     for name in COUNTERS + GAUGES:
         total[name] = 0
@@ -35,12 +35,12 @@ def combine(snapshots: Iterable[Snapshot]) -> Snapshot:
         buckets = snap.get("duration_buckets", ())
         if buckets:
             have = total["duration_buckets"] or (0,) * len(buckets)
-            total["duration_buckets"] = tuple(a + b for a, b in zip(have, buckets))
+            total["duration_buckets"] = tuple(a + b for a, b in zip(have, buckets, strict=True))
         total["duration_sum"] += snap.get("duration_sum", 0.0)
     return total
 
 
-def settled(snapshot: Snapshot) -> Snapshot:
+def settled(snapshot: Snapshot) -> dict[str, Any]:
     """What a process that has exited still counts for: its counters (a counter never goes
     down when a worker is replaced), not its gauges (its connections are gone)."""
     kept = dict(snapshot)

@@ -33,6 +33,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any
 
 from ..config import Config
 from ..errors import ConfigError
@@ -88,7 +89,7 @@ class Supervisor:
         self.successor: _Worker | None = None
         self.interface = "wsgi"  # what the workers said they serve ("ready <interface>")
         self.restarts = dict.fromkeys(_RESTART_REASONS, 0)
-        self.gone_metrics: dict[str, object] | None = None  # counted by exited workers
+        self.gone_metrics: dict[str, Any] | None = None  # counted by exited workers
         self.metrics: MetricsListener | None = None
         self.rss_checked = time.monotonic()
 

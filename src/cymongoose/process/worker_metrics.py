@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["MetricsSlot", "share_with_supervisor"]
@@ -25,7 +26,7 @@ class MetricsSlot:
         os.ftruncate(self.fd, METRICS_SIZE)
         self._map = mmap.mmap(self.fd, METRICS_SIZE)
 
-    def read(self) -> dict[str, Any]:
+    def read(self) -> Mapping[str, Any]:
         from .._mongoose import read_metrics
 
         return read_metrics(self._map)
