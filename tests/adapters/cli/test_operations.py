@@ -209,3 +209,16 @@ def test_a_metrics_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert done.stderr.strip().splitlines() == [
         f"cymongoose: --metrics-port {busy}: cannot listen on 127.0.0.1:{busy} (Address "
         "already in use): the port is in use"]
+
+
+@pytest.mark.parametrize(("option", "value", "must"), [
+    ("--limit-concurrency", "-1", "must be an int >= 1, not -1"),
+    ("--request-timeout", "0", "must be a number of seconds > 0, not 0.0"),
+    ("--workers-max-rss", "0", "must be a number of MiB (an int >= 1), not 0"),
+    ("--health-path", "healthz", "must start with '/', not 'healthz'"),
+])
+def test_a_wrong_production_option_is_one_line_and_exit_2(tmp_path: Path, option: str,
+                                                           value: str, must: str) -> None:
+    done = run_cli(tmp_path, "cli_app:app", option, value)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [f"cymongoose: {option} {must}"]
