@@ -222,3 +222,15 @@ def test_a_wrong_production_option_is_one_line_and_exit_2(tmp_path: Path, option
     done = run_cli(tmp_path, "cli_app:app", option, value)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [f"cymongoose: {option} {must}"]
+
+
+def test_a_request_past_the_deadline_gets_504_logged_with_its_request_line(
+        tmp_path: Path) -> None:
+    port = free_port()
+    cli = CLI(tmp_path, "cli_app:slow", "--port", str(port), "--request-timeout", "0.5",
+              "--access-log")
+    cli.wait_http(port, "/?0")
+    assert get(port, "/?0.8").status == 504
+    assert cli.stop() == 0
+    assert '"GET /?0.8 HTTP/1.1" 504' in cli.out, cli.out
+    assert "GET /?0.8 HTTP/1.1: no response after" in cli.err, cli.err

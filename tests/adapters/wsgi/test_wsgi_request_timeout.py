@@ -1,6 +1,7 @@
 """The request deadline of WSGIServer (request_timeout): 504 for an app that started no
 response in time, its thread abandoned and replaced (bounded), what it does next dropped,
-and the other requests served meanwhile. Also the command line's --request-timeout."""
+and the other requests served meanwhile. The command line's --request-timeout is tested in
+tests/adapters/cli/test_operations.py (a subprocess: not under ASan)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
-from support.cli_run import CLI
 from support.http_client import HttpConnection, Response, get
-from support.ports import free_port
 from support.wsgi_server import RunningServer, running_wsgi_server
 
 from cymongoose.access_log import AccessLog
@@ -182,15 +180,3 @@ def test_started_response_is_not_cut() -> None:
                 seen += c.sock.recv(4096)
         assert seen.startswith(b"HTTP/1.1 200 OK") and b"rest" in seen
         assert running.server.request_timeouts == 1
-
-
-def test_command_line_request_timeout(tmp_path: Path) -> None:
-    port = free_port()
-    cli = CLI(tmp_path, "cli_app:slow", "--port", str(port), "--request-timeout", "0.5",
-              "--access-log")
-    cli.wait_http(port, "/?0")
-    resp = get(port, "/?0.8")
-    assert resp.status == 504
-    assert cli.stop() == 0
-    assert '"GET /?0.8 HTTP/1.1" 504' in cli.out, cli.out
-    assert "GET /?0.8 HTTP/1.1: no response after" in cli.err, cli.err
