@@ -50,8 +50,8 @@ class ServerState:
         self.wake_pending = False  # a wake-up of the loop is on its way
         # Set once the parts that provide them exist (server.py, loop.py).
         self.turns: LoopOwnership
-        # The owner's batch: WSGILoop.run_batch(turns, me, app, slots).
-        self.run_batch: Callable[[Any, threading.Thread, WSGIApp, Any], None]
+        # The owner's batch: WSGILoop.run_batch(turns, me, app, slots[, once]).
+        self.run_batch: Callable[..., None]
         # Owner: write the queued response steps (clears wake_pending first).
         self.drain_outbox: Callable[[], None]
         # Owner, stopping: finish the requests in flight, then return.

@@ -205,15 +205,17 @@ cdef class WSGILoop:
                 if ex.busy and not conn.is_closing:
                     conn.set_handler(self.quiet_handler)
 
-    def run_batch(self, turns, me, app, slots):
+    def run_batch(self, turns, me, app, slots, bint once=False):
         """The loop's owner `me` runs the queued apps one after another while it owns the
-        loop and an app slot is free (see cymongoose.wsgi.turns, _LoopTurns.run_pending). The
-        common answer, start_response() and a one-item list, is queued whole here; any other
-        result goes to finish_app(), an app that raised to app_failed()."""
+        loop and an app slot is free (see cymongoose.wsgi.turns, _LoopTurns.run_pending);
+        `once`: a thread that does not own the loop runs one queued app (apps that block are
+        run that way, several at once). The common answer, start_response() and a one-item
+        list, is queued whole here; any other result goes to finish_app(), an app that
+        raised to app_failed()."""
         cdef WSGIExchange ex
         pending = self.pending
         outbox = self.outbox
-        while pending and turns.owner is me:
+        while pending and (once or turns.owner is me):
             try:
                 slots.pop()
             except IndexError:
@@ -227,7 +229,8 @@ cdef class WSGILoop:
                 slots.append(None)
                 continue
             ex.app_phase = 1
-            turns.current = ex
+            if not once:
+                turns.current = ex  # the owner's inline app, watched by the standby
             try:
                 result = app(ex.environ, ex)
                 if (type(result) is list and len(<list>result) == 1 and ex.status is not None
@@ -241,12 +244,15 @@ cdef class WSGILoop:
             except BaseException as exc:
                 self.app_failed(ex, exc)
             finally:
-                turns.current = None
+                if not once:
+                    turns.current = None
                 ex.app_phase = 2
                 if ex.timed_out:
                     self.timed_out_app_returned(ex, slots)
                 else:
                     slots.append(None)
+            if once:
+                break
 
     cpdef write_step(self, WSGIExchange ex, int op, arg):
         raise NotImplementedError("the server's subclass writes streamed responses")

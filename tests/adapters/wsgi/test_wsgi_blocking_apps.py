@@ -1,0 +1,44 @@
+"""Apps that block (a database, a remote call): once one stalls the loop, the WSGI server's
+blocking mode runs the queued apps on the other threads, several at once, while the loop's
+owner keeps polling (wsgi/turns.py). How fast is `make bench-operations`' business; here:
+every app of a burst runs at once on its own thread, the answers are whole and in order per
+connection, and quick apps are served right after the mode ends."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from support.http_client import HttpConnection, get
+from support.wsgi_server import running_wsgi_server
+
+THREADS = 6
+
+
+def test_a_burst_of_blocking_apps_runs_at_once_on_every_thread() -> None:
+    # Every app waits until all THREADS of them run: only a server that runs them at once
+    # answers (the barrier's timeout fails the others with 500).
+    barrier = threading.Barrier(THREADS, timeout=20)
+    ran_on: set[int] = set()
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        if environ["PATH_INFO"] == "/block":
+            barrier.wait()
+            ran_on.add(threading.get_ident())
+        body = environ["PATH_INFO"].encode()
+        start_response("200 OK", [("Content-Type", "text/plain"),
+                                  ("Content-Length", str(len(body)))])
+        return [body]
+
+    with running_wsgi_server(app, threads=THREADS) as running:
+        with ThreadPoolExecutor(THREADS) as pool:
+            answers = list(pool.map(lambda _: get(running.port, "/block", timeout=30),
+                                    range(THREADS)))
+        assert [(a.status, a.body) for a in answers] == [(200, b"/block")] * THREADS
+        assert len(ran_on) == THREADS
+        assert running.server._turns.blocking_until > 0  # the mode this file is about
+        # Quick apps, one connection, several requests: whole answers, in order.
+        with HttpConnection(running.port) as c:
+            for i in range(20):
+                assert c.request("GET", f"/quick{i}").body == f"/quick{i}".encode()
