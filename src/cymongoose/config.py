@@ -201,6 +201,19 @@ def _log_format(fmt: str) -> str | None:
     return None
 
 
+def _health_path(path: str) -> str | None:
+    """The core's own check of a health path (Manager.health_path), so the option and the
+    Manager accept the same paths."""
+    from ._mongoose import Manager
+
+    with Manager() as manager:
+        try:
+            manager.health_path = path
+        except ValueError:
+            return ""  # the option's `must` says what the core takes
+    return None
+
+
 def _core_rule(name: str) -> Rule:
     """An HTTP limit's rule is the core's own check (its range), on a Manager of its own."""
     def rule(value: int) -> str | None:
@@ -375,8 +388,8 @@ class Config:
         doc_more="its successor is ready before it drains, as on SIGHUP")
     health_path: str | None = _option(
         None, "operations", "answer GET PATH in the server: 200 once ready, 503 while "
-        "draining", "start with '/'", kind=str, optional=True,
-        rule=lambda v: None if v.startswith("/") and " " not in v else "", metavar="PATH",
+        "draining", "be a path starting with '/', without spaces, '?' or '#'", kind=str,
+        optional=True, rule=_health_path, metavar="PATH",
         doc_more="e.g. `/healthz`, for a load balancer or Kubernetes probes")
 
     max_header_count: int | None = _limit("request header fields at most (431 past it)")

@@ -34,7 +34,6 @@ class Drain:
                  now: float, *, min_steps: int = 0,
                  on_close: Callable[[], object] = _nothing) -> None:
         self._manager = manager
-        manager.ready = False  # the health path answers 503 "draining" from here
         self._listeners = listeners  # the server's own list: emptied once they are closed
         self.deadline = now + timeout
         self._accept_until = now + min(IDLE_GRACE_S, timeout)

@@ -215,7 +215,10 @@ def test_a_metrics_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
     ("--limit-concurrency", "-1", "must be an int >= 1, not -1"),
     ("--request-timeout", "0", "must be a number of seconds > 0, not 0.0"),
     ("--workers-max-rss", "0", "must be a number of MiB (an int >= 1), not 0"),
-    ("--health-path", "healthz", "must start with '/', not 'healthz'"),
+    ("--health-path", "healthz",
+     "must be a path starting with '/', without spaces, '?' or '#', not 'healthz'"),
+    ("--health-path", "/healthz?full",
+     "must be a path starting with '/', without spaces, '?' or '#', not '/healthz?full'"),
 ])
 def test_a_wrong_production_option_is_one_line_and_exit_2(tmp_path: Path, option: str,
                                                            value: str, must: str) -> None:
