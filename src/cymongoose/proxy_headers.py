@@ -191,7 +191,11 @@ def _split_node(node: str) -> tuple[str | None, int | None]:
         ipaddress.ip_address(host)
     except ValueError:
         return None, None  # "unknown" or an obfuscated identifier: no address to report
-    return host, int(port) if port.isdigit() and int(port) < 65536 else None
+    # ASCII digits only, at most five: str.isdigit() also takes "²" (latin-1, so a header can
+    # carry it) and int() refuses it, or thousands of digits (found by fuzzing).
+    if len(port) <= 5 and port.isascii() and port.isdigit() and int(port) < 65536:
+        return host, int(port)
+    return host, None
 
 
 def _pick(values: list[str], index: int, hops: int) -> str | None:

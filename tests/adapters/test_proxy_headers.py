@@ -58,3 +58,14 @@ def test_forwarded_rfc7239() -> None:
     assert got == ProxiedRequest(None, None, "http", None)
     assert parse_forwarded('for="a;b,c";proto=https, junk') == [
         {"for": "a;b,c", "proto": "https"}]
+
+
+@pytest.mark.parametrize("port", ["\xb2", "\xb9\xb3", "9" * 5000, "065536", "+80", " 80"])
+def test_a_port_that_is_not_ascii_digits_is_ignored(port: str) -> None:
+    """Found by fuzzing: str.isdigit() takes "²" (latin-1, so a header can carry it), which
+    int() refuses; 5,000 digits are past int()'s limit. Either raised out of resolve()."""
+    p = ProxyHeaders()
+    got = p.resolve("127.0.0.1", x_forwarded_for=f"192.0.2.1:{port}")
+    assert got == ProxiedRequest("192.0.2.1", None, None, None)
+    got = p.resolve("127.0.0.1", forwarded=f'for="[2001:db8::1]:{port}"')
+    assert got == ProxiedRequest("2001:db8::1", None, None, None)
