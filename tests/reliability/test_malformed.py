@@ -204,6 +204,11 @@ CASES: list[tuple[str, bytes, tuple[int, ...]]] = [
     ("ch-bare-lf-data", chunked(b"5\r\nhello\n0\r\n\r\n"), (400,)),
     ("ch-bare-cr-size", chunked(b"5\rhello\r\n0\r\n\r\n"), (400,)),
     ("ch-trailer-field", chunked(b"5\r\nhello\r\n0\r\nX-T: y\r\n\r\n"), (200,)),
+    # Framing fields may not be trailers (RFC 9110 §6.5.1); found by fuzzing against h11.
+    ("ch-trailer-transfer-encoding",
+     chunked(b"0\r\nTransfer-Encoding: chun(ked\r\n\r\n"), (400,)),
+    ("ch-trailer-content-length", chunked(b"5\r\nhello\r\n0\r\ncontent-LENGTH: 5\r\n\r\n"),
+     (400,)),
     ("ch-lowercase-hex", chunked(b"a\r\n0123456789\r\n0\r\n\r\n"), (200,)),
     ("ch-uppercase-hex", chunked(b"A\r\n0123456789\r\n0\r\n\r\n"), (200,)),
     ("ch-leading-zeros", chunked(b"0005\r\nhello\r\n0\r\n\r\n"), (200,)),

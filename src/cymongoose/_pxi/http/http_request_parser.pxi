@@ -216,13 +216,18 @@ cdef bint _chunk_ext_ok(const unsigned char *p, size_t n) noexcept nogil:
     return True
 
 
-cdef bint _field_line_ok(const unsigned char *p, size_t n) noexcept nogil:
-    """p[:n] (without CRLF) is a field line: token ":" then field-value characters. Used for
-    trailer fields (RFC 9112 §7.1.2), which are checked and then discarded."""
+cdef bint _trailer_field_ok(const unsigned char *p, size_t n) noexcept nogil:
+    """p[:n] (without CRLF) is a trailer field line (RFC 9112 §7.1.2): token ":" then
+    field-value characters. Trailers are checked and then discarded, but one that frames a
+    message (Transfer-Encoding, Content-Length) is refused: no sender may put it there (RFC
+    9110 §6.5.1), and a proxy behind us that merged it would frame the body anew. Found by
+    fuzzing against h11, which refuses such trailers too."""
     cdef size_t i = 0
     while i < n and _CC[p[i]] & _C_TCHAR:
         i += 1
     if i == 0 or i == n or p[i] != c':':
+        return False
+    if _ieq(p, i, b"transfer-encoding") or _ieq(p, i, b"content-length"):
         return False
     i += 1
     while i < n:
@@ -562,7 +567,7 @@ cdef int _scan_chunks(mg.mg_connection *c, HttpGuard *g, const HttpLimits *lim,
                 if k == t:
                     result = 1
                     break
-                if not _field_line_ok(q + t, k - t):
+                if not _trailer_field_ok(q + t, k - t):
                     return _bad(h, 400, b"malformed trailer field")
                 t = k + 2
             if result == 0:

@@ -98,7 +98,7 @@ cdef int _dechunk(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
                 _cut(c, w, 2)
                 g.flags |= _GF_BODY_DONE
                 return 1
-            if not _field_line_ok(b + w, e - 1 - w):
+            if not _trailer_field_ok(b + w, e - 1 - w):
                 return _stream_fail(c, g, b"malformed trailer field")
             g.head_len += e + 1 - w  # trailer bytes count against max_header_size
             if g.head_len > lim.max_header_size:
