@@ -87,84 +87,144 @@ def url_is_ssl(str url not None):
     return bool(mg.mg_url_is_ssl(u))
 
 
-cdef list _glob_captures(const char *s, size_t slen, const char *p, size_t plen):
-    """Captures of a pattern that mg_match() accepted, one per wildcard, in pattern order.
+cdef inline bint _glob_run_at(const unsigned char *s, size_t slen, const unsigned char *p,
+                              size_t a, size_t b, size_t e) noexcept nogil:
+    """The run p[a:b] (literals and '?', no '*' or '#') matches s at e."""
+    cdef size_t t
+    if e > slen or b - a > slen - e:
+        return False
+    for t in range(b - a):
+        if p[a + t] != c'?' and p[a + t] != s[e + t]:
+            return False
+    return True
 
-    Mongoose 7.23's own capture tracking can step past the end of the caller's array when
-    it backtracks over a `*` followed by several `?` (the capture pointer moves forward once
-    per `?` but back only once per retry), so no fixed-size array is safe. This walks the
-    same control flow as mg_match() (same result), recording each wildcard's span by
-    position instead of by moving a pointer.
-    """
-    cdef Py_ssize_t nwild = 0
-    cdef size_t i = 0, j = 0, ni = 0, nj = 0, k
-    cdef bint retry = False
-    for k in range(plen):
-        if p[k] == b'?' or p[k] == b'*' or p[k] == b'#':
-            nwild += 1
-    if nwild == 0:
-        return []
-    # Ordinal of each wildcard, start and length of its capture.
-    cdef Py_ssize_t *ordinal = <Py_ssize_t *>PyMem_Malloc(plen * sizeof(Py_ssize_t))
-    cdef size_t *start = <size_t *>PyMem_Malloc(<size_t>nwild * sizeof(size_t))
-    cdef size_t *length = <size_t *>PyMem_Malloc(<size_t>nwild * sizeof(size_t))
-    cdef Py_ssize_t w = 0
+
+cdef list _glob(const unsigned char *s, size_t slen, const unsigned char *p, size_t plen):
+    """The captures of s matched against the glob p (`?` one byte, `*` a run without '/',
+    `#` any run), one per wildcard in pattern order, each run as short as a match allows;
+    None when s does not match.
+
+    Not mg_match(): Mongoose 7.23 keeps one backtrack point and checks the byte after a
+    failed comparison rather than the one a `*` would take in, so `/api/*/items` matched
+    `/api/a/b/items` (found by fuzzing against the same glob as a regular expression), and
+    its capture array overruns on `*` followed by several `?`. Here, in O(len(s) x len(p)):
+    can[k][j] says whether the pattern from the k-th run-wildcard on matches s[j:], filled
+    from the last wildcard back; then one forward pass takes each run at its shortest."""
+    cdef size_t nstar = 0, nwild = 0, k, j, e, a, b, m, t, row = slen + 1, w
+    cdef size_t *at = NULL  # pattern positions of the '*'/'#' wildcards, then plen
+    cdef size_t *cap_start = NULL
+    cdef size_t *cap_len = NULL
+    cdef size_t *ordinal = NULL  # capture number of each pattern position
+    cdef unsigned char *can = NULL
+    cdef bint ok, anyrun
     cdef list caps
+    for k in range(plen):
+        if p[k] == c'*' or p[k] == c'#':
+            nstar += 1
+        if p[k] == c'*' or p[k] == c'#' or p[k] == c'?':
+            nwild += 1
     try:
-        if ordinal == NULL or start == NULL or length == NULL:
+        at = <size_t *>PyMem_Malloc((nstar + 1) * sizeof(size_t))
+        ordinal = <size_t *>PyMem_Malloc((plen + 1) * sizeof(size_t))
+        cap_start = <size_t *>PyMem_Malloc((nwild + 1) * sizeof(size_t))
+        cap_len = <size_t *>PyMem_Malloc((nwild + 1) * sizeof(size_t))
+        if at == NULL or ordinal == NULL or cap_start == NULL or cap_len == NULL:
             raise MemoryError()
+        w = 0
+        j = 0
         for k in range(plen):
             ordinal[k] = w
-            if p[k] == b'?' or p[k] == b'*' or p[k] == b'#':
-                start[w] = 0
-                length[w] = 0
+            if p[k] == c'*' or p[k] == c'#' or p[k] == c'?':
                 w += 1
-        while i < plen or j < slen:
-            if i < plen and j < slen and (
-                    p[i] == b'?' or (p[i] != b'*' and p[i] != b'#' and s[j] == p[i])):
-                if p[i] == b'?':
-                    start[ordinal[i]] = j
-                    length[ordinal[i]] = 1
-                i += 1
+            if p[k] == c'*' or p[k] == c'#':
+                at[j] = k
                 j += 1
-            elif i < plen and (p[i] == b'*' or p[i] == b'#'):
-                # A first visit starts the capture here; a retry (back from a failed
-                # match) keeps the start and widens the capture by one.
-                if not retry:
-                    start[ordinal[i]] = j
-                length[ordinal[i]] = j - start[ordinal[i]]
-                retry = False
-                ni = i
-                i += 1
-                nj = j + 1
-            elif nj > 0 and nj <= slen and (
-                    (ni < plen and p[ni] == b'#') or (j < slen and s[j] != b'/')):
-                i = ni
-                j = nj
-                retry = True
-            else:
+        at[nstar] = plen
+        if nstar == 0:
+            if plen != slen or not _glob_run_at(s, slen, p, 0, plen, 0):
                 return None
+        else:
+            if not _glob_run_at(s, slen, p, 0, at[0], 0):
+                return None
+            # One bit per (wildcard, position): can[k * row + j].
+            can = <unsigned char *>calloc(nstar * row // 8 + 1, 1)
+            if can == NULL:
+                raise MemoryError()
+            with nogil:
+                k = nstar
+                while k > 0:
+                    k -= 1
+                    a = at[k] + 1
+                    b = at[k + 1]
+                    m = b - a
+                    anyrun = p[at[k]] == c'#'
+                    j = row
+                    while j > 0:
+                        j -= 1
+                        ok = False
+                        if _glob_run_at(s, slen, p, a, b, j):
+                            if k + 1 == nstar:
+                                ok = j + m == slen
+                            else:
+                                e = (k + 1) * row + j + m
+                                ok = (can[e >> 3] >> (e & 7)) & 1
+                        if not ok and j < slen and (anyrun or s[j] != c'/'):
+                            e = k * row + j + 1
+                            ok = (can[e >> 3] >> (e & 7)) & 1
+                        if ok:
+                            e = k * row + j
+                            can[e >> 3] |= <unsigned char>(1 << (e & 7))
+            e = at[0]
+            if not (can[e >> 3] >> (e & 7)) & 1:
+                return None
+        # Forward: the head run, then each wildcard as short as can[] allows, then its run.
+        for t in range(at[0] if nstar else plen):
+            if p[t] == c'?':
+                cap_start[ordinal[t]] = t
+                cap_len[ordinal[t]] = 1
+        j = at[0] if nstar else plen
+        for k in range(nstar):
+            a = at[k] + 1
+            b = at[k + 1]
+            m = b - a
+            e = j
+            while True:
+                if _glob_run_at(s, slen, p, a, b, e):
+                    if k + 1 == nstar:
+                        ok = e + m == slen
+                    else:
+                        t = (k + 1) * row + e + m
+                        ok = (can[t >> 3] >> (t & 7)) & 1
+                    if ok:
+                        break
+                e += 1  # can[k][j] holds, so a run this long (or longer) is allowed
+            cap_start[ordinal[at[k]]] = j
+            cap_len[ordinal[at[k]]] = e - j
+            for t in range(a, b):
+                if p[t] == c'?':
+                    cap_start[ordinal[t]] = e + t - a
+                    cap_len[ordinal[t]] = 1
+            j = e + m
         caps = []
         for w in range(nwild):
-            caps.append(_decode(s + start[w], length[w]))
+            caps.append(_decode(<const char *>s + cap_start[w], cap_len[w]))
         return caps
     finally:
+        PyMem_Free(at)
         PyMem_Free(ordinal)
-        PyMem_Free(start)
-        PyMem_Free(length)
+        PyMem_Free(cap_start)
+        PyMem_Free(cap_len)
+        free(can)
 
 
 def match(str s not None, str pattern not None):
     cdef bytes sb = _utf8(s)
     cdef bytes pb = _utf8(pattern)
-    cdef const char *sp = PyBytes_AS_STRING(sb)
-    cdef const char *pp = PyBytes_AS_STRING(pb)
-    cdef size_t slen = <size_t>PyBytes_GET_SIZE(sb)
-    cdef size_t plen = <size_t>PyBytes_GET_SIZE(pb)
-    if not mg.mg_match(mg.mg_str_n(sp, slen), mg.mg_str_n(pp, plen), NULL):
-        return False, []
-    cdef list caps = _glob_captures(sp, slen, pp, plen)
-    if caps is None:  # cannot happen: same walk as mg_match; keep the boolean honest
+    cdef list caps = _glob(<const unsigned char *>PyBytes_AS_STRING(sb),
+                           <size_t>PyBytes_GET_SIZE(sb),
+                           <const unsigned char *>PyBytes_AS_STRING(pb),
+                           <size_t>PyBytes_GET_SIZE(pb))
+    if caps is None:
         return False, []
     return True, caps
 
