@@ -452,8 +452,15 @@ def test_uncommon_and_invalid_status_codes(server_thread: Any) -> None:
 
     def handler(conn: Connection, ev: int, msg: Any) -> None:
         if ev == MG_EV_HTTP_MSG:
+            # An interim status was sent as the whole answer, and the client waited on for
+            # the real one (found by fuzzing); four digits are no status.
+            for status in (1000, 100, 199, 0):
+                try:
+                    conn.reply(status, b"")
+                except ValueError:
+                    outcome.append("ValueError")
             try:
-                conn.reply(1000, b"")
+                conn.reply_json({}, 103)
             except ValueError:
                 outcome.append("ValueError")
             conn.reply(299, b"custom")
@@ -463,7 +470,7 @@ def test_uncommon_and_invalid_status_codes(server_thread: Any) -> None:
     st.start()
     raw = raw_exchange(port, b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     assert raw.startswith(b"HTTP/1.1 299 \r\n") and raw.endswith(b"custom")
-    assert outcome == ["ValueError"]
+    assert outcome == ["ValueError"] * 5
 
 
 def test_large_files_are_exact_for_slow_and_concurrent_readers(

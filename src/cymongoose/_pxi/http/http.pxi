@@ -106,11 +106,13 @@ cdef int _send_response(Connection conn, int status_code, object headers, bint j
         raise RuntimeError("a response was started with http_begin(): finish it with "
                            "http_write()/http_end()")
     cdef mg.mg_connection *c = conn._c
+    # Found by fuzzing: reply(100) sent a lone interim response, and the client waited on.
+    _check_status(status_code)
     cdef bytes status = _status_line(status_code)
     cdef Py_ssize_t body_len = PyBytes_GET_SIZE(body)
-    # No body for HEAD, 1xx, 204 and 304 (RFC 9110 §6.4.1); Content-Length still tells
-    # a HEAD client what GET would have sent.
-    cdef bint bodyless_status = status_code < 200 or status_code == 204 or status_code == 304
+    # No body for HEAD, 204 and 304 (RFC 9110 §6.4.1); Content-Length still tells a HEAD
+    # client what GET would have sent.
+    cdef bint bodyless_status = status_code == 204 or status_code == 304
     # (name, value) as str, converted once: the second pass must write exactly the bytes
     # the first pass measured, whatever a value's __str__ would return a second time.
     cdef list pairs = None

@@ -136,6 +136,16 @@ cdef int _put_headers(mg.mg_connection *c, object headers, int status_code,
     return 0
 
 
+cdef int _check_status(int status_code) except -1:
+    """A final status: an interim one (1xx) would leave the client waiting for the real
+    answer, and four digits are no status at all."""
+    if not 200 <= status_code <= 999:
+        raise ValueError(
+            f"status_code must be between 200 and 999 (interim 1xx responses are sent by "
+            f"the server), not {status_code}")
+    return 0
+
+
 cdef int _http_begin(Connection conn, int status_code, object headers, object reason,
                      object more_headers=None, Py_ssize_t body_len=-1) except -1:
     """Write the head. `body_len` >= 0: the whole body is that long and comes right after
@@ -149,10 +159,7 @@ cdef int _http_begin(Connection conn, int status_code, object headers, object re
             "a request received on an HTTP listener)")
     if g.resp_state != _RS_IDLE or not c.is_resp:
         raise RuntimeError("this request's response was already started")
-    if not 200 <= status_code <= 999:
-        raise ValueError(
-            f"status_code must be between 200 and 999 (interim 1xx responses are sent by "
-            f"the server), not {status_code}")
+    _check_status(status_code)
     cdef bytes status
     if reason is None:
         status = _status_line(status_code)
