@@ -132,3 +132,21 @@ def test_idle_connections_skipped_by_the_loop_still_keep_their_rules() -> None:
             start = time.monotonic()
             assert sock.recv(1) == b""
             assert time.monotonic() - start < 0.3
+
+
+def test_a_quiet_connection_whose_client_leaves_is_closed_at_once() -> None:
+    # Found by the soak: the loop marked an idle keep-alive connection quiet in the same
+    # iteration that then read the client's EOF, so the connection (and its descriptor)
+    # waited, skipped, for its keep-alive deadline. The WSGI server's handler is such a
+    # handler (no MG_EV_POLL).
+    @cm.handles(cm.MG_EV_HTTP_MSG)
+    def app(conn: Any, ev: int, msg: Any) -> None:
+        conn.reply(200, b"hi")
+
+    with Server(app, keepalive_timeout_ms=60000) as server:
+        for pause in (0.0, 0.15):  # before and after the loop marks it quiet
+            with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+                sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert read_response(sock, bytearray())[0] == 200
+                time.sleep(pause)
+            assert wait_until(lambda: server.connection_count() == 0, 10), pause

@@ -684,6 +684,11 @@ cdef int _on_peer_eof(mg.mg_connection *c) noexcept nogil:
     if g.phase == _PH_STREAM and not (g.flags & _GF_BODY_DONE):
         return 0  # a streamed body cut short: close, so the app's read fails at once
     g.peer_eof = True
+    # The loop may have marked it quiet (idle keep-alive) before this read in the same
+    # iteration: with its reads paused it would then wait, skipped, for its keep-alive
+    # deadline before _finish_after_eof closes it (found by the soak: a WSGI server held
+    # every gone client's descriptor for keepalive_timeout_ms).
+    g.quiet_until_ms = 0
     c.is_full = 1
     _apply_is_full(c)
     # Tell the handler (MG_EV_READ with 0 bytes, as Mongoose does when a response ends):
