@@ -6,6 +6,15 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON ?= python3
 PYTEST_ARGS ?=
 ASAN_VENV := .venv-asan
+# make fuzz: every harness of tests/fuzz for FUZZ_SECONDS each (FUZZ_ONLY=a,b for some), in
+# an environment of its own with the extension built by clang for fuzzing.
+FUZZ_VENV := .venv-fuzz
+FUZZ_SECONDS ?= 1800
+FUZZ_ONLY ?=
+# make soak: each workload held near 70% of its peak for SOAK_MINUTES (SOAK_ONLY=raw,ws for
+# some); make test runs a few seconds of each (tests/reliability/test_soak.py).
+SOAK_MINUTES ?= 30
+SOAK_ONLY ?=
 # make test-installed: the wheel built from a clean clone, its own environment, and the part of
 # the suite run against it (INSTALLED_TESTS=tests runs all of it).
 INSTALLED_DIST := build/dist-test
@@ -13,7 +22,7 @@ INSTALLED_VENV := .venv-installed
 INSTALLED_TESTS ?= tests/core tests/protocols/test_tls_openssl.py tests/protocols/test_ws.py
 
 .PHONY: all setup fetch build demo test test-suite stubtest typecheck lint asan-test clean \
-        debian-packages build-packages docs dist test-installed
+        debian-packages build-packages docs dist test-installed fuzz soak
 
 all: build
 
@@ -65,7 +74,21 @@ asan-test: fetch build-packages
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1:quarantine_size_mb=32 \
 	LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
 	UV_PROJECT_ENVIRONMENT=$(ASAN_VENV) CYMONGOOSE_ASAN=ON \
-	    $(UV) run --no-sync pytest -q -p no:cacheprovider -m "not no_asan" tests/core tests/protocols tests/adapters/wsgi tests/adapters/asgi tests/adapters/test_aio.py $(wildcard tests/reliability)
+	    $(UV) run --no-sync pytest -q -p no:cacheprovider -m "not no_asan" tests/core tests/protocols tests/adapters/wsgi tests/adapters/asgi tests/adapters/test_aio.py $(wildcard tests/reliability) tests/fuzz
+
+# The soak (docs/reliability.md): figures to tests/reliability/results/soak.json.
+soak: debian-packages setup
+	$(UV) run --no-sync python tests/reliability/soak.py --minutes $(SOAK_MINUTES) \
+	    --only "$(SOAK_ONLY)"
+
+# Coverage-guided fuzzing (docs/reliability.md): the kept corpora grow in tests/fuzz/corpus,
+# figures go to tests/fuzz/results, a finding's input to build/fuzz/artifacts.
+fuzz: fetch build-packages
+	tools/ensure-debian-packages.sh tools/debian-fuzz-packages.txt
+	CC=clang-14 SKBUILD_BUILD_DIR=build/fuzz CYMONGOOSE_FUZZ=ON UV_PROJECT_ENVIRONMENT=$(FUZZ_VENV) \
+	    $(UV) sync --group dev --group fuzz --reinstall-package cymongoose
+	UV_PROJECT_ENVIRONMENT=$(FUZZ_VENV) $(UV) run --no-sync python tests/fuzz/run.py \
+	    --seconds $(FUZZ_SECONDS) --only "$(FUZZ_ONLY)"
 
 # The sdist (from a clean clone of HEAD) and a repaired wheel for every CPython 3.10-3.14 on
 # this machine, into dist/ (docs/install.md).
