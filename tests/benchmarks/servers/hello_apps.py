@@ -5,6 +5,7 @@ calls each app in-process with a prebuilt environ/scope to measure what the app 
 Every app answers ``200 {"message":"Hello, World!"}`` with ``Content-Type: application/json``
 and a Content-Length (the runner's check: benchkit/httpcheck.py).
 
+- ``raw_hello``: a raw cymongoose handler (the soak, tests/reliability/soak.py)
 - ``wsgi_hello``: raw WSGI callable (granian WSGI, cymongoose WSGI)
 - ``flask_app``: Flask app with one view returning prebuilt bytes (gunicorn sync/gthread,
   granian WSGI, cymongoose WSGI); made on first access (``hello_apps.flask_app``, as the servers'
@@ -18,6 +19,14 @@ No CONTENDER here: the runner's discovery skips this file.
 """
 
 BODY = b'{"message":"Hello, World!"}'
+
+RAW_HEADERS = {"Content-Type": "application/json"}
+
+
+def raw_hello(conn, ev, data):
+    if ev == 11:  # MG_EV_HTTP_MSG, without importing cymongoose for the other servers
+        conn.reply(200, BODY, RAW_HEADERS)
+
 
 WSGI_STATUS = "200 OK"
 WSGI_HEADERS = [("Content-Type", "application/json"), ("Content-Length", str(len(BODY)))]
