@@ -15,6 +15,10 @@ FUZZ_ONLY ?=
 # some); make test runs a few seconds of each (tests/reliability/test_soak.py).
 SOAK_MINUTES ?= 30
 SOAK_ONLY ?=
+# make flood: idle, churn, accept and tls floods (FLOOD_ONLY=idle,tls for some) against the
+# raw handler, FLOOD_SECONDS each (tests/reliability/flood.py).
+FLOOD_SECONDS ?= 60
+FLOOD_ONLY ?=
 # make test-installed: the wheel built from a clean clone, its own environment, and the part of
 # the suite run against it (INSTALLED_TESTS=tests runs all of it).
 INSTALLED_DIST := build/dist-test
@@ -22,7 +26,7 @@ INSTALLED_VENV := .venv-installed
 INSTALLED_TESTS ?= tests/core tests/protocols/test_tls_openssl.py tests/protocols/test_ws.py
 
 .PHONY: all setup fetch build demo test test-suite stubtest typecheck lint asan-test clean \
-        debian-packages build-packages docs dist test-installed fuzz soak
+        debian-packages build-packages docs dist test-installed fuzz soak flood
 
 all: build
 
@@ -80,6 +84,11 @@ asan-test: fetch build-packages
 soak: debian-packages setup
 	$(UV) run --no-sync python tests/reliability/soak.py --minutes $(SOAK_MINUTES) \
 	    --only "$(SOAK_ONLY)"
+
+# The floods (docs/reliability.md): figures to tests/reliability/results/flood.json.
+flood: debian-packages setup
+	$(UV) run --no-sync python tests/reliability/flood.py --seconds $(FLOOD_SECONDS) \
+	    --only "$(FLOOD_ONLY)"
 
 # Coverage-guided fuzzing (docs/reliability.md): the kept corpora grow in tests/fuzz/corpus,
 # figures go to tests/fuzz/results, a finding's input to build/fuzz/artifacts.

@@ -165,19 +165,35 @@ def judge(o: Outcome) -> Outcome:
 # -- the server behind the command line ------------------------------------------------------
 
 @contextmanager
-def cli_server(app: str, interface: str) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+def cli_server(app: str, interface: str, extra: tuple[str, ...] = (), nofile: int = 0,
+               probe: Callable[[int], None] | None = None,
+               ) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """The command line serving `app` on a free port, pinned to CPU 0, until it answers
+    (`probe(port)` raises until then; default: a GET over HTTP). `nofile`: the soft
+    open-file limit it starts with, at most the hard one."""
     port = free_port()
     exe = Path(sys.executable).with_name("cymongoose")
     cmd = [str(exe), app, "--interface", interface, "--host", "127.0.0.1", "--port",
-           str(port), "--no-access-log", "--log-level", "warning"]
+           str(port), "--no-access-log", "--log-level", "warning", *extra]
     env = dict(os.environ, PYTHONPATH=str(BENCH / "servers"))
     env.pop("LD_PRELOAD", None)
+
+    def limits() -> None:
+        if nofile:  # the soft limit only: a hard limit lowered cannot come back
+            import resource
+            _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            top = nofile if hard == resource.RLIM_INFINITY else min(nofile, hard)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (top, hard))
+
     proc = subprocess.Popen(pinned(cmd, 0), env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+                            stderr=subprocess.PIPE, preexec_fn=limits)
     try:
         deadline = time.monotonic() + 30
         while True:
             try:
+                if probe is not None:
+                    probe(port)
+                    break
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as r:
                     r.read()
                 break
