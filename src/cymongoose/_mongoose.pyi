@@ -420,8 +420,9 @@ class Connection:
     ) -> None:
         """Send a complete HTTP response with Content-Length (no body for HEAD).
 
-        `Content-Type: text/plain` unless `headers` has a content type; header names and
-        values containing CR, LF or NUL raise `ValueError`."""
+        `Content-Type: text/plain` unless `headers` has a content type; a header name that
+        is not an RFC 9110 token, a value with a control character other than tab (CR, LF
+        and NUL among them) and a status outside 200-999 raise `ValueError`."""
 
     def reply_json(
         self, data: Any, status_code: int = 200, headers: dict[Any, Any] | None = None
@@ -454,8 +455,8 @@ class Connection:
         """Start a response whose body follows with `http_write()`/`http_sendfile()` and
         ends with `http_end()`. Framing is chosen here: the given Content-Length, else
         chunked (HTTP/1.1) or close-delimited (HTTP/1.0); none for HEAD, 1xx, 204 and 304.
-        `str` headers are latin-1; CR, LF or NUL, a Transfer-Encoding header or a second
-        response raise `ValueError`. `more_headers` follow `headers` (a server's own
+        `str` headers are latin-1; a control character other than tab in a value or the
+        reason, a Transfer-Encoding header or a second response raise `ValueError`. `more_headers` follow `headers` (a server's own
         fields, say, without copying the caller's list)."""
 
     def http_respond(

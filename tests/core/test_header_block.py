@@ -59,6 +59,8 @@ def test_connection_close_in_a_block_closes_the_connection() -> None:
     ([("Bad Name", "v")], ValueError),
     ([("X-A", "v\r\nInjected: 1")], ValueError),
     ([("X-A", "v\x00")], ValueError),
+    ([("X-A", "v\x01")], ValueError),
+    ([("X-A", b"v\x7f")], ValueError),
     ([("Content-Length", "3")], ValueError),
     ([("transfer-encoding", "chunked")], ValueError),
     ([("X-A", 3)], TypeError),

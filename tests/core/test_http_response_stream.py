@@ -192,6 +192,8 @@ BAD_BEGINS: list[tuple[str, dict[str, Any], type[Exception]]] = [
     ("cl-empty", {"headers": [("Content-Length", "")]}, ValueError),
     ("cl-twice", {"headers": [("Content-Length", "1"), ("content-length", "1")]}, ValueError),
     ("reason-crlf", {"reason": "OK\r\nX-Evil: 1"}, ValueError),
+    ("reason-control", {"reason": "\x0c\x0c"}, ValueError),  # found by fuzzing
+    ("value-control", {"headers": [("X-A", "a\x1fb")]}, ValueError),
     ("reason-type", {"reason": 7}, TypeError),
     ("status-1xx", {"status_code": 100}, ValueError),
     ("status-low", {"status_code": 99}, ValueError),

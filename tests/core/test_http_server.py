@@ -127,6 +127,11 @@ def test_reply_json_overrides_content_type(server_thread: Any) -> None:
     ("X-Evil", "a\nb"),
     ("X-Evil", "a\rb"),
     ("X-Evil", "a\x00b"),
+    # Any other control byte but tab: a strict client (h11) refuses the response (found by
+    # fuzzing the renderer).
+    ("X-Evil", "a\x0cb"),
+    ("X-Evil", "\x1b[31mred"),
+    ("X-Evil", "del\x7f"),
     ("X-Evil\r\nInjected", "v"),
     ("Bad Name", "v"),
 ])

@@ -67,14 +67,20 @@ cdef inline bint _valid_name(const char *p, Py_ssize_t n) noexcept:
     return True
 
 
+# A field value (and a reason phrase) holds HTAB, SP, visible ASCII and obs-text (bytes from
+# 0x80: UTF-8 passes) only (RFC 9110 §5.5, RFC 9112 §4). CR and LF would end the field and
+# start attacker-chosen ones (response splitting); NUL is cut by C parsers; any other control
+# byte makes the response one a strict client refuses (found by fuzzing the renderer against
+# h11): each is the app's mistake, told at once rather than sent.
+cdef bint _IS_FIELD_BYTE[256]
+for _i in range(256):
+    _IS_FIELD_BYTE[_i] = _i == 9 or (0x20 <= _i <= 0x7e) or _i >= 0x80
+
+
 cdef inline bint _valid_value(const char *p, Py_ssize_t n) noexcept:
-    # CR and LF would end the field and start attacker-chosen ones (response splitting);
-    # NUL is cut by C parsers. Everything else, UTF-8 included, is passed through.
     cdef Py_ssize_t i
-    cdef char ch
     for i in range(n):
-        ch = p[i]
-        if ch == 13 or ch == 10 or ch == 0:
+        if not _IS_FIELD_BYTE[<unsigned char>p[i]]:
             return False
     return True
 
@@ -88,8 +94,9 @@ cdef str _bad_header_name(object name):
 
 
 cdef str _bad_header_value(object name, object value):
-    return (f"Header value {value!r} for {name!r} has an illegal character: CR, LF or NUL; "
-            "remove them")
+    return (f"Header value {value!r} for {name!r} has an illegal character: CR, LF, NUL or "
+            "another control character (only tab, space, visible ASCII and bytes from 0x80 "
+            "may appear); remove them")
 
 
 cdef inline bint _is_named(const char *p, Py_ssize_t n, const char *lower_name,

@@ -169,7 +169,8 @@ cdef int _http_begin(Connection conn, int status_code, object headers, object re
         elif not isinstance(reason, bytes):
             raise TypeError(f"reason must be str, bytes or None, not {type(reason).__name__}")
         if not _valid_value(PyBytes_AS_STRING(reason), PyBytes_GET_SIZE(reason)):
-            raise ValueError(f"reason {reason!r} contains CR, LF or NUL")
+            raise ValueError(f"reason {reason!r} contains CR, LF, NUL or another control "
+                             "character")
         status = b"HTTP/1.1 %d %s\r\n" % (status_code, reason)
     cdef long long declared = -1
     cdef HeaderBlock block

@@ -63,8 +63,8 @@ cdef inline void _ws_install_guard(mg.mg_connection *c) noexcept:
 
 cdef tuple _ws_header_block(object extra_headers):
     """('Name: value\\r\\n' lines for the 101 response, the Sec-WebSocket-Protocol chosen
-    there or None). Same rules as reply() (http.pxi): RFC 9110 names, and no CR, LF or NUL
-    in values (no response splitting)."""
+    there or None). Same rules as reply() (http.pxi): RFC 9110 names, and no control
+    characters but tab in values (no response splitting)."""
     if extra_headers is None:
         return b"", None
     if not isinstance(extra_headers, dict):
