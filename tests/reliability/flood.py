@@ -180,8 +180,6 @@ def fds_back(pid: int, fds: int) -> tuple[float | None, int]:
         time.sleep(0.1)
 
 
-# -- the floods ------------------------------------------------------------------------------
-
 def _hold(port: int, count: int, seconds: float, done: Connection) -> None:
     raise_soft_limit(count + 64)
     socks = open_many(port, count, timeout=60)

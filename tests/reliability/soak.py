@@ -162,8 +162,6 @@ def judge(o: Outcome) -> Outcome:
     return o
 
 
-# -- the server behind the command line ------------------------------------------------------
-
 @contextmanager
 def cli_server(app: str, interface: str, extra: tuple[str, ...] = (), nofile: int = 0,
                probe: Callable[[int], None] | None = None,
@@ -219,8 +217,6 @@ def idle_baseline(pid: int) -> Sample:
     return sample
 
 
-# -- HTTP: wrk, paced ------------------------------------------------------------------------
-
 def paced_script(dir_: Path, delay_ms: int | None) -> Path:
     script = wrkkit.write_script(dir_ / f"soak-{delay_ms}.lua")
     if delay_ms:
@@ -267,8 +263,6 @@ def http_workload(kind: str, minutes: float, fraction: float, every: float, tmp:
         samples=[asdict(s) for s in samples]))
 
 
-# -- WebSocket echo: the C client, at a fixed rate -------------------------------------------
-
 def ws_client() -> Path:
     from benchkit import contenders as ck
 
@@ -312,8 +306,6 @@ def ws_workload(minutes: float, fraction: float, every: float, tmp: Path,
         rss_slope_mib_per_10min(samples, minutes * 60 * 0.2), base.fds, base.threads, back,
         samples=[asdict(s) for s in samples]))
 
-
-# -- MQTT: our client through Mosquitto ------------------------------------------------------
 
 def mqtt_run(url: str, seconds: float, rate: float, every: float) -> tuple[dict[str, float],
                                                                         list[Sample]]:
