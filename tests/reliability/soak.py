@@ -41,6 +41,7 @@ for _p in (str(TESTS), str(BENCH)):
         sys.path.insert(0, _p)
 
 from benchkit import wrk as wrkkit  # noqa: E402
+from support.cli_run import cli_env  # noqa: E402
 from support.ports import free_port  # noqa: E402
 
 WORKLOADS = ("raw", "wsgi", "asgi", "ws", "mqtt")
@@ -173,8 +174,7 @@ def cli_server(app: str, interface: str, extra: tuple[str, ...] = (), nofile: in
     exe = Path(sys.executable).with_name("cymongoose")
     cmd = [str(exe), app, "--interface", interface, "--host", "127.0.0.1", "--port",
            str(port), "--no-access-log", "--log-level", "warning", *extra]
-    env = dict(os.environ, PYTHONPATH=str(BENCH / "servers"))
-    env.pop("LD_PRELOAD", None)
+    env = cli_env(PYTHONPATH=str(BENCH / "servers"))
 
     def limits() -> None:
         if nofile:  # the soft limit only: a hard limit lowered cannot come back
