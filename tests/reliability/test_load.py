@@ -13,10 +13,14 @@ from collections.abc import Callable
 
 import pytest
 
+from .soak import Sample, rss_slope_mib_per_10min
 from .support import ServerProcess, fd_count, read_response, rss_kib, wait_until
 
 EXCEPTION_REQUESTS = int(os.environ.get("CYMONGOOSE_EXCEPTION_REQUESTS", "10000"))
-SOAK_SECONDS = float(os.environ.get("CYMONGOOSE_SOAK_SECONDS", "60"))
+# 15 s in make test; make soak holds every workload for 30 minutes (soak.py) and judges the
+# RSS slope there. This mix (POST bodies, a close every 10th request) judges it from 60 s.
+SOAK_SECONDS = float(os.environ.get("CYMONGOOSE_SOAK_SECONDS", "15"))
+SLOPE_JUDGED_FROM_S = 60
 SOAK_RATE = int(os.environ.get("CYMONGOOSE_SOAK_RATE", "400"))  # requests per second
 
 
@@ -145,8 +149,9 @@ def test_idle_sockets_and_connection_storm() -> None:
 
 @pytest.mark.no_asan
 def test_soak_fixed_rate() -> None:
-    """A fixed request rate for CYMONGOOSE_SOAK_SECONDS (60 s by default): zero non-2xx,
-    zero socket errors, and the server's RSS slope after warm-up under 1 MiB/min."""
+    """A fixed request rate for CYMONGOOSE_SOAK_SECONDS (15 s by default): zero non-2xx,
+    zero socket errors, and (from 60 s on) the server's RSS slope after warm-up under
+    1 MiB/min."""
     workers = 8
     interval = workers / SOAK_RATE
     stats: collections.Counter[str] = collections.Counter()
@@ -210,8 +215,8 @@ def test_soak_fixed_rate() -> None:
         elapsed = time.monotonic() - start
         summary = server.stop()
 
-    warm = [s for s in samples if s[0] >= SOAK_SECONDS * 0.2]
-    slope = _slope_mib_per_min(warm)
+    warm = [Sample(t, rss, 0, 0) for t, rss in samples if t >= SOAK_SECONDS * 0.2]
+    slope = (rss_slope_mib_per_10min(warm, 0) or 0.0) / 10
     total = stats["ok"] + stats["bad"] + stats["socket_errors"]
     print(f"\nsoak: {elapsed:.0f} s at {SOAK_RATE}/s target: {total} requests "
           f"({total / elapsed:.0f}/s), {stats['bad']} non-2xx, {stats['socket_errors']} socket "
@@ -220,15 +225,5 @@ def test_soak_fixed_rate() -> None:
     assert stats["bad"] == 0 and stats["socket_errors"] == 0, stats
     assert total >= SOAK_RATE * elapsed * 0.8
     assert summary["requests"] == total and summary["errors"] == 0
-    assert slope < 1.0
-
-
-def _slope_mib_per_min(samples: list[tuple[float, int]]) -> float:
-    """Least-squares slope of RSS over time."""
-    n = len(samples)
-    assert n >= 5, "soak too short to measure a slope"
-    mt = sum(t for t, _ in samples) / n
-    mr = sum(r for _, r in samples) / n
-    cov = sum((t - mt) * (r - mr) for t, r in samples)
-    var = sum((t - mt) ** 2 for t, _ in samples)
-    return cov / var * 60 / 1024
+    if SOAK_SECONDS >= SLOPE_JUDGED_FROM_S:
+        assert slope < 1.0
