@@ -64,7 +64,7 @@ def normal_headers(pairs: list[tuple[bytes, bytes]]) -> tuple[tuple[bytes, bytes
     return tuple(out)
 
 
-def strict_framing(data: bytes) -> Framing:
+def strict_framing(data: bytes, head_limit: int = H11_HEAD_LIMIT) -> Framing:
     """The complete requests h11 reads from data before it stops, and why it stops.
 
     One deliberate difference is taken out first: a chunk size may have any number of
@@ -72,7 +72,7 @@ def strict_framing(data: bytes) -> Framing:
     20 hex digits in all. A chunk-size line h11 refuses for that alone is given to it again
     without the zeros."""
     for _ in range(8):
-        framing = _strict_framing(data)
+        framing = _strict_framing(data, head_limit)
         line = _LONG_ZERO_CHUNK.search(framing.why.encode("latin-1", "replace"))
         if framing.stopped != "reject" or line is None:
             return framing
@@ -93,8 +93,8 @@ _HEX = {bytes([c]) for c in b"0123456789abcdefABCDEF"}
 _LONG_ZERO_CHUNK = re.compile(rb"illegal chunk header: bytearray\(b'(0{2,}[^']*)'\)")
 
 
-def _strict_framing(data: bytes) -> Framing:
-    conn = h11.Connection(our_role=h11.SERVER, max_incomplete_event_size=H11_HEAD_LIMIT)
+def _strict_framing(data: bytes, head_limit: int) -> Framing:
+    conn = h11.Connection(our_role=h11.SERVER, max_incomplete_event_size=head_limit)
     conn.receive_data(data)
     result = Framing()
     head: h11.Request | None = None

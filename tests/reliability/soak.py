@@ -43,6 +43,7 @@ for _p in (str(TESTS), str(BENCH)):
 from benchkit import wrk as wrkkit  # noqa: E402
 from support.cli_run import cli_env  # noqa: E402
 from support.ports import free_port  # noqa: E402
+from support.processes import stop_process  # noqa: E402
 
 WORKLOADS = ("raw", "wsgi", "asgi", "ws", "mqtt")
 HTTP_APPS = {"raw": ("hello_apps:raw_hello", "raw"),
@@ -202,12 +203,7 @@ def cli_server(app: str, interface: str, extra: tuple[str, ...] = (), nofile: in
                 time.sleep(0.1)
         yield proc, port
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, 15)
 
 
 def idle_baseline(pid: int) -> Sample:

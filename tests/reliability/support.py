@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import h11
+from fuzz.reference import strict_framing
 from support.poll_thread import PollThread
 
 import cymongoose._mongoose as cm
@@ -203,46 +204,20 @@ class Oracle:
     reason: str = ""
 
 
+H11_DEFAULT_HEAD_LIMIT = 16 * 1024  # h11.Connection's own max_incomplete_event_size
+
+
 def h11_oracle(data: bytes) -> Oracle:
     """What a strict server-side parser makes of data: the complete requests it reads before
-    it stops, and why it stops."""
-    conn = h11.Connection(our_role=h11.SERVER)
-    conn.receive_data(data)
+    it stops, and why it stops (fuzz.reference.strict_framing, with h11's own head limit)."""
+    framing = strict_framing(data, head_limit=H11_DEFAULT_HEAD_LIMIT)
     requests: list[Seen] = []
-    method = target = ""
-    body = b""
-    eof_sent = False
-    try:
-        while True:
-            ev = conn.next_event()
-            if ev is h11.NEED_DATA:
-                if eof_sent:
-                    return Oracle(requests, "incomplete")
-                conn.receive_data(b"")
-                eof_sent = True
-                continue
-            if isinstance(ev, h11.ConnectionClosed) or ev is h11.PAUSED:
-                return Oracle(requests, "ok")  # PAUSED: a CONNECT/Upgrade took the stream
-            if isinstance(ev, h11.Request):
-                method, target, body = ev.method.decode(), ev.target.decode("latin-1"), b""
-                if target.endswith("?") and target.count("?") == 1:
-                    target = target[:-1]  # HttpMessage cannot tell "/a?" from "/a"
-            elif isinstance(ev, h11.Data):
-                body += bytes(ev.data)
-            elif isinstance(ev, h11.EndOfMessage):
-                requests.append((method, target, body))
-                if method == "CONNECT":
-                    return Oracle(requests, "ok", "a 2xx to CONNECT starts a tunnel")
-                conn.send(h11.Response(status_code=200, headers=[("Content-Length", "0")]))
-                conn.send(h11.EndOfMessage())
-                if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
-                    # Connection: close or HTTP/1.0: whatever follows is never read.
-                    return Oracle(requests, "ok", "closes after")
-                conn.start_next_cycle()
-    except h11.RemoteProtocolError as exc:
-        if eof_sent:
-            return Oracle(requests, "incomplete", str(exc))
-        return Oracle(requests, "reject", str(exc))
+    for r in framing.requests:
+        target = r.target.decode("latin-1")
+        if target.endswith("?") and target.count("?") == 1:
+            target = target[:-1]  # HttpMessage cannot tell "/a?" from "/a"
+        requests.append((r.method.decode(), target, r.body))
+    return Oracle(requests, framing.stopped, framing.why)
 
 
 def rss_kib(pid: int | None = None) -> int:
