@@ -456,8 +456,9 @@ class Connection:
         ends with `http_end()`. Framing is chosen here: the given Content-Length, else
         chunked (HTTP/1.1) or close-delimited (HTTP/1.0); none for HEAD, 1xx, 204 and 304.
         `str` headers are latin-1; a control character other than tab in a value or the
-        reason, a Transfer-Encoding header or a second response raise `ValueError`. `more_headers` follow `headers` (a server's own
-        fields, say, without copying the caller's list)."""
+        reason, a Transfer-Encoding header or a second response raise `ValueError`.
+        `more_headers` follow `headers` (a server's own fields, say, without copying the
+        caller's list)."""
 
     def http_respond(
         self,
