@@ -159,6 +159,22 @@ def record(name: str, result: dict[str, object]) -> None:
     path.write_text(json.dumps(totals, indent=1) + "\n")
 
 
+def table(names: tuple[str, ...]) -> str:
+    """The figures of every harness's record: the campaign in total, and its last run."""
+    rows = ["| Harness | CPU-minutes | Executions | Per second | Edges | Corpus (files, bytes) "
+            "| Runs (failed) |", "|---|---|---|---|---|---|---|"]
+    for name in names:
+        path = RESULTS / f"{name}.json"
+        if not path.exists():
+            continue
+        r = json.loads(path.read_text())
+        per_s = r["executions"] / r["cpu_seconds"] if r["cpu_seconds"] else 0
+        rows.append(f"| `{name}` | {r['cpu_seconds'] / 60:.0f} | {r['executions']:,} | "
+                    f"{per_s:,.0f} | {r['coverage_edges']:,} | {r['corpus_files']}, "
+                    f"{r['corpus_bytes']:,} | {len(r['runs'])} ({r['failed_runs']}) |")
+    return "\n".join(rows)
+
+
 def _failure_lines(text: str) -> list[str]:
     keep = [line for line in text.splitlines()
             if re.search(r"ERROR|AssertionError|runtime error|Traceback|SUMMARY|Test unit", line)]
@@ -171,7 +187,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=60, help="per harness (FUZZ_SECONDS)")
     parser.add_argument("--only", default="", help=f"comma-separated, of: {', '.join(NAMES)}")
+    parser.add_argument("--table", action="store_true",
+                        help="print the campaign's figures as docs/reliability.md's table")
     args = parser.parse_args()
+    if args.table:
+        print(table(NAMES))
+        return 0
     names = [n for n in args.only.split(",") if n] or list(NAMES)
     unknown = sorted(set(names) - set(NAMES))
     if unknown:
