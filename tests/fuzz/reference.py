@@ -197,3 +197,26 @@ def _parse_replies(raw: bytes, methods: list[bytes], closed: bool) -> list[Respo
             return out
         conn.start_next_cycle()
     return out
+
+
+def judge(sent: bytes, seen: list[Request], raw: bytes, closed: bool) -> None:
+    """What every HTTP harness asserts of one exchange: each request the app was given, h11
+    reads from `sent` with the same framing (and never one h11 refuses), each got its
+    answer, the reply (`raw`) is valid HTTP/1.1 for a strict client, the delivered requests
+    were answered 200 and anything after them is a 4xx or 5xx refusal."""
+    strict = strict_framing(sent)
+    theirs = strict.requests
+    assert len(seen) <= len(theirs), (
+        f"request {len(theirs) + 1} was delivered; h11: {strict.stopped} {strict.why}")
+    for i, (ours, ref) in enumerate(zip(seen, theirs, strict=False)):
+        if ref.target.endswith(b"?") and ref.target.count(b"?") == 1:
+            ref = Request(ref.method, ref.target[:-1], ref.headers, ref.body)  # "/a?" is "/a"
+        assert ours == ref, f"request {i + 1} framed differently:\n ours {ours}\n h11  {ref}"
+    replies = parse_replies(raw, [r.method for r in seen], closed)
+    assert len(replies) >= len(seen), (
+        f"{len(seen)} requests delivered, {len(replies)} answered: {raw[:300]!r}")
+    for i, response in enumerate(replies):
+        if i < len(seen):
+            assert response.status == 200, f"request {i + 1} answered {response.status}"
+        else:
+            assert 400 <= response.status < 600, f"an undelivered request got {response.status}"

@@ -5,6 +5,7 @@ inputs a run starts from besides the kept corpus."""
 NAMES = (
     "http_request",
     "chunked_body",
+    "stream_request",
     "websocket",
     "mqtt",
     "forms",
