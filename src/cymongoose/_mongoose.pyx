@@ -15,8 +15,8 @@ from cpython.buffer cimport (PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_FillInfo, Py
                              PyObject_CheckBuffer, PyObject_GetBuffer)
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.pystate cimport PyThreadState
-from cpython.unicode cimport (PyUnicode_1BYTE_DATA, PyUnicode_1BYTE_KIND, PyUnicode_GET_LENGTH,
-                              PyUnicode_KIND)
+from cpython.unicode cimport (PyUnicode_1BYTE_DATA, PyUnicode_1BYTE_KIND, PyUnicode_AsUCS4Copy,
+                              PyUnicode_GET_LENGTH, PyUnicode_KIND)
 from cpython.ref cimport Py_DECREF, Py_INCREF, PyObject
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.errno cimport EAGAIN, EINTR, errno

@@ -204,6 +204,11 @@ MATCHES = [
     # A '#' before a '*' takes the '/' a later '*' cannot.
     ("xa/ab", "#a*b", True, ["xa/", ""]),
     ("a/b/c", "#/*", True, ["a/b", "c"]),
+    # '?' is one character, not one UTF-8 byte: a capture is never half a character (found
+    # by fuzzing).
+    ("é", "?", True, ["é"]),
+    ("aé€/b", "a??/*", True, ["é", "€", "b"]),
+    ("é", "??", False, []),
 ]
 
 

@@ -87,7 +87,7 @@ def url_is_ssl(str url not None):
     return bool(mg.mg_url_is_ssl(u))
 
 
-cdef inline bint _glob_run_at(const unsigned char *s, size_t slen, const unsigned char *p,
+cdef inline bint _glob_run_at(const Py_UCS4 *s, size_t slen, const Py_UCS4 *p,
                               size_t a, size_t b, size_t e) noexcept nogil:
     """The run p[a:b] (literals and '?', no '*' or '#') matches s at e."""
     cdef size_t t
@@ -99,10 +99,12 @@ cdef inline bint _glob_run_at(const unsigned char *s, size_t slen, const unsigne
     return True
 
 
-cdef list _glob(const unsigned char *s, size_t slen, const unsigned char *p, size_t plen):
-    """The captures of s matched against the glob p (`?` one byte, `*` a run without '/',
-    `#` any run), one per wildcard in pattern order, each run as short as a match allows;
-    None when s does not match.
+cdef list _glob(str text, const Py_UCS4 *s, size_t slen, const Py_UCS4 *p, size_t plen):
+    """The captures of s (the characters of `text`) matched against the glob p (`?` one
+    character, `*` a run without '/', `#` any run), one per wildcard in pattern order, each
+    run as short as a match allows and sliced from `text`; None when s does not match.
+    Characters, not UTF-8 bytes: a '?' that took one byte of "é" left a capture of half a
+    character (found by fuzzing).
 
     Not mg_match(): Mongoose 7.23 keeps one backtrack point and checks the byte after a
     failed comparison rather than the one a `*` would take in, so `/api/*/items` matched
@@ -207,7 +209,7 @@ cdef list _glob(const unsigned char *s, size_t slen, const unsigned char *p, siz
             j = e + m
         caps = []
         for w in range(nwild):
-            caps.append(_decode(<const char *>s + cap_start[w], cap_len[w]))
+            caps.append(text[cap_start[w]:cap_start[w] + cap_len[w]])
         return caps
     finally:
         PyMem_Free(at)
@@ -218,12 +220,16 @@ cdef list _glob(const unsigned char *s, size_t slen, const unsigned char *p, siz
 
 
 def match(str s not None, str pattern not None):
-    cdef bytes sb = _utf8(s)
-    cdef bytes pb = _utf8(pattern)
-    cdef list caps = _glob(<const unsigned char *>PyBytes_AS_STRING(sb),
-                           <size_t>PyBytes_GET_SIZE(sb),
-                           <const unsigned char *>PyBytes_AS_STRING(pb),
-                           <size_t>PyBytes_GET_SIZE(pb))
+    cdef Py_UCS4 *sp = PyUnicode_AsUCS4Copy(s)
+    cdef Py_UCS4 *pp = NULL
+    cdef list caps
+    try:
+        pp = PyUnicode_AsUCS4Copy(pattern)
+        caps = _glob(s, sp, <size_t>PyUnicode_GET_LENGTH(s), pp,
+                     <size_t>PyUnicode_GET_LENGTH(pattern))
+    finally:
+        PyMem_Free(sp)
+        PyMem_Free(pp)
     if caps is None:
         return False, []
     return True, caps
