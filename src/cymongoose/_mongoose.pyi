@@ -420,9 +420,10 @@ class Connection:
     ) -> None:
         """Send a complete HTTP response with Content-Length (no body for HEAD).
 
-        `Content-Type: text/plain` unless `headers` has a content type; a header name that
-        is not an RFC 9110 token, a value with a control character other than tab (CR, LF
-        and NUL among them) and a status outside 200-999 raise `ValueError`."""
+        `Content-Type: text/plain` unless `headers` has a content type; names and values
+        (str, or converted with str()) are sent as UTF-8. A header name that is not an RFC
+        9110 token, a value with a control character other than tab (CR, LF and NUL among
+        them) and a status outside 200-999 raise `ValueError`."""
 
     def reply_json(
         self, data: Any, status_code: int = 200, headers: dict[Any, Any] | None = None

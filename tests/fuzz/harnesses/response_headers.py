@@ -50,7 +50,8 @@ def _app(conn: cm.Connection, ev: int, msg: Any) -> None:
         _answer.append(None)
         conn.reply(500, b"refused")
         return
-    _answer.append((status, pairs if mode != 3 else list(dict(pairs).items()), body, as_str))
+    _answer.append((status, pairs if mode != 3 else list(dict(pairs).items()), body,
+                    "utf-8" if mode == 3 else "latin-1"))
 
 
 def _server_once() -> LoopbackServer:
@@ -60,8 +61,10 @@ def _server_once() -> LoopbackServer:
     return _server
 
 
-def _b(item: bytes | str) -> bytes:
-    return item.encode("latin-1") if isinstance(item, str) else item
+def _b(item: bytes | str, encoding: str) -> bytes:
+    # reply() sends str as UTF-8, as 0.2.x did; http_begin() and http_respond() as latin-1,
+    # the octets a WSGI app's native strings stand for (PEP 3333).
+    return item.encode(encoding) if isinstance(item, str) else item
 
 
 def one_input(data: bytes) -> None:
@@ -86,12 +89,12 @@ def one_input(data: bytes) -> None:
     if given is None:
         assert got.status == 500 and got.body == b"refused"
         return
-    status, pairs, body, _ = given
+    status, pairs, body, encoding = given
     if 100 <= status < 200:
         return  # informational: the app's own fields are not the final response's
     assert got.status == status, (got.status, status)
     names = [n.lower() for n, _ in got.headers]
-    wanted = [(_b(n).lower(), _b(v).strip(b" \t")) for n, v in pairs]
+    wanted = [(_b(n, encoding).lower(), _b(v, encoding).strip(b" \t")) for n, v in pairs]
     rendered = [(n.lower(), v) for n, v in got.headers]
     it = iter(rendered)
     for field in wanted:  # in order, each exactly once where the app put it
