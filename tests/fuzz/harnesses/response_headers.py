@@ -42,7 +42,9 @@ def _app(conn: cm.Connection, ev: int, msg: Any) -> None:
         elif mode == 2:
             conn.http_begin(status, pairs, reason=reason)
             conn.http_write(body)
-            conn.http_end()
+            if not conn.http_end():  # shorter than its Content-Length: closed, by design
+                _answer.append("cut short")
+                return
         else:
             conn.reply(status, body, dict(pairs))
     except (ValueError, TypeError, UnicodeError):
@@ -83,6 +85,9 @@ def one_input(data: bytes) -> None:
     reply = server.exchange([b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"])
     assert not server.errors, f"the app raised: {server.errors!r}"
     given = _answer[0]
+    if given == "cut short":  # the close tells the client the body is incomplete
+        assert reply.closed and reply.raw.startswith(b"HTTP/1.1 "), reply
+        return
     responses = parse_replies(reply.raw, [b"GET"], reply.closed)
     assert responses, reply.raw[:300]
     got = responses[-1]
