@@ -41,7 +41,10 @@ def _app(conn: cm.Connection, ev: int, msg: Any) -> None:
             conn.http_respond(status, pairs[:1], body, more_headers=block)
         elif mode == 2:
             conn.http_begin(status, pairs, reason=reason)
-            conn.http_write(body)
+            try:
+                conn.http_write(body)
+            except ValueError:  # past its Content-Length: refused, nothing of it sent
+                body = b""
             if not conn.http_end():  # shorter than its Content-Length: closed, by design
                 _answer.append("cut short")
                 return
