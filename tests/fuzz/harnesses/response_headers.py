@@ -106,8 +106,8 @@ def one_input(data: bytes) -> None:
     rendered = [(n.lower(), v) for n, v in got.headers]
     it = iter(rendered)
     for field in wanted:  # in order, each exactly once where the app put it
-        if field[0] == b"content-length" and status in (204, 304):
-            continue
+        if field[0] == b"content-length" and (status in (204, 304) or encoding == "utf-8"):
+            continue  # reply() computes its own from the body
         assert field in it, (field, rendered)
     assert names.count(b"content-length") + names.count(b"transfer-encoding") <= 1
     if status not in (204, 304):

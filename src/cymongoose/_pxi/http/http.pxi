@@ -151,6 +151,11 @@ cdef int _send_response(Connection conn, int status_code, object headers, bint j
                 raise ValueError(_bad_header_value(key, value))
             if _is_named(nptr, nlen, b"content-type", 12):
                 has_type = True
+            elif _is_named(nptr, nlen, b"transfer-encoding", 17):
+                # Beside the Content-Length reply() computes, it would frame the body twice
+                # (RFC 9112 §6.1); http_begin() refuses it too.
+                raise ValueError("Transfer-Encoding is chosen by the server: leave it out "
+                                 "(reply() sends a Content-Length)")
             elif _is_named(nptr, nlen, b"connection", 10):
                 has_connection = True
                 _connection_tokens(<const unsigned char *>vptr, <size_t>vlen, &conn_tokens)
