@@ -108,8 +108,9 @@ cdef list _glob(str text, const Py_UCS4 *s, size_t slen, const Py_UCS4 *p, size_
 
     Not mg_match(): Mongoose 7.23 keeps one backtrack point and checks the byte after a
     failed comparison rather than the one a `*` would take in, so `/api/*/items` matched
-    `/api/a/b/items` (found by fuzzing against the same glob as a regular expression), and
-    its capture array overruns on `*` followed by several `?`. Here, in O(len(s) x len(p)):
+    `/api/a/b/items` (found by fuzzing against a reference that tracks the set of pattern
+    positions reached), and its capture array overruns on `*` followed by several `?`.
+    Here, in O(len(s) x len(p)):
     can[k][j] says whether the pattern from the k-th run-wildcard on matches s[j:], filled
     from the last wildcard back; then one forward pass takes each run at its shortest."""
     cdef size_t nstar = 0, nwild = 0, k, j, e, a, b, m, t, row = slen + 1, w
@@ -148,34 +149,34 @@ cdef list _glob(str text, const Py_UCS4 *s, size_t slen, const Py_UCS4 *p, size_
         else:
             if not _glob_run_at(s, slen, p, 0, at[0], 0):
                 return None
-            # One bit per (wildcard, position): can[k * row + j].
+            # One bit per (wildcard, position): can[k * row + j]. The GIL is kept: patterns
+            # are routes, short, and releasing it per call costs more than the loop.
             can = <unsigned char *>calloc(nstar * row // 8 + 1, 1)
             if can == NULL:
                 raise MemoryError()
-            with nogil:
-                k = nstar
-                while k > 0:
-                    k -= 1
-                    a = at[k] + 1
-                    b = at[k + 1]
-                    m = b - a
-                    anyrun = p[at[k]] == c'#'
-                    j = row
-                    while j > 0:
-                        j -= 1
-                        ok = False
-                        if _glob_run_at(s, slen, p, a, b, j):
-                            if k + 1 == nstar:
-                                ok = j + m == slen
-                            else:
-                                e = (k + 1) * row + j + m
-                                ok = (can[e >> 3] >> (e & 7)) & 1
-                        if not ok and j < slen and (anyrun or s[j] != c'/'):
-                            e = k * row + j + 1
+            k = nstar
+            while k > 0:
+                k -= 1
+                a = at[k] + 1
+                b = at[k + 1]
+                m = b - a
+                anyrun = p[at[k]] == c'#'
+                j = row
+                while j > 0:
+                    j -= 1
+                    ok = False
+                    if _glob_run_at(s, slen, p, a, b, j):
+                        if k + 1 == nstar:
+                            ok = j + m == slen
+                        else:
+                            e = (k + 1) * row + j + m
                             ok = (can[e >> 3] >> (e & 7)) & 1
-                        if ok:
-                            e = k * row + j
-                            can[e >> 3] |= <unsigned char>(1 << (e & 7))
+                    if not ok and j < slen and (anyrun or s[j] != c'/'):
+                        e = k * row + j + 1
+                        ok = (can[e >> 3] >> (e & 7)) & 1
+                    if ok:
+                        e = k * row + j
+                        can[e >> 3] |= <unsigned char>(1 << (e & 7))
             e = at[0]
             if not (can[e >> 3] >> (e & 7)) & 1:
                 return None
