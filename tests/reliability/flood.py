@@ -36,8 +36,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -318,8 +317,9 @@ def tls_flood(port: int, seconds: float, garbage: int = 200, stalled: int = 1000
             "garbage_kib_sent": sent[0]}
 
 
-@contextmanager
-def tls_files(tmp: Path) -> Iterator[tuple[tuple[str, ...], ssl.SSLContext]]:
+def tls_files(tmp: Path) -> tuple[tuple[str, ...], ssl.SSLContext]:
+    """A certificate and key written to `tmp` (removed with it), the server options that
+    name them, and a client context trusting them."""
     import trustme
 
     ca = trustme.CA()
@@ -329,16 +329,15 @@ def tls_files(tmp: Path) -> Iterator[tuple[tuple[str, ...], ssl.SSLContext]]:
     cert.private_key_pem.write_to_path(str(keyfile))
     ctx = ssl.create_default_context()
     ca.configure_trust(ctx)
-    yield ("--ssl-certfile", str(certfile), "--ssl-keyfile", str(keyfile)), ctx
+    return ("--ssl-certfile", str(certfile), "--ssl-keyfile", str(keyfile)), ctx
 
 
 def run_flood(name: str, seconds: float, idle_count: int, accept_count: int,
               tmp: Path) -> FloodResult:
     extra: tuple[str, ...] = ()
     ctx: ssl.SSLContext | None = None
-    files = tls_files(tmp) if name == "tls" else None
-    if files is not None:
-        extra, ctx = files.__enter__()
+    if name == "tls":
+        extra, ctx = tls_files(tmp)
     # One worker holds what the descriptor limit allows; 20,000 idle clients may need two.
     need = idle_count + 1000 if name == "idle" else fd_ceiling()
     workers = max(1, -(-need // fd_ceiling()))
@@ -349,45 +348,41 @@ def run_flood(name: str, seconds: float, idle_count: int, accept_count: int,
     def probe(port: int) -> None:
         Probe(port, ctx).once()
 
-    try:
-        with cli_server("hello_apps:raw_hello", "raw", extra=extra, nofile=need,
-                        probe=probe) as (proc, port):
-            baseline = quiet_baseline(port, ctx, 2.0)
-            before = tree_sample(proc.pid)
-            assert before is not None
-            peak = [before.rss_kib]
+    with cli_server("hello_apps:raw_hello", "raw", extra=extra, nofile=need,
+                    probe=probe) as (proc, port):
+        baseline = quiet_baseline(port, ctx, 2.0)
+        before = tree_sample(proc.pid)
+        assert before is not None
+        peak = [before.rss_kib]
 
-            def watch_rss(stop: threading.Event) -> None:
-                while not stop.wait(0.2):
-                    s = tree_sample(proc.pid)
-                    if s is not None:
-                        peak[0] = max(peak[0], s.rss_kib)
+        def watch_rss(stop: threading.Event) -> None:
+            while not stop.wait(0.2):
+                s = tree_sample(proc.pid)
+                if s is not None:
+                    peak[0] = max(peak[0], s.rss_kib)
 
-            stop = threading.Event()
-            watcher = threading.Thread(target=watch_rss, args=(stop,), daemon=True)
-            watcher.start()
-            flood: Callable[..., dict[str, int]] = {
-                "idle": idle_flood, "churn": churn_flood, "accept": accept_flood,
-                "tls": tls_flood}[name]
-            probe_during = Probe(port, ctx)
-            if name != "idle":
-                probe_during.start()
-            try:
-                clients = flood(port, seconds=seconds, count=idle_count if name == "idle"
-                                else accept_count, tmp=tmp, probe=probe_during)
-            finally:
-                probe_during.stop()
-            stop.set()
-            watcher.join()
-            back_s, fds_now = fds_back(proc.pid, before.fds)
-            after = tree_sample(proc.pid)
-            clients["server_workers"] = workers
-            result = FloodResult(name, baseline, probe_during.summary(), clients, before.fds,
-                                 fds_now, back_s, before.rss_kib, peak[0],
-                                 after.rss_kib if after else 0)
-    finally:
-        if files is not None:
-            files.__exit__(None, None, None)
+        stop = threading.Event()
+        watcher = threading.Thread(target=watch_rss, args=(stop,), daemon=True)
+        watcher.start()
+        flood: Callable[..., dict[str, int]] = {
+            "idle": idle_flood, "churn": churn_flood, "accept": accept_flood,
+            "tls": tls_flood}[name]
+        probe_during = Probe(port, ctx)
+        if name != "idle":
+            probe_during.start()
+        try:
+            clients = flood(port, seconds=seconds, count=idle_count if name == "idle"
+                            else accept_count, tmp=tmp, probe=probe_during)
+        finally:
+            probe_during.stop()
+        stop.set()
+        watcher.join()
+        back_s, fds_now = fds_back(proc.pid, before.fds)
+        after = tree_sample(proc.pid)
+        clients["server_workers"] = workers
+        result = FloodResult(name, baseline, probe_during.summary(), clients, before.fds,
+                             fds_now, back_s, before.rss_kib, peak[0],
+                             after.rss_kib if after else 0)
     if result.during.get("errors"):
         result.failures.append(f"{result.during['errors']} probe requests failed")
     if back_s is None:
