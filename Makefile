@@ -15,6 +15,8 @@ FUZZ_ONLY ?=
 # some); make test runs a few seconds of each (tests/reliability/test_soak.py).
 SOAK_MINUTES ?= 30
 SOAK_ONLY ?=
+# SOAK_CPU=N: the server and its load together on CPU N, so two soaks can share a machine.
+SOAK_CPU ?=
 # make flood: idle, churn, accept and tls floods (FLOOD_ONLY=idle,tls for some) against the
 # raw handler, FLOOD_SECONDS each (tests/reliability/flood.py).
 FLOOD_SECONDS ?= 60
@@ -83,7 +85,7 @@ asan-test: fetch build-packages
 # The soak (docs/reliability.md): figures to tests/reliability/results/soak.json.
 soak: debian-packages setup
 	$(UV) run --no-sync python tests/reliability/soak.py --minutes $(SOAK_MINUTES) \
-	    --only "$(SOAK_ONLY)"
+	    --only "$(SOAK_ONLY)" $(if $(SOAK_CPU),--cpu $(SOAK_CPU))
 
 # The floods (docs/reliability.md): figures to tests/reliability/results/flood.json.
 flood: debian-packages setup
