@@ -43,6 +43,9 @@ cdef struct GilSlot:
     bint finalizing  # the Manager is being deallocated: bookkeeping only, no Python calls
     unsigned long io_events  # non-POLL events seen since the last poll(): "traffic is flowing"
     unsigned quiet_polls  # consecutive poll() calls that saw no such event
+    uint64_t quiet_since_ms  # mg_millis() at the first of the quiet polls
+    uint64_t closes  # connections closed, all kinds: the turnover that leaves freed heap
+    uint64_t closes_at_release  # `closes` when freed heap was last given back
     int linger_ms  # Manager.linger_ms: GIL-held wait for the next request after traffic
     # Read by the guard without the GIL (metrics.pxi, http_health.pxi):
     Metrics *metrics  # the Manager's own _metrics, or the buffer given to share_metrics()

@@ -57,6 +57,16 @@ static inline int epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 #endif
 #endif
 
+/* Freed heap back to the system (manager.pxi _release_heap_when_quiet): glibc's malloc keeps
+ * it for reuse, which after a burst of connections can hold RSS well above its level before
+ * the burst. Other C libraries (musl, macOS) give large blocks back on free; nothing to do. */
+#if defined(__GLIBC__)
+#include <malloc.h>
+static inline int cym_release_free_heap(void) { return malloc_trim(0); }
+#else
+static inline int cym_release_free_heap(void) { return 0; }
+#endif
+
 #if CYM_HAVE_SENDFILE
 #include <sys/sendfile.h>
 #define cym_sendfile sendfile

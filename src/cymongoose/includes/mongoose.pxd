@@ -395,6 +395,7 @@ cdef extern from "cym_os.h" nogil:
         epoll_data_t data
     int epoll_wait(int epfd, epoll_event *events, int maxevents, int timeout)
     int epoll_ctl(int epfd, int op, int fd, epoll_event *event)
+    int cym_release_free_heap()  # malloc_trim(0) under glibc, else nothing
     enum:
         EPOLLIN
         EPOLLOUT

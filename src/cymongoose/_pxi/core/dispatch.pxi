@@ -32,6 +32,8 @@ cdef void _on_event(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
         return
     if ev != mg.MG_EV_POLL:
         (<GilSlot *>c.mgr.userdata).io_events += 1
+        if ev == mg.MG_EV_CLOSE:
+            (<GilSlot *>c.mgr.userdata).closes += 1
         if (<Connection>c.fn_data)._guard.meter:  # an accepted HTTP-server connection
             _metrics_conn_event(c, &(<Connection>c.fn_data)._guard, ev, ev_data)
     else:
