@@ -414,6 +414,21 @@ def run_flood(name: str, seconds: float, idle_count: int, accept_count: int,
     return result
 
 
+def table(path: Path = RESULTS) -> str:
+    """The recorded floods as docs/reliability.md's table."""
+    rows = ["| Flood | First byte p50 / p99, quiet (ms) | During (ms) | Clients | Descriptors "
+            "before, after | RSS before, peak, after (KiB) |", "|---|---|---|---|---|---|"]
+    for name, r in json.loads(path.read_text()).items():
+        if name.startswith("_"):
+            continue
+        clients = ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in r["flood_clients"].items())
+        rows.append(f"| `{name}` | {r['baseline']['p50_ms']} / {r['baseline']['p99_ms']} | "
+                    f"{r['during']['p50_ms']} / {r['during']['p99_ms']} | {clients} | "
+                    f"{r['fds_before']}, {r['fds_after']} | {r['rss_kib_before']:,}, "
+                    f"{r['rss_kib_peak']:,}, {r['rss_kib_after']:,} |")
+    return "\n".join(rows)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help=f"comma-separated, of: {', '.join(FLOODS)}")
@@ -422,7 +437,12 @@ def main() -> int:
     parser.add_argument("--idle", type=int, default=20000, help="idle connections")
     parser.add_argument("--accept", type=int, default=8000, help="clients connecting at once")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--table", action="store_true",
+                        help="print the recorded figures as docs/reliability.md's table")
     args = parser.parse_args()
+    if args.table:
+        print(table(args.out))
+        return 0
     names = [n for n in args.only.split(",") if n] or list(FLOODS)
     unknown = sorted(set(names) - set(FLOODS))
     if unknown:

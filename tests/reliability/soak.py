@@ -378,6 +378,21 @@ def record(out: Path, outcomes: dict[str, object]) -> None:
         os.close(folder)  # and with it the lock
 
 
+def table(path: Path = RESULTS) -> str:
+    """The recorded soaks as docs/reliability.md's table."""
+    rows = ["| Workload | Minutes | Peak /s | Held /s (of peak) | Done | Errors | RSS start, end "
+            "(KiB) | RSS slope (MiB/10 min) | Back in (s) |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for name, o in json.loads(path.read_text()).items():
+        held = o["achieved_per_s"] / o["peak_per_s"] if o["peak_per_s"] else 0
+        rows.append(f"| `{name}` | {o['minutes']:g} | {o['peak_per_s']:,} | "
+                    f"{o['achieved_per_s']:,} ({held:.0%}) | {o['operations']:,} | "
+                    f"{sum(o['errors'].values())} | {o['rss_kib_start']:,}, "
+                    f"{o['rss_kib_end']:,} | {o['rss_slope_mib_per_10min']} | "
+                    f"{o['back_to_baseline_s']} |")
+    return "\n".join(rows)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=30.0, help="per workload")
@@ -387,7 +402,12 @@ def main() -> int:
     parser.add_argument("--cpu", type=int, default=None,
                         help="run the process under test and its load together on this CPU")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--table", action="store_true",
+                        help="print the recorded figures as docs/reliability.md's table")
     args = parser.parse_args()
+    if args.table:
+        print(table(args.out))
+        return 0
     names = [n for n in args.only.split(",") if n] or list(WORKLOADS)
     unknown = sorted(set(names) - set(WORKLOADS))
     if unknown:
