@@ -2,7 +2,7 @@
 stalled TLS clients beside HTTPS requests. It passes with the probe never failing and the
 server's descriptors back to their level before the flood and its RSS within 5% of it: the
 burst left 10 MB of freed heap that glibc kept until the loop gave it back (manager.pxi
-_release_heap_when_quiet)."""
+_heap_release_due)."""
 
 from __future__ import annotations
 

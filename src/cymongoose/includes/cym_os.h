@@ -57,7 +57,7 @@ static inline int epoll_ctl(int epfd, int op, int fd, struct epoll_event *event)
 #endif
 #endif
 
-/* Freed heap back to the system (manager.pxi _release_heap_when_quiet): glibc's malloc keeps
+/* Freed heap back to the system (manager.pxi _heap_release_due): glibc's malloc keeps
  * it for reuse, which after a burst of connections can hold RSS well above its level before
  * the burst. Other C libraries (musl, macOS) give large blocks back on free; nothing to do. */
 #if defined(__GLIBC__)

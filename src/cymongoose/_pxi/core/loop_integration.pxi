@@ -31,8 +31,11 @@ cdef int _loop_next_poll_ms(Manager manager, int limit_ms) except -2:
         c = c.next
     if manager._wakeup_queue:
         return 0
-    with nogil:  # the outer loop is about to wait: the moment poll() would give heap back
-        _release_heap_when_quiet(&manager._gil)
+    # The outer loop is about to wait: the moment poll() would give heap back. The GIL is
+    # let go only then: a release after every poll would hand it to busy threads.
+    if _heap_release_due(&manager._gil):
+        with nogil:
+            _release_heap(&manager._gil)
     return _wait_budget(&manager._mgr, limit_ms)
 
 

@@ -317,7 +317,8 @@ cdef class Manager:
             else:
                 wait_ms = _wait_budget(&self._mgr, timeout_ms)
                 self._gil.saved = PyEval_SaveThread()
-                _release_heap_when_quiet(&self._gil)
+                if _heap_release_due(&self._gil):
+                    _release_heap(&self._gil)
                 mg.mg_mgr_poll(&self._mgr, wait_ms)
                 if self._gil.saved != NULL:  # no callback ran, so nobody took the GIL back
                     PyEval_RestoreThread(self._gil.saved)
@@ -534,11 +535,13 @@ DEF _RELEASE_AFTER_CLOSES = 256
 DEF _RELEASE_QUIET_MS = 1000
 
 
-cdef void _release_heap_when_quiet(GilSlot *gil) noexcept nogil:
-    if (gil.quiet_polls == 0 or
-            gil.closes - gil.closes_at_release < _RELEASE_AFTER_CLOSES or
-            mg.mg_millis() - gil.quiet_since_ms < _RELEASE_QUIET_MS):
-        return
+cdef inline bint _heap_release_due(GilSlot *gil) noexcept nogil:
+    return (gil.quiet_polls > 0 and
+            gil.closes - gil.closes_at_release >= _RELEASE_AFTER_CLOSES and
+            mg.mg_millis() - gil.quiet_since_ms >= _RELEASE_QUIET_MS)
+
+
+cdef void _release_heap(GilSlot *gil) noexcept nogil:
     gil.closes_at_release = gil.closes
     mg.cym_release_free_heap()
 
