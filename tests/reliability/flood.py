@@ -417,7 +417,8 @@ def run_flood(name: str, seconds: float, idle_count: int, accept_count: int,
 def table(path: Path = RESULTS) -> str:
     """The recorded floods as docs/reliability.md's table."""
     rows = ["| Flood | First byte p50 / p99, quiet (ms) | During (ms) | Clients | Descriptors "
-            "before, after | RSS before, peak, after (KiB) |", "|---|---|---|---|---|---|"]
+            "before, after | RSS before, peak, after (KiB) | Back in (s): descriptors, RSS |",
+            "|---|---|---|---|---|---|---|"]
     for name, r in json.loads(path.read_text()).items():
         if name.startswith("_"):
             continue
@@ -425,7 +426,8 @@ def table(path: Path = RESULTS) -> str:
         rows.append(f"| `{name}` | {r['baseline']['p50_ms']} / {r['baseline']['p99_ms']} | "
                     f"{r['during']['p50_ms']} / {r['during']['p99_ms']} | {clients} | "
                     f"{r['fds_before']}, {r['fds_after']} | {r['rss_kib_before']:,}, "
-                    f"{r['rss_kib_peak']:,}, {r['rss_kib_after']:,} |")
+                    f"{r['rss_kib_peak']:,}, {r['rss_kib_after']:,} | {r['fds_back_s']}, "
+                    f"{r.get('rss_back_s')} |")
     return "\n".join(rows)
 
 
