@@ -51,7 +51,7 @@ for _p in (str(TESTS), str(TESTS / "benchmarks")):
 from benchkit import wrk as wrkkit  # noqa: E402
 from support.many_clients import open_many  # noqa: E402
 
-from reliability.soak import TWO_CPUS, Sample, cli_server, read_sample  # noqa: E402
+from reliability.soak import TWO_CPUS, Sample, cli_server, read_sample, settle  # noqa: E402
 
 FLOODS = ("idle", "churn", "accept", "tls")
 RESULTS = HERE / "results" / "flood.json"
@@ -176,19 +176,6 @@ def rss_slack_kib(before_kib: int) -> int:
     """How far above its level before a flood the server's RSS may stay: what a warmed-up
     allocator and interpreter keep (the raw handler's own caches, a grown epoll set)."""
     return max(RSS_SLACK_MIN_KIB, before_kib * RSS_SLACK_PERCENT // 100)
-
-
-def settle(pid: int, back: Callable[[Sample], bool]) -> tuple[float | None, Sample | None]:
-    """Seconds until the server's sample is `back`, or None if not within BACK_WITHIN_S,
-    with the last sample."""
-    start = time.monotonic()
-    while True:
-        s = tree_sample(pid)
-        if s is not None and back(s):
-            return round(time.monotonic() - start, 2), s
-        if time.monotonic() - start > BACK_WITHIN_S:
-            return None, s
-        time.sleep(0.1)
 
 
 def _hold(port: int, count: int, seconds: float, done: Connection) -> None:
@@ -392,9 +379,11 @@ def run_flood(name: str, seconds: float, idle_count: int, accept_count: int,
             probe_during.stop()
         stop.set()
         watcher.join()
-        back_s, fds_now = settle(proc.pid, lambda s: s.fds <= before.fds)
+        back_s, fds_now = settle(lambda: tree_sample(proc.pid), lambda s: s.fds <= before.fds,
+                                  BACK_WITHIN_S)
         rss_cap = before.rss_kib + rss_slack_kib(before.rss_kib)
-        rss_back_s, after = settle(proc.pid, lambda s: s.rss_kib <= rss_cap)
+        rss_back_s, after = settle(lambda: tree_sample(proc.pid), lambda s: s.rss_kib <= rss_cap,
+                                   BACK_WITHIN_S)
         clients["server_workers"] = workers
         result = FloodResult(name, baseline, probe_during.summary(), clients, before.fds,
                              fds_now.fds if fds_now else -1, back_s, before.rss_kib, peak[0],

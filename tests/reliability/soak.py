@@ -129,17 +129,25 @@ def rss_slope_mib_per_10min(samples: list[Sample], skip_s: float) -> float | Non
     return round(slope_kib_s * 600 / 1024, 3)
 
 
+def settle(read: Callable[[], Sample | None], back: Callable[[Sample], bool],
+           within_s: float) -> tuple[float | None, Sample | None]:
+    """Seconds until the sample `read` returns is `back`, or None if not within `within_s`,
+    with the last sample read."""
+    start = time.monotonic()
+    while True:
+        s = read()
+        if s is not None and back(s):
+            return round(time.monotonic() - start, 2), s
+        if time.monotonic() - start > within_s:
+            return None, s
+        time.sleep(0.05)
+
+
 def settle_back(pid: int, fds: int, threads: int) -> float | None:
     """Seconds until the process holds no more descriptors and threads than before the
     load, or None if it does not within BACK_WITHIN_S."""
-    start = time.monotonic()
-    while True:
-        s = read_sample(pid, start)
-        if s is not None and s.fds <= fds and s.threads <= threads:
-            return round(time.monotonic() - start, 2)
-        if time.monotonic() - start > BACK_WITHIN_S:
-            return None
-        time.sleep(0.05)
+    return settle(lambda: read_sample(pid, 0), lambda s: s.fds <= fds and s.threads <= threads,
+                  BACK_WITHIN_S)[0]
 
 
 @dataclass
