@@ -53,6 +53,8 @@ cdef struct GilSlot:
     const char *health_path  # Manager.health_path's bytes (NULL: no health answer)
     size_t health_len
     int health_state  # _HEALTH_STARTING, _HEALTH_READY or _HEALTH_DRAINING (Manager.ready)
+    void *proxy  # the ProxyConf of Manager.proxy (NULL: no reverse proxy), proxy_table.pxi
+    bint refusal_hook  # Manager.refusal_handler is set: proxied requests are reported too
 
 
 cdef struct HttpLimits:
@@ -126,6 +128,8 @@ cdef struct HttpGuard:
     int meter
     uint64_t req_start_ns
     int resp_status
+    # Reverse proxy (proxy_exchange.pxi): the _Exchange this connection's request is in.
+    void *proxy
 
 
 cdef struct TimerBox:
@@ -158,6 +162,8 @@ cdef class Manager:
     cdef Py_buffer _shared  # share_metrics()'s buffer, held until close
     cdef bint _sharing
     cdef bytes _health_path  # owns the bytes _gil.health_path points at
+    cdef object _proxy  # the ProxyTable _gil.proxy points into (None: none)
+    cdef list _proxy_retired  # tables replaced while exchanges may still point into them
     cdef object __weakref__
 
     cdef int _ensure_open(self) except -1

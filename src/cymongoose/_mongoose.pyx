@@ -7,7 +7,8 @@ This file holds only directives, module-level cimports and the ordered include l
 fragment under _pxi/ says in its first line what it holds. The folders are the layers of the
 core: core/ (the loop, connections, views, the C->Python bridge), http/ (the guard in front of
 Mongoose's parser, requests and responses), servers/ (the per-request work of the WSGI and
-ASGI servers, in C), protocols/ (WebSocket, MQTT, TLS, DNS/SNTP, JSON-RPC). The typed public
+ASGI servers, in C), proxy/ (the reverse proxy: routes, heads, the data path), protocols/
+(WebSocket, MQTT, TLS, DNS/SNTP, JSON-RPC). The typed public
 contract and the user-facing docstrings live in _mongoose.pyi.
 """
 
@@ -21,8 +22,9 @@ from cpython.ref cimport Py_DECREF, Py_INCREF, PyObject
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.errno cimport EAGAIN, EINTR, errno
 from libc.stdio cimport FILE, SEEK_SET, fseek, ftell
-from libc.stdlib cimport calloc, free
-from libc.string cimport memchr, memcmp, memcpy, memset, strlen
+from libc.stdlib cimport calloc, free, realloc
+from libc.string cimport (memchr, memcmp, memcpy, memset, strcat, strcmp, strcpy, strlen,
+                          strncat, strncpy)
 
 cimport cython
 
@@ -47,6 +49,9 @@ include "_pxi/http/listen_fd.pxi"
 include "_pxi/http/http.pxi"
 include "_pxi/http/http_stream.pxi"
 include "_pxi/http/http_response.pxi"
+include "_pxi/proxy/proxy_table.pxi"
+include "_pxi/proxy/proxy_heads.pxi"
+include "_pxi/proxy/proxy_exchange.pxi"
 include "_pxi/servers/wsgi_environ.pxi"
 include "_pxi/servers/wsgi_exchange.pxi"
 include "_pxi/servers/asgi_scope.pxi"

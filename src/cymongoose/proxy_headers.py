@@ -64,6 +64,16 @@ class ProxyHeaders:
                     "or '*'") from None
         self._cache: dict[str, bool] = {}
 
+    @property
+    def any_peer(self) -> bool:
+        """Whether every peer is trusted ("*")."""
+        return self._any
+
+    @property
+    def networks(self) -> tuple[_IPNetwork, ...]:
+        """The trusted networks (an address is a /32 or /128 one)."""
+        return tuple(self._networks)
+
     def is_trusted(self, peer: str | None) -> bool:
         """True when `peer` (an IP address; None for a Unix socket) is a trusted proxy."""
         if peer is None or self._any:

@@ -36,10 +36,14 @@ cdef void _on_event(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
             (<GilSlot *>c.mgr.userdata).closes += 1
         if (<Connection>c.fn_data)._guard.meter:  # an accepted HTTP-server connection
             _metrics_conn_event(c, &(<Connection>c.fn_data)._guard, ev, ev_data)
+        if (<Connection>c.fn_data)._guard.proxy != NULL and ev != mg.MG_EV_CLOSE:
+            # Proxied: the guard and proxy_exchange.pxi move its bytes; no handler has a
+            # say until the exchange ends (its MG_EV_CLOSE still reaches the handler).
+            return
     else:
         if c.is_tls and c.rtls.len > 0:
             _tls_screen(c)  # tls.pxi: refuse what Mongoose's TLS would wait on forever
-        if (<Connection>c.fn_data)._skip_poll:
+        if (<Connection>c.fn_data)._skip_poll or (<Connection>c.fn_data)._guard.proxy != NULL:
             # Every connection gets MG_EV_POLL every iteration: with 10,000 idle clients,
             # taking the GIL and entering Python dispatch for each would dominate the loop.
             return

@@ -203,6 +203,33 @@ cdef class Manager:
                 "refusal_handler must be a callable refusal_handler(conn, status, reason, "
                 f"request_line, body_size) or None, not {type(value).__name__}")
         self._refusal_handler = value
+        self._gil.refusal_hook = value is not None
+
+    @property
+    def proxy(self):
+        return self._proxy
+
+    @proxy.setter
+    def proxy(self, value):
+        cdef ProxyTable table
+        if value is not None and not isinstance(value, ProxyTable):
+            raise TypeError("Manager.proxy takes a ProxyTable (cymongoose.proxy.ReverseProxy "
+                            f"builds one) or None, not {type(value).__name__}")
+        if value is self._proxy:
+            return
+        if value is not None:
+            table = <ProxyTable>value
+            if table._attached:
+                raise ValueError("this ProxyTable serves another Manager: its connection "
+                                 "pools belong to one loop")
+            table._attached = True
+        if self._proxy is not None:
+            # Requests in flight still point into the old table: it lives as long as we do.
+            if self._proxy_retired is None:
+                self._proxy_retired = []
+            self._proxy_retired.append(self._proxy)
+        self._proxy = value
+        self._gil.proxy = <void *>&(<ProxyTable>value)._conf if value is not None else NULL
 
     def metrics(self):
         return _decode_metrics(self._gil.metrics)

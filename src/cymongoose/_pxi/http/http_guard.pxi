@@ -411,10 +411,16 @@ cdef void _advance(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nog
     cdef const char *cont = b"HTTP/1.1 100 Continue\r\n\r\n"
     while not c.is_closing:
         if g.phase == _PH_STREAM:
-            if _stream_advance(c, g, now) <= 0:
+            r = _stream_advance(c, g, now)
+            if g.proxy != NULL and r >= 0:
+                _px_pump_request(<_Exchange *>g.proxy)  # proxy_exchange.pxi
+            if r <= 0:
                 return
             g.phase = _PH_RESP
             continue
+        if g.phase == _PH_TUNNEL:
+            _px_tunnel_up(c, g)
+            return
         if g.phase == _PH_LINGER:
             if c.recv.len:
                 g.seen_len += c.recv.len
@@ -468,6 +474,8 @@ cdef void _advance(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nog
             g.frame_len = 0 if h.body_kind == _BODY_CHUNKED else h.head_len + h.content_length
             if _is_health_probe(c, g):
                 _answer_health(c, g, now)  # before the limit: probes are always answered
+                continue
+            if _px_claim(c, g, now):  # a reverse-proxy route (proxy_exchange.pxi)
                 continue
             if lim.stream_body:
                 if _over_limit(c):
@@ -681,7 +689,7 @@ cdef int _on_peer_eof(mg.mg_connection *c) noexcept nogil:
     if c.pfn != <mg.mg_event_handler_t>_http_guard or c.pfn_data == NULL or c.is_listening:
         return 0
     g = <HttpGuard *>c.pfn_data
-    if g.phase == _PH_STREAM and not (g.flags & _GF_BODY_DONE):
+    if (g.phase == _PH_STREAM and not (g.flags & _GF_BODY_DONE)) or g.phase == _PH_TUNNEL:
         return 0  # a streamed body cut short: close, so the app's read fails at once
     g.peer_eof = True
     # The loop may have marked it quiet (idle keep-alive) before this read in the same
@@ -763,6 +771,8 @@ cdef void _http_guard(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil
         if g.inner != NULL:
             return
     if ev == mg.MG_EV_CLOSE:
+        if g.proxy != NULL:
+            _px_client_gone(c, g)
         return
     if ev == mg.MG_EV_READ and g.phase == _PH_STREAM:
         g.wire_total += <size_t>(<long *>ev_data)[0]
@@ -776,8 +786,12 @@ cdef void _http_guard(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil
                 _finish_after_eof(c, g)
             elif g.phase == _PH_WAIT:
                 _maybe_quiet(c, g, now)
+            if g.proxy != NULL:
+                _px_check_clock(c, g, now)
     elif ev == mg.MG_EV_WRITE and g.phase == _PH_LINGER:
         _check_clock(c, g, mg.mg_millis())
+    elif ev == mg.MG_EV_WRITE and g.proxy != NULL:
+        _px_client_writable(c, g)
 
 
 cdef void _install_http_guard(mg.mg_connection *c) noexcept:

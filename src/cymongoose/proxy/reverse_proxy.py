@@ -1,0 +1,144 @@
+"""`ReverseProxy`: the Python face of the core's reverse proxy.
+
+It checks and resolves the routes once, builds the core's `ProxyTable` and attaches it to a
+Manager (a raw handler's, `WSGIServer.manager`, `ASGIServer.manager`); from then on the core
+answers the routes' requests before any handler sees them, moving bytes between the client
+and a pooled upstream connection in C. Python runs per request only for the optional routing
+hook and the access log.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..proxy_headers import ProxyHeaders
+from .upstreams import Upstream, parse_route, parse_upstream, resolve
+
+if TYPE_CHECKING:
+    from .._mongoose import Manager
+
+__all__ = ["ReverseProxy", "RouteHook", "LB_POLICIES"]
+
+#: route(method, path, headers) -> an upstream URL of this proxy, or None for the app
+RouteHook = Callable[[str, str, list[tuple[str, str]]], "str | None"]
+
+LB_POLICIES = ("round_robin", "least_conn")
+
+
+class ReverseProxy:
+    """Routes path prefixes to upstream HTTP servers.
+
+    `routes` maps a prefix to one upstream URL or several (balanced by `lb`), or is a
+    sequence of `PREFIX=URL[,URL...]` strings as the command line takes them. Every URL is
+    checked and its host resolved now (ValueError, OSError). `route`, when given, is asked
+    for every request with (method, path, headers) and answers an upstream URL of this
+    proxy (one of the routes', or of `upstreams`) or None to leave the request to the app.
+    """
+
+    def __init__(self, routes: Mapping[str, str | Sequence[str]] | Iterable[str] = (), *,
+                 upstreams: Iterable[str] = (), connect_timeout: float = 5.0,
+                 read_timeout: float = 60.0, lb: str = "round_robin", pool_size: int = 64,
+                 idle_timeout: float = 4.0, max_fails: int = 3, fail_timeout: float = 10.0,
+                 max_response_head: int = 65536, via: bool = False,
+                 forwarded_allow_ips: str | Iterable[str] = "127.0.0.1",
+                 route: RouteHook | None = None) -> None:
+        mounts = _mount_list(routes)
+        if lb not in LB_POLICIES:
+            raise ValueError(f"lb must be one of {', '.join(LB_POLICIES)}, not {lb!r}")
+        for name, value in (("connect_timeout", connect_timeout),
+                            ("read_timeout", read_timeout), ("idle_timeout", idle_timeout),
+                            ("fail_timeout", fail_timeout)):
+            if not value > 0:
+                raise ValueError(f"{name} must be a number of seconds > 0, not {value!r}")
+        if pool_size < 1:
+            raise ValueError(f"pool_size must be an int >= 1, not {pool_size!r}")
+        if max_fails < 0:
+            raise ValueError(f"max_fails must be an int >= 0, not {max_fails!r}")
+        if route is not None and not callable(route):
+            raise TypeError("route must be a callable route(method, path, headers) or None")
+        if not mounts and route is None:
+            raise ValueError("a ReverseProxy needs routes, or a route hook and upstreams")
+        known: dict[str, int] = {}
+        ordered: list[Upstream] = []
+
+        def index(upstream: Upstream) -> int:
+            if upstream.label not in known:
+                known[upstream.label] = len(ordered)
+                ordered.append(upstream)
+            return known[upstream.label]
+
+        table_mounts = [(prefix, [index(u) for u in members]) for prefix, members in mounts]
+        for url in upstreams:
+            index(parse_upstream(url))
+        if not ordered:
+            raise ValueError("a ReverseProxy needs at least one upstream URL")
+        trusted = ProxyHeaders(forwarded_allow_ips)
+        nets = []
+        for net in trusted.networks:
+            nets.append((net.version, net.network_address.packed, net.prefixlen))
+            if isinstance(net, ipaddress.IPv4Network):
+                # An IPv4 client of a dual-stack listener arrives as ::ffff:a.b.c.d.
+                mapped = ipaddress.IPv6Network(
+                    f"::ffff:{net.network_address}/{96 + net.prefixlen}")
+                nets.append((6, mapped.network_address.packed, mapped.prefixlen))
+        entries = []
+        for u in ordered:
+            try:
+                target = resolve(u)
+            except OSError as exc:
+                raise ValueError(f"upstream {u.label}: cannot resolve {u.host!r} "
+                                 f"({exc.strerror or exc})") from None
+            entries.append((u.label, target, u.authority, u.path))
+        from .._mongoose import ProxyTable
+
+        self._upstreams = tuple(ordered)
+        self._table = ProxyTable(
+            entries, table_mounts, lb=LB_POLICIES.index(lb), pool_size=pool_size,
+            connect_timeout=connect_timeout, read_timeout=read_timeout,
+            idle_timeout=idle_timeout, max_fails=max_fails, fail_timeout=fail_timeout,
+            max_head=max_response_head, via=via, trusted=nets, trust_any=trusted.any_peer,
+            route=route)
+        self._manager: Manager | None = None
+
+    @property
+    def upstreams(self) -> tuple[str, ...]:
+        """The upstream URLs, in the order stats() lists them."""
+        return tuple(u.label for u in self._upstreams)
+
+    def attach(self, manager: Manager) -> None:
+        """Answer this proxy's routes on `manager`'s HTTP listeners, before its handler (or
+        the WSGI/ASGI app). One Manager per ReverseProxy: its pools belong to that loop."""
+        manager.proxy = self._table
+        self._manager = manager
+
+    def detach(self) -> None:
+        """Stop answering the routes; requests in flight finish."""
+        if self._manager is not None:
+            self._manager.proxy = None
+            self._manager = None
+
+    def stats(self) -> list[dict[str, Any]]:
+        """Per upstream: open, busy, idle and waiting connections, connections opened and
+        requests sent since start, consecutive failures, and whether it is up."""
+        result: list[dict[str, Any]] = self._table.stats()
+        return result
+
+
+def _mount_list(routes: Mapping[str, str | Sequence[str]] | Iterable[str],
+                ) -> list[tuple[str, list[Upstream]]]:
+    mounts: list[tuple[str, list[Upstream]]] = []
+    if isinstance(routes, Mapping):
+        for prefix, urls in routes.items():
+            spec = urls if isinstance(urls, str) else ",".join(urls)
+            mounts.append(parse_route(f"{prefix}={spec}"))
+    else:
+        if isinstance(routes, str):
+            raise TypeError("routes is a mapping or a sequence of PREFIX=URL strings")
+        mounts = [parse_route(spec) for spec in routes]
+    prefixes = [prefix for prefix, _ in mounts]
+    for prefix in prefixes:
+        if prefixes.count(prefix) > 1:
+            raise ValueError(f"prefix {prefix!r} is routed twice")
+    return mounts
