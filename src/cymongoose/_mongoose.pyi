@@ -300,6 +300,11 @@ class Manager:
     ready yet) or `503 draining`, with `Cache-Control: no-store`, keeping the connection
     alive. Reported to `refusal_handler` (for the access log). Default None: no such path."""
 
+    proxy: ProxyTable | None
+    """The reverse-proxy routes the guard answers before any handler (built and attached
+    by `cymongoose.proxy.ReverseProxy`). A table serves one Manager: `ValueError` for a
+    second. `TypeError` for anything but a ProxyTable or None. Default None."""
+
     ready: bool
     """Whether the health path answers 200. Default False; servers set it once they serve
     and clear it when they start to drain."""
@@ -737,6 +742,42 @@ class TlsOpts:
         options are reused for every connection."""
 
 @final
+class ProxyTable:
+    """The core's form of a reverse proxy's routes. Build it with
+    `cymongoose.proxy.ReverseProxy`, which checks and resolves every upstream first."""
+
+    def __init__(
+        self,
+        upstreams: Sequence[tuple[str, str, str, str]],
+        mounts: Sequence[tuple[str, Sequence[int]]],
+        *,
+        lb: int = 0,
+        pool_size: int = 64,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 60.0,
+        idle_timeout: float = 4.0,
+        max_fails: int = 3,
+        fail_timeout: float = 10.0,
+        max_head: int = 65536,
+        via: bool = False,
+        trusted: Sequence[tuple[int, bytes, int]] = (),
+        trust_any: bool = False,
+        route: Callable[[str, str, list[tuple[str, str]]], str | None] | None = None,
+    ) -> None:
+        """`upstreams`: (label, connect URL `tcp://ADDRESS:PORT`, Host authority, path)
+        each; `mounts`: (prefix, indexes into `upstreams`); `lb`: 0 round robin, 1 least
+        connections; `trusted`: (4 or 6, packed network address, prefix bits)."""
+
+    def stats(self) -> list[dict[str, Any]]:
+        """Per upstream: open, busy, idle and waiting connections, opened, requests,
+        failures (consecutive) and up."""
+
+    def set_probe_result(self, index: int, healthy: bool) -> None:
+        """An active health check's verdict on upstream `index` (`IndexError` if none)."""
+
+    def index_of(self, label: str) -> int | None: ...
+
+@final
 class RpcReq:
     """One JSON-RPC request passed to an `Rpc` handler."""
 
@@ -826,6 +867,7 @@ __all__ = [
     "MqttMessage",
     "Timer",
     "TlsOpts",
+    "ProxyTable",
     "Rpc",
     "RpcReq",
     "Event",

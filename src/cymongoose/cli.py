@@ -87,8 +87,9 @@ def parse_args(argv: Sequence[str] | None) -> Config:
     """The Config of this command line and the CYMONGOOSE_* variables."""
     flags = vars(_parser().parse_args(argv))
     config = Config.from_command_line(flags, os.environ)
-    if not config.app:
-        raise ConfigError("give the app as module:attribute (or set CYMONGOOSE_APP)")
+    if not config.app and not config.proxy:
+        raise ConfigError("give the app as module:attribute (or set CYMONGOOSE_APP), or "
+                          "--proxy routes for a pure reverse proxy")
     return config
 
 

@@ -14,8 +14,8 @@ help and the group it is listed under. From that one table come:
 - what the serving process, the supervisor, the reloader, `WSGIServer` and `ASGIServer` are
   configured with: a `Config`, frozen, so a worker can never see it change.
 
-This module sits low in the layers (only errors, access_log, proxy_headers and the core below
-it) and imports the core lazily: `import cymongoose` stays cheap.
+This module sits low in the layers (only errors, access_log, proxy_headers, proxy and the core
+below it) and imports the core lazily: `import cymongoose` stays cheap.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from .errors import ConfigError
 if TYPE_CHECKING:
     from ._mongoose import TlsOpts
     from .access_log import AccessLog
+    from .proxy import ReverseProxy
     from .proxy_headers import ProxyHeaders
 
 __all__ = ["Config", "Setting", "SETTINGS", "renamed", "markdown_table"]
@@ -181,6 +182,12 @@ def _mount(spec: str) -> str | None:
     return None if os.path.isdir(directory) else f"{directory!r} is not a directory"
 
 
+def _proxy_route(spec: str) -> str | None:
+    from .proxy.upstreams import check_route
+
+    return check_route(spec)
+
+
 def _trusted(spec: str) -> str | None:
     from .proxy_headers import ProxyHeaders
 
@@ -258,6 +265,7 @@ def _limit(help: str) -> Any:
 
 _INTERFACE = _one_of("auto", "wsgi", "asgi", "raw")
 _LIFESPAN = _one_of("auto", "on", "off")
+_PROXY_LB = _one_of("round_robin", "least_conn")
 _LOG_LEVEL = _one_of("critical", "error", "warning", "info", "debug")
 
 
@@ -359,6 +367,32 @@ class Config:
     forwarded_allow_ips: str = _option(
         "127.0.0.1", "proxies", "trusted proxies: IPs, CIDR networks or '*'",
         "be IP addresses, CIDR networks or '*', comma-separated", rule=_trusted, metavar="IPS")
+    proxy: tuple[str, ...] = _option(
+        (), "proxies", "answer PREFIX's requests from the upstream URL(s), balanced "
+        "(repeatable); without APP the server is a pure reverse proxy",
+        "be PREFIX=URL[,URL...], PREFIX starting with '/' and each URL http://HOST[:PORT]"
+        "[/PATH]", rule=_proxy_route, metavar="PREFIX=URL[,URL...]",
+        doc_more="answered before the app, in C; see [Reverse proxy](proxy.md)")
+    proxy_connect_timeout: float = _option(
+        5.0, "proxies", "seconds to connect to an upstream (then the next one, or 504)",
+        "be a number of seconds > 0", rule=lambda v: None if v > 0 else "", metavar="S")
+    proxy_read_timeout: float = _option(
+        60.0, "proxies", "seconds an upstream has for its response head, and between the "
+        "reads of its body (then 504, or the response is cut)", "be a number of seconds > 0",
+        rule=lambda v: None if v > 0 else "", metavar="S")
+    proxy_lb: str = _option("round_robin", "proxies", "how a route picks among its upstreams",
+                            _PROXY_LB[1], rule=_PROXY_LB[0], metavar=_PROXY_LB[2])
+    proxy_pool_size: int = _option(
+        64, "proxies", "connections per upstream and worker at most, kept alive and reused; "
+        "more requests wait for one", "be an int >= 1", rule=_at_least(1), metavar="N")
+    proxy_health_path: str | None = _option(
+        None, "proxies", "probe each upstream with GET PATH every --proxy-health-interval; "
+        "one that fails is out until it passes", "be a path starting with '/'", kind=str,
+        optional=True, rule=lambda v: None if v.startswith("/") and " " not in v else "",
+        metavar="PATH", doc_default="no active check (failed requests still count)")
+    proxy_health_interval: float = _option(
+        5.0, "proxies", "seconds between health probes of an upstream",
+        "be a number of seconds > 0", rule=lambda v: None if v > 0 else "", metavar="S")
 
     metrics: bool = _option(
         False, "operations", "serve Prometheus metrics of all the workers at /metrics on "
@@ -453,6 +487,10 @@ class Config:
         for name in ("metrics_address", "metrics_port"):
             if name in self.origins and not self.metrics:
                 raise ConfigError(f"{self._label(name)} needs {self._label('metrics')}")
+        for name in ("proxy_connect_timeout", "proxy_read_timeout", "proxy_lb",
+                     "proxy_pool_size", "proxy_health_path", "proxy_health_interval"):
+            if name in self.origins and not self.proxy:
+                raise ConfigError(f"{self._label(name)} needs {self._label('proxy')}")
 
     @property
     def supervised(self) -> bool:
@@ -523,6 +561,22 @@ class Config:
         from .proxy_headers import ProxyHeaders
 
         return ProxyHeaders(self.forwarded_allow_ips)
+
+    def new_reverse_proxy(self) -> ReverseProxy | None:
+        """The reverse proxy of the `proxy` routes (hosts resolved now), or None."""
+        if not self.proxy:
+            return None
+        from .proxy import ReverseProxy
+
+        try:
+            return ReverseProxy(
+                self.proxy, connect_timeout=self.proxy_connect_timeout,
+                read_timeout=self.proxy_read_timeout, lb=self.proxy_lb,
+                pool_size=self.proxy_pool_size, health_path=self.proxy_health_path,
+                health_interval=self.proxy_health_interval,
+                forwarded_allow_ips=self.forwarded_allow_ips)
+        except ValueError as exc:
+            raise ConfigError(f"{self._label('proxy')}: {exc}") from None
 
     def new_tls(self) -> TlsOpts | None:
         """The TLS settings, every file read and checked now (a key that does not match the

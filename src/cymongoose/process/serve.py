@@ -58,9 +58,12 @@ def serve_process(config: Config) -> int:
     if "." not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())  # `cymongoose app:app` finds app.py here, as uvicorn
     try:
+        if config.app is None:  # cli.parse_args allows it with --proxy only
+            sock = (socket.socket(fileno=config.worker_socket)
+                    if config.worker_socket is not None else open_listener(config))
+            return _serve_proxy(config, sock, status)
         restore_loggers = keep_server_loggers()
         try:
-            assert config.app is not None  # cli.parse_args asks for it
             app = load_app(config.app, factory=config.factory)
         except AppLoadError as exc:
             raise ConfigError(str(exc)) from None
@@ -188,6 +191,44 @@ def _serve_raw(config: Config, app: Any, sock: socket.socket,
     _adopted(config, sock)
     manager.ready = True  # a raw server stops at once on a signal: no draining state
     status.send("ready raw")
+    manager.run()
+    return _stopped(config, sock)
+
+
+def _serve_proxy(config: Config, sock: socket.socket, status: StatusPipe) -> int:
+    """A pure reverse proxy (--proxy without APP): the core answers the routes; anything
+    else is a 404 from a handler that sees only those requests."""
+    from .._mongoose import MG_EV_ACCEPT, MG_EV_HTTP_MSG, Manager, handles, listen_fd
+
+    if config.static or config.request_timeout is not None:
+        raise ConfigError("--static and --request-timeout need an app; a pure proxy (--proxy "
+                          "without APP) has none")
+    tls = config.new_tls()
+
+    @handles(MG_EV_ACCEPT, MG_EV_HTTP_MSG)
+    def handler(conn: Any, ev: int, data: Any) -> None:
+        if ev == MG_EV_ACCEPT:
+            if tls is not None:
+                conn.tls_init(tls)
+        else:
+            conn.reply(404, "Not Found: no proxy route takes this path\n",
+                       headers={"Content-Type": "text/plain; charset=utf-8"})
+
+    manager = Manager(handler)
+    access_log = config.new_access_log()
+    if access_log is not None:
+        manager.refusal_handler = access_log.log_refusal  # proxied requests are logged too
+    set_guard_options(manager, config)
+    try:
+        listen_fd(manager, sock, handler, http=True, tls=tls is not None, **config.limits())
+    except (ValueError, TypeError, RuntimeError, OSError) as exc:
+        manager.close()
+        raise ConfigError(f"cannot serve on {listener_url(config, sock)}: {exc}") from None
+    share_with_supervisor(manager, config.worker_metrics)
+    log.info("proxying %s on %s", ", ".join(config.proxy), listener_url(config, sock))
+    _adopted(config, sock)
+    manager.ready = True
+    status.send("ready proxy")
     manager.run()
     return _stopped(config, sock)
 

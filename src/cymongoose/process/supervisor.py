@@ -172,7 +172,7 @@ class Supervisor:
             if not announced and all(w.ready for w in self.workers):
                 announced = True  # after start-up: a failed start prints only its error
                 log.info("%d workers of %s ready (supervisor pid %d)", len(self.workers),
-                         self.config.app, os.getpid())
+                         self.config.app or "a reverse proxy", os.getpid())
             fds = [sig_r] + [w.status_fd for w in self.workers]
             if self.metrics is not None:
                 fds.append(self.metrics.fileno())

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..proxy_headers import ProxyHeaders
+from .health import HealthChecker
 from .upstreams import Upstream, parse_route, parse_upstream, resolve
 
 if TYPE_CHECKING:
@@ -30,11 +31,13 @@ LB_POLICIES = ("round_robin", "least_conn")
 class ReverseProxy:
     """Routes path prefixes to upstream HTTP servers.
 
-    `routes` maps a prefix to one upstream URL or several (balanced by `lb`), or is a
-    sequence of `PREFIX=URL[,URL...]` strings as the command line takes them. Every URL is
-    checked and its host resolved now (ValueError, OSError). `route`, when given, is asked
-    for every request with (method, path, headers) and answers an upstream URL of this
-    proxy (one of the routes', or of `upstreams`) or None to leave the request to the app.
+    `routes` maps a prefix to one upstream URL or several (balanced by `lb`: round_robin or
+    least_conn), or is a sequence of `PREFIX=URL[,URL...]` strings as the command line
+    takes them. Every URL is checked and its host resolved now (ValueError). `route`, when
+    given, is asked for every request with (method, path, headers) and answers an upstream
+    URL of this proxy (one of the routes', or of `upstreams`) or None to leave the request
+    to the app. With `health_path`, each upstream gets `GET health_path` every
+    `health_interval` seconds and is out of every route while it fails.
     """
 
     def __init__(self, routes: Mapping[str, str | Sequence[str]] | Iterable[str] = (), *,
@@ -42,6 +45,7 @@ class ReverseProxy:
                  read_timeout: float = 60.0, lb: str = "round_robin", pool_size: int = 64,
                  idle_timeout: float = 4.0, max_fails: int = 3, fail_timeout: float = 10.0,
                  max_response_head: int = 65536, via: bool = False,
+                 health_path: str | None = None, health_interval: float = 5.0,
                  forwarded_allow_ips: str | Iterable[str] = "127.0.0.1",
                  route: RouteHook | None = None) -> None:
         mounts = _mount_list(routes)
@@ -54,6 +58,13 @@ class ReverseProxy:
                 raise ValueError(f"{name} must be a number of seconds > 0, not {value!r}")
         if pool_size < 1:
             raise ValueError(f"pool_size must be an int >= 1, not {pool_size!r}")
+        if health_path is not None and (not health_path.startswith("/")
+                                        or any(ch in health_path for ch in " \t\r\n")):
+            raise ValueError(f"health_path must be a path starting with '/', not "
+                             f"{health_path!r}")
+        if not health_interval > 0:
+            raise ValueError(f"health_interval must be a number of seconds > 0, not "
+                             f"{health_interval!r}")
         if max_fails < 0:
             raise ValueError(f"max_fails must be an int >= 0, not {max_fails!r}")
         if route is not None and not callable(route):
@@ -101,6 +112,12 @@ class ReverseProxy:
             max_head=max_response_head, via=via, trusted=nets, trust_any=trusted.any_peer,
             route=route)
         self._manager: Manager | None = None
+        self._health_path = health_path
+        self._health_interval = health_interval
+        self._health_timeout = min(connect_timeout + read_timeout, health_interval)
+        self._probe_targets = [(i, target, label, authority)
+                               for i, (label, target, authority, _) in enumerate(entries)]
+        self._checker: HealthChecker | None = None
 
     @property
     def upstreams(self) -> tuple[str, ...]:
@@ -112,9 +129,16 @@ class ReverseProxy:
         the WSGI/ASGI app). One Manager per ReverseProxy: its pools belong to that loop."""
         manager.proxy = self._table
         self._manager = manager
+        if self._health_path is not None:
+            self._checker = HealthChecker(manager, self._probe_targets, self._health_path,
+                                          self._health_interval, self._health_timeout,
+                                          self._table.set_probe_result)
 
     def detach(self) -> None:
         """Stop answering the routes; requests in flight finish."""
+        if self._checker is not None:
+            self._checker.stop()
+            self._checker = None
         if self._manager is not None:
             self._manager.proxy = None
             self._manager = None

@@ -8,7 +8,8 @@ mg.mg_boot_timestamp_ms = <uint64_t>(_time.time() * 1000) - mg.mg_millis()
 
 __all__ = [
     "Manager", "Connection", "RequestBodyTooLarge", "HttpMessage", "WsMessage", "MqttMessage",
-    "Timer", "TlsOpts", "Rpc", "RpcReq", "Event", "UNEXPOSED_EVENTS", "WAKEUP_MAX_PAYLOAD",
+    "Timer", "TlsOpts", "ProxyTable", "Rpc", "RpcReq", "Event", "UNEXPOSED_EVENTS",
+    "WAKEUP_MAX_PAYLOAD",
     "DEFAULT_MAX_RECV_SIZE", "METRICS_SIZE", "DURATION_BOUNDS", "read_metrics",
     "MONGOOSE_VERSION", "TLS_ENGINE", "MG_EV_ERROR", "MG_EV_OPEN",
     "MG_EV_POLL", "MG_EV_RESOLVE", "MG_EV_CONNECT", "MG_EV_ACCEPT", "MG_EV_TLS_HS", "MG_EV_READ",
