@@ -27,7 +27,7 @@ from cymongoose import Manager
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-pytest_plugins = ["support.wsgi_fixtures", "support.asgi_fixtures"]
+pytest_plugins = ["support.wsgi_fixtures", "support.asgi_fixtures", "support.proxy_fixtures"]
 
 SOURCE_TREE = Path(__file__).resolve().parents[1] / "src"
 

@@ -317,6 +317,10 @@ cdef int _px_parse_response(const unsigned char *p, size_t n, size_t max_head, b
             return _px_bad(r, b"upstream response head larger than the limit")
         if n >= 5 and memcmp(p, b"HTTP/", 5) != 0:
             return _px_bad(r, b"upstream sent something that is not an HTTP response")
+        for i in range(n):
+            if p[i] == 10 and (i == 0 or p[i - 1] != 13):
+                # A head with bare LFs never ends in CRLFCRLF: waiting would be forever.
+                return _px_bad(r, b"upstream sent a bare LF")
         return 0
     if end > max_head:
         return _px_bad(r, b"upstream response head larger than the limit")
