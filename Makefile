@@ -80,7 +80,7 @@ asan-test: fetch build-packages
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1:quarantine_size_mb=32 \
 	LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
 	UV_PROJECT_ENVIRONMENT=$(ASAN_VENV) CYMONGOOSE_ASAN=ON \
-	    $(UV) run --no-sync pytest -q -p no:cacheprovider -m "not no_asan" tests/core tests/protocols tests/adapters/wsgi tests/adapters/asgi tests/adapters/test_aio.py $(wildcard tests/reliability) tests/fuzz
+	    $(UV) run --no-sync pytest -q -p no:cacheprovider -m "not no_asan" tests/core tests/protocols tests/adapters/wsgi tests/adapters/asgi tests/adapters/test_aio.py tests/proxy $(wildcard tests/reliability) tests/fuzz
 
 # The soak (docs/reliability.md): figures to tests/reliability/results/soak.json.
 soak: debian-packages setup

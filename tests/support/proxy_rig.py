@@ -40,6 +40,7 @@ class Upstream:
     name: str = "up"
     answers: dict[str, Answer] = field(default_factory=dict)
     limits: dict[str, Any] = field(default_factory=dict)
+    ws_handler: Any = None  # gets every event but MG_EV_HTTP_MSG (WebSocket messages)
     seen: list[Seen] = field(default_factory=list)
     accepted: int = 0
     port: int = 0
@@ -68,6 +69,8 @@ class Upstream:
         if ev == MG_EV_ACCEPT:
             self.accepted += 1
         if ev != MG_EV_HTTP_MSG:
+            if self.ws_handler is not None:
+                self.ws_handler(conn, ev, msg)
             return
         target = msg.uri + ("?" + msg.query if msg.query else "")
         headers = [(bytes(k).decode("latin-1"), bytes(v).decode("latin-1"))

@@ -117,9 +117,9 @@ cdef bint _px_claim(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept no
 
 
 cdef int _px_route(mg.mg_connection *c, HttpGuard *g, ProxyConf *conf) noexcept with gil:
-    """The routing hook's choice: an upstream index, -1 for the app, -2 for the mount's
-    own upstreams. A hook that raises or names no upstream: the mount decides, and it is
-    logged."""
+    """The routing hook's choice: an upstream index, or -1 for the app (the hook said
+    None, raised, which goes to the error handler, or named no upstream of this proxy,
+    which is logged)."""
     cdef mg.mg_http_message hm
     cdef ProxyTable table = <ProxyTable>conf.owner
     cdef int i
@@ -179,9 +179,6 @@ cdef void _px_begin(mg.mg_connection *c, HttpGuard *g, ProxyConf *conf, ProxyGro
     while n < head_len and n < sizeof(ex.line) - 1 and c.recv.buf[n] != 13:
         ex.line[n] = <char>c.recv.buf[n]
         n += 1
-    # The upstream gets its head now; with only one upstream there is nothing to choose
-    # per attempt, and a mount's members share the request line and fields anyway (only
-    # the path replacing the prefix, and Host for HTTP/1.0, differ): built per attempt.
     # The guard's streamed-body set-up, as _stream_begin() does it for an app.
     g.flags |= _GF_STREAM
     g.phase = _PH_STREAM

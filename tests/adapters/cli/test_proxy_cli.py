@@ -1,0 +1,69 @@
+"""`cymongoose --proxy` end to end: a pure reverse proxy over two workers with the access
+log, routes in front of a WSGI app, and wrong values refused in one line with exit 2."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.cli_run import CLI, run_cli
+from support.http_client import HttpConnection
+from support.ports import HOST, free_port
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_a_pure_proxy_over_two_workers_with_the_access_log(upstream: Any,
+                                                           tmp_path: Path) -> None:
+    one, two = upstream("one"), upstream("two")
+    port = free_port()
+    cli = CLI(tmp_path, "--proxy", f"/={one.url},{two.url}", "--proxy-pool-size", "2",
+              "--workers", "2", "--access-log", "--port", str(port))
+    try:
+        cli.wait_http(port, "/ready")
+        names = set()
+        for _ in range(3):
+            with HttpConnection(port) as client:
+                for i in range(8):
+                    resp = client.request("GET", f"/r{i}")
+                    assert resp.status == 200
+                    names.add(resp.body.split()[0])
+        assert names == {b"one", b"two"}
+        assert one.accepted + two.accepted <= 2 * 2 * 2  # pool size x upstreams x workers
+    finally:
+        cli.stop()
+    lines = [line for line in cli.out.splitlines() if re.search(r'"GET /r\d ', line)]
+    assert len(lines) == 24, cli.out
+    assert all(re.search(r'"GET /r\d HTTP/1.1" 200 ', line) for line in lines)
+    assert "2 workers of a reverse proxy ready" in cli.err
+
+
+def test_routes_in_front_of_a_wsgi_app(upstream: Any, tmp_path: Path) -> None:
+    api = upstream("api")
+    port = free_port()
+    cli = CLI(tmp_path, "cli_app:app", "--proxy", f"/api={api.url}", "--port", str(port))
+    try:
+        cli.wait_http(port)
+        with HttpConnection(port) as client:
+            assert client.request("GET", "/api/x").body == b"api GET /api/x\n"
+            assert client.request("GET", "/page").body.split(b"|")[5] == b"/page"
+    finally:
+        cli.stop()
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--proxy", "api=http://x"], "--proxy must be PREFIX=URL"),
+    (["--proxy", "/=ftp://x"], "must start with http://"),
+    (["--proxy", f"/=http://{HOST}:1", "--proxy-lb", "random"],
+     "--proxy-lb must be one of round_robin, least_conn"),
+    (["--proxy-pool-size", "4", "cli_app:app"], "--proxy-pool-size needs --proxy"),
+    (["--proxy", "/=http://nowhere.invalid"], "cannot resolve 'nowhere.invalid'"),
+])
+def test_wrong_values_are_one_line_and_exit_2(tmp_path: Path, args: list[str],
+                                              words: str) -> None:
+    done = run_cli(tmp_path, *args, "--port", str(free_port()))
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], done.stderr
