@@ -1,12 +1,15 @@
 # Included by the root Makefile. `make bench`: every contender, full length, results/ and the
-# README's Performance block. `make bench-quick`: the 2-3 minute subset, results/quick/.
+# README's Performance block. `make bench-quick`: the subset, results/quick/ (2-3 minutes,
+# and 2-3 more for the proxy phase's short form).
 # Extra runner options: make bench BENCH_ARGS="--only cymongoose-raw,mongoose-c".
+# One phase alone: make bench BENCH_ARGS="--phases proxy" (the reverse proxies, ~12 minutes:
+# results/proxy.json and proxy.md, and the README's block re-rendered with them).
 BENCH_ARGS ?=
 
 .PHONY: bench bench-quick bench-setup bench-profile bench-ws
 
-# wrk, nginx, valgrind from Debian (tools/debian-packages.txt); our extension built in .venv;
-# matplotlib for the chart. Each Python peer gets its own venv from the runner itself.
+# wrk, nginx, caddy, valgrind from Debian (tools/debian-packages.txt); our extension built in
+# .venv; matplotlib for the chart. Each Python peer gets its own venv from the runner itself.
 bench-setup: debian-packages setup
 	$(UV) sync --inexact --group dev --group bench
 

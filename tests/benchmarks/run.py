@@ -15,6 +15,13 @@ and reports socket errors and p99 beside req/s. Everything, with every version a
 goes to results/results.json, results.md, results.png/.svg, the README's Performance block
 and the top of docs/performance.md.
 
+The proxy phase (benchkit/proxyphase.py) puts each reverse proxy (ours, nginx tuned and with
+its default proxy settings, Caddy) in front of a C backend that counts the connections it
+accepts, for a hello and a 100 KiB answer at --proxy-loads and the --scale counts of clients;
+it goes to results/proxy.json and proxy.md (its own run, with its own date) and to a table of
+the README's block. A run of that phase alone rewrites only those, and re-renders the
+README's block with the last results.json.
+
     python tests/benchmarks/run.py [--quick] [--only a,b] [--skip a,b] [--list] ...
     python tests/benchmarks/run.py --report-from results/results.json   # re-render only
 """
@@ -39,7 +46,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchkit import contenders as ck  # noqa: E402
-from benchkit import httpcheck, procstat, report  # noqa: E402
+from benchkit import httpcheck, procstat, proxyphase, proxyreport, report  # noqa: E402
 from benchkit import wrk as wrkmod  # noqa: E402
 from benchkit.appcost import AppCosts  # noqa: E402
 
@@ -54,7 +61,10 @@ STATIC_SIZE = 100 * 1024
 LEADING = ["cymongoose-raw", "mongoose-c", "cymongoose-handles", "nginx", "cymongoose-wsgi",
            "granian-wsgi", "cymongoose-flask", "granian-flask", "flask-gunicorn-gthread",
            "cymongoose-asgi", "granian-asgi", "uvicorn-raw", "cymongoose-fastapi",
-           "granian-fastapi", "fastapi", "cymongoose-static", "mongoose-c-static", "nginx-static"]
+           "granian-fastapi", "fastapi", "cymongoose-static", "mongoose-c-static", "nginx-static",
+           "cymongoose-proxy", "nginx-proxy-tuned", "nginx-proxy-defaults", "caddy-proxy"]
+# The phases whose runs go to results.json; "proxy" has a document of its own (proxy.json).
+MAIN_PHASES = ("app", "hello", "static", "rss", "connections")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -80,9 +90,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--scale", default="",
                    help="connection counts of the connections phase (default 1000,10000; "
                         "quick 1000)")
-    p.add_argument("--phases", default="app,hello,static,rss,connections",
-                   help="which phases to run (comma-separated from app, hello, static, rss; "
-                   "app: the in-process cost of each selected server's WSGI/ASGI app)")
+    p.add_argument("--phases", default=",".join(MAIN_PHASES + ("proxy",)),
+                   help="which phases to run (comma-separated from app, hello, static, rss, "
+                   "connections, proxy; app: the in-process cost of each selected server's "
+                   "WSGI/ASGI app)")
+    p.add_argument("--proxy-loads", default="",
+                   help="keep-alive clients of the proxy phase besides the --scale counts "
+                   "(default 10,200; quick 10)")
     p.add_argument("--app-seconds", type=float,
                    help="CPU seconds per repeat of the in-process app calls (0.6; quick 0.3)")
     p.add_argument("--app-repeats", type=int,
@@ -108,8 +122,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     try:
         args.scale = [int(n) for n in (args.scale or ("1000" if quick else "1000,10000"))
                       .split(",") if n]
+        args.proxy_loads = [int(n) for n in (args.proxy_loads or ("10" if quick else "10,200"))
+                            .split(",") if n]
     except ValueError:
-        p.error("--scale takes comma-separated connection counts, e.g. 1000,10000")
+        p.error("--scale and --proxy-loads take comma-separated client counts, e.g. 1000,10000")
     return args
 
 
@@ -275,25 +291,28 @@ class Bench:
         return wrkmod.write_script(self.scripts_dir / f"{kind}.lua", paths)
 
     def wrk(self, r: ck.Running, script: Path, connections: int, duration: float,
-            label: str) -> wrkmod.WrkResult:
-        return wrkmod.run(f"http://127.0.0.1:{r.port}/", script, connections=connections,
+            label: str, path: str = "/") -> wrkmod.WrkResult:
+        return wrkmod.run(f"http://127.0.0.1:{r.port}{path}", script, connections=connections,
                           duration_s=duration, cpu=self.client_cpu,
                           raw_out=self.raw_dir / f"{r.contender.name}.{label}.txt")
 
     def measure(self, r: ck.Running, phase: str, rnd: int, connections: int,
-                script: Path) -> None:
+                script: Path, path: str = "/") -> dict[str, Any] | None:
+        """One wrk run of `phase`, recorded in self.runs; the record, or None if none was
+        made (the server had died, or wrk failed)."""
         name = r.contender.name
         if not r.alive():
             self.exclude(name, "died", f"exited with {r.proc.returncode}: {r.log_tail()}")
             self.invalidate(name, "the server died during the benchmark")
-            return
+            return None
         before = procstat.sample(r.pid)
         cpu_before, started = procstat.cpu_times(self.server_cpu), time.monotonic()
         try:
-            res = self.wrk(r, script, connections, self.args.duration, f"{phase}.{rnd}")
+            res = self.wrk(r, script, connections, self.args.duration, f"{phase}.{rnd}",
+                           path=path)
         except wrkmod.WrkError as exc:
             self.exclude(name, "wrk failed", str(exc))
-            return
+            return None
         after = procstat.sample(r.pid)
         cpu = procstat.cpu_between(before, after)
         server_cpu_load = procstat.cpu_load_between(
@@ -329,6 +348,7 @@ class Bench:
                  "%s", name, phase, rnd, connections, res.rps, res.bytes_per_s / 2**20,
                  res.p99_us / 1000, run["server_cpu_us_per_req"] or 0,
                  "" if run["valid"] else f"  INVALID: {run['invalid_reason']}")
+        return run
 
     def phase(self, kind: str, group: list[ck.Contender], files: list[Path]) -> None:
         if not group:
@@ -485,14 +505,41 @@ def preflight() -> None:
                  "the Debian packages listed in tools/debian-packages.txt.")
 
 
+def load_main(path: Path) -> dict[str, Any] | None:
+    """A finished run's results.json, summarized again with the current code."""
+    if not path.exists():
+        return None
+    old = json.loads(path.read_text())
+    return report.build(old["meta"], old["contenders"], old["runs"], old["rss"], old["apps"])
+
+
+def readme_extra(proxy_data: dict[str, Any] | None, out: Path) -> list[str]:
+    return proxyreport.readme_lines(proxy_data, out, ROOT) if proxy_data else []
+
+
+def proxy_loads(args: argparse.Namespace) -> list[int]:
+    """The proxy phase's client counts: --proxy-loads and --scale, within the open-file
+    limit (a proxied client holds a descriptor in wrk and one or two in the proxy)."""
+    loads = sorted(set(args.proxy_loads) | set(args.scale))
+    limit = raise_open_file_limit(2 * max(loads, default=0) + 512)
+    fit = [n for n in loads if n + 512 <= limit]
+    if fit != loads:
+        log.warning("the open-file limit is %d: the proxy phase skips %s clients", limit,
+                    ", ".join(str(n) for n in loads if n not in fit))
+    return fit
+
+
 def rerender(args: argparse.Namespace) -> int:
     """The same runs, summarized again: for a target or table added after the run."""
-    old = json.loads(args.report_from.read_text())
-    data = report.build(old["meta"], old["contenders"], old["runs"], old["rss"], old["apps"])
+    data = load_main(args.report_from)
+    assert data is not None
     out = args.out or args.report_from.parent
     report.write_all(data, out, chart=not args.no_chart)
-    if args.readme == "yes" or (args.readme == "auto" and old["meta"].get("mode") == "full"):
-        report.update_docs(ROOT, data, out)
+    proxy_data = proxyreport.load(args.report_from.parent)
+    if proxy_data is not None:
+        proxyreport.write_all(proxy_data, out)
+    if args.readme == "yes" or (args.readme == "auto" and data["meta"].get("mode") == "full"):
+        report.update_docs(ROOT, data, out, readme_extra(proxy_data, out))
     report.print_targets(data)
     return 0
 
@@ -517,16 +564,17 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit(f"bench: unknown contender(s) {', '.join(sorted(unknown))}; "
                  f"known: {', '.join(sorted(names))}")
     phases = {p for p in args.phases.split(",") if p}
-    bad = phases - {"app", "hello", "static", "rss", "connections"}
+    bad = phases - set(MAIN_PHASES) - {"proxy"}
     if bad:
         sys.exit(f"bench: unknown phase(s) {', '.join(sorted(bad))}; "
-                 "use app, hello, static, rss, connections")
+                 "use app, hello, static, rss, connections, proxy")
     selected = [c for c in all_contenders
                 if (c.name in only if only else (c.quick or not args.quick))
                 and c.name not in skip
                 and (bool(phases & set(c.phases)) or c.name == args.rss_contender
                      or ("app" in phases and c.app is not None))]
     bench = Bench(args)
+    loads = proxy_loads(args) if "proxy" in phases else []
     if bench.client_cpu is not None:
         # The runner's own work (reading /proc, parsing) stays off the server's CPU.
         os.sched_setaffinity(0, {bench.client_cpu})
@@ -550,7 +598,8 @@ def main(argv: list[str] | None = None) -> int:
                      "server_cpu": bench.server_cpu, "client_cpu": bench.client_cpu,
                      "rss_requests": args.rss_requests,
                      "scale_connections": args.scale,
-                     "app_seconds": args.app_seconds, "app_repeats": args.app_repeats},
+                     "app_seconds": args.app_seconds, "app_repeats": args.app_repeats,
+                     "proxy_loads": loads},
     }
     ready: list[ck.Contender] = []
     try:
@@ -571,6 +620,8 @@ def main(argv: list[str] | None = None) -> int:
         rss_c = next((c for c in ready if c.name == args.rss_contender), None)
         if "rss" in phases and args.rss_requests and rss_c is not None:
             bench.rss_growth(rss_c, files)
+        if "proxy" in phases:
+            proxyphase.run(bench, [c for c in ready if "proxy" in c.phases], loads)
     except KeyboardInterrupt:
         log.warning("interrupted: writing what was measured")
     finally:
@@ -584,13 +635,35 @@ def main(argv: list[str] | None = None) -> int:
     for env_name in sorted({c.env for c in ready if c.env not in ("project", "system")}):
         python = ck.ENVS_DIR / env_name / "bin" / "python"
         meta.setdefault("environments", {})[env_name] = ck.freeze(str(python))
-    data = report.build(meta, bench.status, bench.runs, bench.rss, bench.apps)
-    paths = report.write_all(data, args.out, chart=not args.no_chart)
+    # Each document holds its own contenders: the proxies' runs and status go to proxy.json.
+    proxies = {n for n, s in bench.status.items() if s.get("kind") == "proxy"}
+    paths, data, proxy_data = [], None, None
+    if phases & set(MAIN_PHASES):
+        data = report.build(meta, {n: s for n, s in bench.status.items() if n not in proxies},
+                            [r for r in bench.runs if r["contender"] not in proxies],
+                            bench.rss, bench.apps)
+        paths += report.write_all(data, args.out, chart=not args.no_chart)
+    if "proxy" in phases:
+        proxy_data = proxyreport.build(meta, {n: bench.status[n] for n in proxies},
+                                       [r for r in bench.runs if r["contender"] in proxies])
+        paths += proxyreport.write_all(proxy_data, args.out)
     for p in paths:
         log.info("wrote %s", p.relative_to(ROOT) if p.is_relative_to(ROOT) else p)
-    if args.readme == "yes" or (args.readme == "auto" and not args.quick and not args.only):
-        report.update_docs(ROOT, data, args.out)
-    report.print_targets(data)
+    # The README's block shows every document: one this run did not make is the last one
+    # written. A run of only some of results.json's phases leaves the block alone.
+    whole = set(MAIN_PHASES) <= phases or not phases & set(MAIN_PHASES)
+    if args.readme == "yes" or (args.readme == "auto" and not args.quick and not args.only
+                                and whole):
+        data = data or load_main(args.out / "results.json")
+        proxy_data = proxy_data or proxyreport.load(args.out)
+        if data is not None:
+            report.update_docs(ROOT, data, args.out, readme_extra(proxy_data, args.out))
+        else:
+            log.warning("no results.json in %s: the README's block is left as it is", args.out)
+    if data is not None:
+        report.print_targets(data)
+    if proxy_data is not None:
+        proxyreport.print_summary(proxy_data)
     return 0
 
 

@@ -37,7 +37,7 @@ def test_a_pure_proxy_over_two_workers_with_the_access_log(upstream: Any,
     lines = [line for line in cli.out.splitlines() if re.search(r'"GET /r\d ', line)]
     assert len(lines) == 24, cli.out
     assert all(re.search(r'"GET /r\d HTTP/1.1" 200 ', line) for line in lines)
-    assert "2 workers of a reverse proxy ready" in cli.err
+    assert f"proxying /={one.url},{two.url} on http://127.0.0.1:{port}" in cli.err
 
 
 def test_routes_in_front_of_a_wsgi_app(upstream: Any, tmp_path: Path) -> None:

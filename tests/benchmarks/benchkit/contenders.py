@@ -7,13 +7,14 @@ framework is not installed in the runner's environment); it reads the literal. K
 
   name        unique id used on the command line and in the results
   label       how the table shows it
-  kind        "hello" (GET / -> the JSON hello) or "static" (GET /<file> from {static_dir})
+  kind        "hello" (GET / -> the JSON hello), "static" (GET /<file> from {static_dir}) or
+              "proxy" (a reverse proxy in front of {backend}, the proxy phase's C server)
   env         "project" (our .venv), "system" (no Python), or the name of a venv under
               .envs/ made by uv from ``requires`` (contenders may share one env)
   requires    requirement strings for that venv
   packages    distribution names whose versions are reported (default: from requires)
   command     argv; {python} {file} {dir} {module} {port} {static_dir} {workdir} {config}
-              {exe} {root} are substituted
+              {exe} {root} are substituted, and {backend} (host:port) for a proxy
   template    True: the file itself is a config template; its substituted copy is {config}
   build       "mongoose-c": compile the file with our Mongoose flags; the binary is {exe}
   tools       executables the contender needs (a missing one skips it, naming it)
@@ -144,8 +145,8 @@ def discover(servers_dir: Path = SERVERS_DIR) -> list[Contender]:
             for key in ("name", "kind", "command"):
                 if key not in entry:
                     raise ValueError(f"{path.name}: contender without {key!r}")
-            if entry["kind"] not in ("hello", "static"):
-                raise ValueError(f"{path.name}: kind must be 'hello' or 'static'")
+            if entry["kind"] not in ("hello", "static", "proxy"):
+                raise ValueError(f"{path.name}: kind must be 'hello', 'static' or 'proxy'")
             app = entry.get("app")
             if app is not None and (not isinstance(app, dict) or set(app) != {
                     "interface", "ref", "label"} or app["interface"] not in ("wsgi", "asgi")):
@@ -376,7 +377,7 @@ class Running:
 
 
 def start(c: Contender, *, cpu: int | None, static_dir: Path, run_dir: Path,
-          port: int | None = None) -> Running:
+          port: int | None = None, values: dict[str, str] | None = None) -> Running:
     port = port or free_port()
     workdir = run_dir / c.name
     if workdir.exists():
@@ -387,7 +388,7 @@ def start(c: Contender, *, cpu: int | None, static_dir: Path, run_dir: Path,
         "module": c.file.stem, "port": str(port), "static_dir": str(static_dir),
         "workdir": str(workdir), "exe": str(c.exe or ""), "root": str(ROOT),
         "bench": str(BENCH_DIR),
-    }
+    } | (values or {})
     if c.template:
         config = workdir / c.file.name
         config.write_text(_substitute(c.file.read_text(), values))

@@ -182,3 +182,12 @@ def check_static(port: int, files: list[Path], keepalive: bool = True) -> str:
     for resp, path in zip(responses, picks, strict=False):
         _check_one(resp, f"GET /{path.name}", path.read_bytes(), None)
     return _check_keepalive(responses, len(picks), keepalive)
+
+
+def check_body(port: int, path: str, body: bytes, content_type: str,
+               keepalive: bool = True) -> str:
+    """GET path twice on one connection: each answer exactly `body`; the keep-alive note."""
+    responses = exchange(port, [path, path])
+    for i, resp in enumerate(responses):
+        _check_one(resp, f"GET {path} #{i + 1}", body, content_type)
+    return _check_keepalive(responses, 2, keepalive)

@@ -153,7 +153,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return summary
 
 
-def _paired_ratio(runs: list[dict[str, Any]], t: dict[str, Any]) -> tuple[float | None, int]:
+def paired_ratio(runs: list[dict[str, Any]], t: dict[str, Any]) -> tuple[float | None, int]:
     """Median of per-round ratios (rounds are interleaved, so each pair shares conditions)."""
     def by_round(name: str) -> dict[int, float]:
         return {r["round"]: r[t["metric"]] for r in runs
@@ -173,7 +173,7 @@ def evaluate(summary: dict[str, Any], runs: list[dict[str, Any]],
     for t in TARGETS:
         ours = summary.get(t["ours"], {}).get(t["phase"], {})
         ref = summary.get(t["ref"], {}).get(t["phase"], {})
-        ratio, pairs = _paired_ratio(runs, t)
+        ratio, pairs = paired_ratio(runs, t)
         row = {k: t[k] for k in ("id", "title", "ours", "ref", "phase", "metric", "goal", "cmp")}
         row.update(ours_value=ours.get(t["metric"]), ref_value=ref.get(t["metric"]),
                    ratio=round(ratio, 3) if ratio is not None else None, pairs=pairs)
@@ -643,7 +643,9 @@ def write_all(data: dict[str, Any], out: Path, *, chart: bool = True) -> list[Pa
     return written
 
 
-def readme_block(data: dict[str, Any], out: Path, root: Path) -> str:
+def readme_block(data: dict[str, Any], out: Path, root: Path,
+                 extra: list[str] | None = None) -> str:
+    """`extra`: more tables of other documents (the proxy phase's), above the chart."""
     meta = data["meta"]
     rel = out.relative_to(root).as_posix() if out.is_relative_to(root) else None
     chart = f"{REPO_RAW}/{rel}/results.svg" if rel else out / "results.svg"
@@ -691,6 +693,8 @@ def readme_block(data: dict[str, Any], out: Path, root: Path) -> str:
     if apps:
         lines += ["", "WSGI/ASGI servers of the same app object: overhead per request = server "
                   "CPU per request − the app's own CPU per call in-process:", ""] + apps
+    if extra:
+        lines += [""] + extra
     lines += ["", f"![Benchmark chart]({chart})", "",
               f"Every contender, with latency, CPU per request and versions: "
               f"[{rel or out}/results.md]({table}). Method and profiling: "
@@ -743,10 +747,12 @@ def _replace_block(path: Path, block: str) -> bool:
     return True
 
 
-def update_docs(root: Path, data: dict[str, Any], out: Path) -> bool:
-    """The README's Performance section and the top of docs/performance.md."""
+def update_docs(root: Path, data: dict[str, Any], out: Path,
+                extra: list[str] | None = None) -> bool:
+    """The README's Performance section (`extra`: more tables for it) and the top of
+    docs/performance.md."""
     readme, page = root / "README.md", root / "docs" / "performance.md"
-    done = _replace_block(readme, readme_block(data, out, root))
+    done = _replace_block(readme, readme_block(data, out, root, extra))
     return _replace_block(page, performance_block(data, out, page)) and done
 
 
