@@ -763,10 +763,13 @@ class ProxyTable:
         trusted: Sequence[tuple[int, bytes, int]] = (),
         trust_any: bool = False,
         route: Callable[[str, str, list[tuple[str, str]]], str | None] | None = None,
+        tls: dict[int, TlsOpts] | None = None,
     ) -> None:
         """`upstreams`: (label, connect URL `tcp://ADDRESS:PORT`, Host authority, path)
         each; `mounts`: (prefix, indexes into `upstreams`); `lb`: 0 round robin, 1 least
-        connections; `trusted`: (4 or 6, packed network address, prefix bits)."""
+        connections; `trusted`: (4 or 6, packed network address, prefix bits); `tls`: the
+        client TlsOpts of each https upstream, by index (its `name` is sent as SNI and
+        checked; OpenSSL engine only, else `ValueError`)."""
 
     def stats(self) -> list[dict[str, Any]]:
         """Per upstream: open, busy, idle and waiting connections, opened, requests,

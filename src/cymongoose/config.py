@@ -370,7 +370,7 @@ class Config:
     proxy: tuple[str, ...] = _option(
         (), "proxies", "answer PREFIX's requests from the upstream URL(s), balanced "
         "(repeatable); without APP the server is a pure reverse proxy",
-        "be PREFIX=URL[,URL...], PREFIX starting with '/' and each URL http://HOST[:PORT]"
+        "be PREFIX=URL[,URL...], PREFIX starting with '/' and each URL http(s)://HOST[:PORT]"
         "[/PATH]", rule=_proxy_route, metavar="PREFIX=URL[,URL...]",
         doc_more="answered before the app, in C; see [Reverse proxy](proxy.md)")
     proxy_connect_timeout: float = _option(
@@ -390,6 +390,10 @@ class Config:
         "one that fails is out until it passes", "be a path starting with '/'", kind=str,
         optional=True, rule=lambda v: None if v.startswith("/") and " " not in v else "",
         metavar="PATH", doc_default="no active check (failed requests still count)")
+    proxy_ca: str | None = _option(
+        None, "proxies", "CA certificates (PEM) that https upstreams' certificates must chain "
+        "to", "be a path", kind=str, optional=True, metavar="FILE",
+        doc_default="the system's trust store")
     proxy_health_interval: float = _option(
         5.0, "proxies", "seconds between health probes of an upstream",
         "be a number of seconds > 0", rule=lambda v: None if v > 0 else "", metavar="S")
@@ -488,7 +492,8 @@ class Config:
             if name in self.origins and not self.metrics:
                 raise ConfigError(f"{self._label(name)} needs {self._label('metrics')}")
         for name in ("proxy_connect_timeout", "proxy_read_timeout", "proxy_lb",
-                     "proxy_pool_size", "proxy_health_path", "proxy_health_interval"):
+                     "proxy_pool_size", "proxy_health_path", "proxy_health_interval",
+                     "proxy_ca"):
             if name in self.origins and not self.proxy:
                 raise ConfigError(f"{self._label(name)} needs {self._label('proxy')}")
 
@@ -573,7 +578,7 @@ class Config:
                 self.proxy, connect_timeout=self.proxy_connect_timeout,
                 read_timeout=self.proxy_read_timeout, lb=self.proxy_lb,
                 pool_size=self.proxy_pool_size, health_path=self.proxy_health_path,
-                health_interval=self.proxy_health_interval,
+                health_interval=self.proxy_health_interval, ca=self.proxy_ca,
                 forwarded_allow_ips=self.forwarded_allow_ips)
         except ValueError as exc:
             raise ConfigError(f"{self._label('proxy')}: {exc}") from None

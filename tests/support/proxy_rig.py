@@ -41,6 +41,7 @@ class Upstream:
     answers: dict[str, Answer] = field(default_factory=dict)
     limits: dict[str, Any] = field(default_factory=dict)
     ws_handler: Any = None  # gets every event but MG_EV_HTTP_MSG (WebSocket messages)
+    tls: Any = None  # TlsOpts: an HTTPS upstream, reached as https://localhost:PORT
     seen: list[Seen] = field(default_factory=list)
     accepted: int = 0
     port: int = 0
@@ -50,7 +51,8 @@ class Upstream:
         from cymongoose import Manager
 
         self.thread = PollThread(Manager(self._handle), poll_ms=5, name=f"upstream-{self.name}")
-        conn = self.thread.manager.listen(f"http://{HOST}:{self.port}", self._handle,
+        scheme = "https" if self.tls is not None else "http"
+        conn = self.thread.manager.listen(f"{scheme}://{HOST}:{self.port}", self._handle,
                                           **self.limits)
         self.port = int(conn.local_addr[1])
         self.thread.start()
@@ -58,6 +60,8 @@ class Upstream:
 
     @property
     def url(self) -> str:
+        if self.tls is not None:
+            return f"https://localhost:{self.port}"  # the name its certificate carries
         return f"http://{HOST}:{self.port}"
 
     def stop(self) -> None:
@@ -68,6 +72,8 @@ class Upstream:
     def _handle(self, conn: Connection, ev: int, msg: Any) -> None:
         if ev == MG_EV_ACCEPT:
             self.accepted += 1
+            if self.tls is not None:
+                conn.tls_init(self.tls)
         if ev != MG_EV_HTTP_MSG:
             if self.ws_handler is not None:
                 self.ws_handler(conn, ev, msg)

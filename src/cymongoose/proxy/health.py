@@ -35,10 +35,11 @@ class _Probe:
 
 
 class HealthChecker:
-    """Probes `targets` (index, connect URL, label, Host) on `manager` and reports each
-    verdict through `report(index, healthy)`."""
+    """Probes `targets` (index, connect URL, label, Host, TlsOpts or None) on `manager` and
+    reports each verdict through `report(index, healthy)`."""
 
-    def __init__(self, manager: Manager, targets: list[tuple[int, str, str, str]], path: str,
+    def __init__(self, manager: Manager, targets: list[tuple[int, str, str, str, Any]],
+                 path: str,
                  interval: float, timeout: float,
                  report: Callable[[int, bool], None]) -> None:
         self._manager = manager
@@ -61,15 +62,15 @@ class HealthChecker:
 
     def _tick(self) -> None:
         now = time.monotonic()
-        for index, url, _label, host in self._targets:
+        for index, url, _label, host, tls in self._targets:
             probe = self._probes.get(index)
             if probe is not None:
                 if now - probe.started < self._timeout:
                     continue  # still running: one probe per upstream at a time
                 self._verdict(probe, False, f"no answer within {self._timeout:g} s")
-            self._start(index, url, host, now)
+            self._start(index, url, host, tls, now)
 
-    def _start(self, index: int, url: str, host: str, now: float) -> None:
+    def _start(self, index: int, url: str, host: str, tls: Any, now: float) -> None:
         from .._mongoose import MG_EV_CLOSE, MG_EV_CONNECT, MG_EV_ERROR, MG_EV_READ
 
         probe = _Probe(index, now)
@@ -81,6 +82,8 @@ class HealthChecker:
             if probe.done:
                 return
             if ev == MG_EV_CONNECT:
+                if tls is not None:
+                    conn.tls_init(tls)  # the request waits for the handshake
                 conn.send(request)
             elif ev == MG_EV_READ:
                 probe.answer += conn.recv_data(consume=True)

@@ -37,7 +37,9 @@ class ReverseProxy:
     given, is asked for every request with (method, path, headers) and answers an upstream
     URL of this proxy (one of the routes', or of `upstreams`) or None to leave the request
     to the app. With `health_path`, each upstream gets `GET health_path` every
-    `health_interval` seconds and is out of every route while it fails.
+    `health_interval` seconds and is out of every route while it fails. An https upstream's
+    certificate is verified against `ca` (a PEM file; default: the system's trust store)
+    and its host name, which is also sent as SNI; `tls_verify=False` turns both checks off.
     """
 
     def __init__(self, routes: Mapping[str, str | Sequence[str]] | Iterable[str] = (), *,
@@ -46,6 +48,7 @@ class ReverseProxy:
                  idle_timeout: float = 4.0, max_fails: int = 3, fail_timeout: float = 10.0,
                  max_response_head: int = 65536, via: bool = False,
                  health_path: str | None = None, health_interval: float = 5.0,
+                 ca: str | None = None, tls_verify: bool = True,
                  forwarded_allow_ips: str | Iterable[str] = "127.0.0.1",
                  route: RouteHook | None = None) -> None:
         mounts = _mount_list(routes)
@@ -104,18 +107,19 @@ class ReverseProxy:
             entries.append((u.label, target, u.authority, u.path))
         from .._mongoose import ProxyTable
 
+        tls = {i: _client_tls(u, ca, tls_verify) for i, u in enumerate(ordered) if u.tls}
         self._upstreams = tuple(ordered)
         self._table = ProxyTable(
             entries, table_mounts, lb=LB_POLICIES.index(lb), pool_size=pool_size,
             connect_timeout=connect_timeout, read_timeout=read_timeout,
             idle_timeout=idle_timeout, max_fails=max_fails, fail_timeout=fail_timeout,
             max_head=max_response_head, via=via, trusted=nets, trust_any=trusted.any_peer,
-            route=route)
+            route=route, tls=tls)
         self._manager: Manager | None = None
         self._health_path = health_path
         self._health_interval = health_interval
         self._health_timeout = min(connect_timeout + read_timeout, health_interval)
-        self._probe_targets = [(i, target, label, authority)
+        self._probe_targets = [(i, target, label, authority, tls.get(i))
                                for i, (label, target, authority, _) in enumerate(entries)]
         self._checker: HealthChecker | None = None
 
@@ -148,6 +152,30 @@ class ReverseProxy:
         requests sent since start, consecutive failures, and whether it is up."""
         result: list[dict[str, Any]] = self._table.stats()
         return result
+
+
+def _client_tls(upstream: Upstream, ca: str | None, verify: bool) -> Any:
+    """The TlsOpts of an https upstream: its CA (the given file, else the system's trust
+    store), its host name as SNI and as the name its certificate must carry."""
+    import ssl
+
+    from .._mongoose import TlsOpts
+
+    if verify and ca is None:
+        paths = ssl.get_default_verify_paths()
+        ca = paths.cafile or paths.openssl_cafile
+    pem = b""
+    if verify:
+        try:
+            with open(str(ca), "rb") as f:
+                pem = f.read()
+        except OSError as exc:
+            raise ValueError(f"upstream {upstream.label}: cannot read the CA file {ca} "
+                             f"({exc.strerror})") from None
+    try:
+        return TlsOpts(ca=pem or None, name=upstream.host, skip_verification=not verify)
+    except ValueError as exc:
+        raise ValueError(f"upstream {upstream.label}: {exc}") from None
 
 
 def _mount_list(routes: Mapping[str, str | Sequence[str]] | Iterable[str],

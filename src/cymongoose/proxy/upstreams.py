@@ -1,9 +1,10 @@
 """Upstream URLs and mounts of the reverse proxy: parsed, checked and resolved once, at start.
 
-An upstream is `http://host[:port][/path]`. Its host is resolved here through the system
-resolver (`getaddrinfo`: /etc/hosts, a container's or a cluster's service names), never by
-Mongoose's own DNS client, and never by the loop: start-up is the one moment that may wait.
-A path replaces the mount's prefix in the request target (nginx's `proxy_pass` with a URI).
+An upstream is `http://host[:port][/path]`, or `https://...` (TLS, verified). Its host is
+resolved here through the system resolver (`getaddrinfo`: /etc/hosts, a container's or a
+cluster's service names), never by Mongoose's own DNS client, and never by the loop:
+start-up is the one moment that may wait. A path replaces the mount's prefix in the request
+target (nginx's `proxy_pass` with a URI).
 """
 
 from __future__ import annotations
@@ -24,11 +25,12 @@ class Upstream:
     host: str
     port: int
     path: str  # "" or "/x/y", without a trailing '/'
+    tls: bool = False
 
     @property
     def authority(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return host if self.port == 80 else f"{host}:{self.port}"
+        return host if self.port == (443 if self.tls else 80) else f"{host}:{self.port}"
 
 
 def parse_upstream(url: str) -> Upstream:
@@ -39,11 +41,8 @@ def parse_upstream(url: str) -> Upstream:
         port = parts.port
     except ValueError as exc:
         raise ValueError(f"upstream {url!r}: {exc}") from None
-    if parts.scheme == "https":
-        raise ValueError(f"upstream {url!r}: https upstreams are not supported yet; use "
-                         "http://")
-    if parts.scheme != "http":
-        raise ValueError(f"upstream {url!r} must start with http://")
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"upstream {url!r} must start with http:// or https://")
     if not parts.hostname:
         raise ValueError(f"upstream {url!r} has no host")
     if parts.username is not None or parts.password is not None:
@@ -53,7 +52,9 @@ def parse_upstream(url: str) -> Upstream:
     path = parts.path.rstrip("/")
     if any(ch in path for ch in " \t\r\n"):
         raise ValueError(f"upstream {url!r}: the path has whitespace")
-    return Upstream(label=text, host=parts.hostname, port=port or 80, path=path)
+    tls = parts.scheme == "https"
+    return Upstream(label=text, host=parts.hostname, port=port or (443 if tls else 80),
+                    path=path, tls=tls)
 
 
 def check_route(spec: str) -> str | None:

@@ -31,7 +31,7 @@ cdef struct _UpConn:
     size_t served  # requests completed on this connection
     bint connected
     bint idle  # on its upstream's idle stack
-    char err[96]  # Mongoose's error text, if any (MG_EV_ERROR)
+    char err[160]  # Mongoose's error text, if any (MG_EV_ERROR)
 
 
 cdef struct _Exchange:
@@ -50,7 +50,7 @@ cdef struct _Exchange:
     uint64_t deadline_ms
     uint64_t tried  # a bit per upstream index
     int fail_status  # what the client gets if no upstream is left: 502 or 504
-    char fail_why[128]
+    char fail_why[256]
     bint idempotent
     bint retried
     bint reused  # uc was taken from the pool
@@ -445,10 +445,22 @@ cdef void _px_upstream_event(mg.mg_connection *u, int ev, void *ev_data) noexcep
     if ev == mg.MG_EV_OPEN:
         uc.c = u
         return
+    if ev == mg.MG_EV_RESOLVE:
+        # Before connect(): a TLS session set up now starts its handshake as soon as the
+        # TCP one is done (Mongoose's connect_conn), and our request waits for it.
+        if uc.up.tls_ctx != NULL and u.tls == NULL:
+            if mg.cym_tls_attach(u, uc.up.tls_ctx, uc.up.tls_name, strlen(uc.up.tls_name),
+                                 1 if uc.up.tls_verifies else 0, 1 if uc.up.tls_skip else 0,
+                                 1) != 0:
+                strcpy(uc.err, b"out of memory for a TLS session")
+                u.is_closing = 1
+        return
     ex = <_Exchange *>uc.ex
     if ev == mg.MG_EV_ERROR:
-        if ev_data != NULL and uc.err[0] == 0:
-            strncpy(uc.err, <const char *>ev_data, sizeof(uc.err) - 1)
+        if uc.err[0] == 0 and not (u.is_tls and
+                                   mg.cym_tls_verify_error(u, uc.err, sizeof(uc.err))):
+            if ev_data != NULL:
+                strncpy(uc.err, <const char *>ev_data, sizeof(uc.err) - 1)
         return
     if ev == mg.MG_EV_CLOSE:
         _px_upstream_closed(uc)

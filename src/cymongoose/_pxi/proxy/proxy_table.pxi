@@ -21,6 +21,13 @@ cdef struct ProxyUpstream:
     char *path  # the URL's path without a trailing '/' ("" when none): replaces the prefix
     size_t path_len
     int index
+    # https upstreams (OpenSSL engine): the shared client SSL_CTX of the upstream's TlsOpts
+    # (ProxyTable keeps the TlsOpts, which owns it), the name sent as SNI and checked
+    # against the certificate, and whether the chain is verified (a CA was given).
+    void *tls_ctx
+    char *tls_name
+    bint tls_verifies
+    bint tls_skip
     # Health: `fails` consecutive failures; at max_fails the upstream is out until
     # down_until_ms (passive). probe_down: the active check's last answer was bad.
     int fails
@@ -90,20 +97,23 @@ cdef class ProxyTable:
     cdef ProxyConf _conf
     cdef object _route
     cdef dict _by_label  # label -> index in _conf.ups, for the routing hook's answers
+    cdef list _tls  # the TlsOpts of https upstreams: they own the SSL_CTXs the pool uses
     cdef bint _attached  # a Manager's: its pools and exchanges belong to that loop
 
     def __cinit__(self):
         memset(&self._conf, 0, sizeof(ProxyConf))
         self._conf.owner = <void *>self
         self._by_label = {}
+        self._tls = []
 
     def __init__(self, upstreams, mounts, *, int lb=0, size_t pool_size=64,
                  double connect_timeout=5.0, double read_timeout=60.0,
                  double idle_timeout=4.0, int max_fails=3, double fail_timeout=10.0,
                  size_t max_head=65536, bint via=False, trusted=(), bint trust_any=False,
-                 route=None):
+                 route=None, tls=None):
         """upstreams: (label, connect_url, authority, path) tuples; mounts: (prefix,
-        [upstream indexes]) pairs; trusted: (family, packed address, prefix bits)."""
+        [upstream indexes]) pairs; trusted: (family, packed address, prefix bits); tls:
+        {upstream index: TlsOpts} for https upstreams (name: SNI and the name checked)."""
         cdef int i, j
         cdef ProxyUpstream *u
         cdef ProxyGroup *grp
@@ -125,7 +135,10 @@ cdef class ProxyTable:
             u.authority = _px_strdup(authority)
             u.path = _px_strdup(path)
             u.path_len = strlen(u.path)
+            u.tls_name = NULL
             self._by_label[label] = i
+        for i, opts in (tls or {}).items():
+            self._use_tls(i, opts)
         self._conf.groups = <ProxyGroup *>calloc(len(mounts) or 1, sizeof(ProxyGroup))
         if self._conf.groups == NULL:
             raise MemoryError()
@@ -167,6 +180,22 @@ cdef class ProxyTable:
         self._route = route
         self._conf.route = <void *>route if route is not None else NULL
 
+    cdef int _use_tls(self, int i, TlsOpts opts) except -1:
+        cdef ProxyUpstream *u
+        if not 0 <= i < self._conf.n_ups:
+            raise ValueError(f"tls names upstream {i}, not one")
+        if not mg.CYM_TLS_OPENSSL:
+            raise ValueError("https upstreams need the OpenSSL TLS engine (this build has "
+                             f"{TLS_ENGINE!r})")
+        prepared = _tls_prepared(opts)
+        u = &self._conf.ups[i]
+        u.tls_ctx = _tls_shared_context(opts, True, prepared[0], b"", b"")
+        u.tls_name = _px_strdup(prepared[3])
+        u.tls_verifies = len(prepared[0]) > 0
+        u.tls_skip = opts.skip_verification
+        self._tls.append(opts)
+        return 0
+
     def __dealloc__(self):
         cdef int i
         # Attached Managers hold a reference: by now every one of them is closed, so no
@@ -177,6 +206,7 @@ cdef class ProxyTable:
                 free(self._conf.ups[i].connect_url)
                 free(self._conf.ups[i].authority)
                 free(self._conf.ups[i].path)
+                free(self._conf.ups[i].tls_name)
             free(self._conf.ups)
         if self._conf.groups != NULL:
             for i in range(self._conf.n_groups):
