@@ -349,6 +349,10 @@ class Connection:
     @property
     def is_closing(self) -> bool: ...
     @property
+    def is_proxied(self) -> bool:
+        """Whether the reverse proxy (`Manager.proxy`) is answering this connection's
+        request: it is busy although no handler has it."""
+    @property
     def is_client(self) -> bool: ...
     @property
     def is_tls(self) -> bool: ...
@@ -777,6 +781,9 @@ class ProxyTable:
 
     def set_probe_result(self, index: int, healthy: bool) -> None:
         """An active health check's verdict on upstream `index` (`IndexError` if none)."""
+
+    def set_address(self, index: int, connect_url: str) -> None:
+        """Connect upstream `index` at `connect_url` (`tcp://ADDRESS:PORT`) from now on."""
 
     def index_of(self, label: str) -> int | None: ...
 

@@ -1,5 +1,5 @@
-"""The reverse proxy in front of apps: a Flask app (WSGI) and a FastAPI app (ASGI) with /api
-answered by another service, and a routing hook choosing per request."""
+"""The reverse proxy in front of apps: a Flask app (WSGI) and an ASGI app with /api answered
+by another service, and a routing hook choosing per request."""
 
 from __future__ import annotations
 
@@ -30,14 +30,22 @@ def test_a_flask_app_with_api_proxied_to_another_service(upstream: Any) -> None:
         ("GET", "/api/users?id=7", b""), ("POST", "/api/x", b"data")]
 
 
-def test_a_fastapi_app_with_api_proxied_to_another_service(upstream: Any) -> None:
-    from support.asgi_fastapi import app
+async def asgi_hello(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] == "lifespan":
+        while (await receive())["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"asgi " + scope["path"].encode()})
 
+
+def test_an_asgi_app_with_api_proxied_to_another_service(upstream: Any) -> None:
     api = upstream("api")
     config = Config(proxy=(f"/api={api.url}",))
-    with running_asgi_server(app, server_kwargs={"config": config}) as srv:
+    with running_asgi_server(asgi_hello, server_kwargs={"config": config}) as srv:
         with HttpConnection(srv.port) as client:
-            assert b'"hello":"world"' in client.request("GET", "/json").body
+            assert client.request("GET", "/page").body == b"asgi /page"
             assert client.request("GET", "/api/v").body == b"api GET /api/v\n"
     assert [s.target for s in api.seen] == ["/api/v"]
 

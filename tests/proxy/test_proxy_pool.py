@@ -125,3 +125,19 @@ def test_least_conn_sends_requests_to_the_idle_upstream(upstream: Any, proxy: An
         assert names == {(b"two", b"one")[busy]}
     finally:
         slow.close()
+
+
+def test_a_name_that_resolves_anew_moves_the_traffic(upstream: Any, proxy: Any,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from cymongoose.proxy import resolver
+
+    old, new = upstream("old"), upstream("new")
+    moved = f"tcp://127.0.0.1:{new.port}"
+    monkeypatch.setattr(resolver, "resolve", lambda upstream: moved)  # the name moved
+    p = proxy({"/": f"http://localhost:{old.port}"}, resolve_interval=0.05)
+
+    def answered_by() -> bytes:
+        with HttpConnection(p.port) as client:
+            return client.request("GET", "/who").body.split()[0]
+
+    assert wait_until(lambda: answered_by() == b"new", 10)

@@ -26,6 +26,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from typing import Any
 
 from ..config import Config
@@ -197,7 +198,12 @@ def _serve_raw(config: Config, app: Any, sock: socket.socket,
 
 def _serve_proxy(config: Config, sock: socket.socket, status: StatusPipe) -> int:
     """A pure reverse proxy (--proxy without APP): the core answers the routes; anything
-    else is a 404 from a handler that sees only those requests."""
+    else is a 404 from a handler that sees only those requests. SIGTERM drains like the app
+    servers: the listener closes, proxied requests in flight finish (within
+    --graceful-timeout), idle connections close."""
+    from ..serving.drain import Drain
+    from ..serving.stop_signals import StopSignals
+
     from .._mongoose import MG_EV_ACCEPT, MG_EV_HTTP_MSG, Manager, handles, listen_fd
 
     if config.static or config.request_timeout is not None:
@@ -220,16 +226,30 @@ def _serve_proxy(config: Config, sock: socket.socket, status: StatusPipe) -> int
         manager.refusal_handler = access_log.log_refusal  # proxied requests are logged too
     set_guard_options(manager, config)
     try:
-        listen_fd(manager, sock, handler, http=True, tls=tls is not None, **config.limits())
+        listener = listen_fd(manager, sock, handler, http=True, tls=tls is not None,
+                             **config.limits())
     except (ValueError, TypeError, RuntimeError, OSError) as exc:
         manager.close()
         raise ConfigError(f"cannot serve on {listener_url(config, sock)}: {exc}") from None
     share_with_supervisor(manager, config.worker_metrics)
     log.info("proxying %s on %s", ", ".join(config.proxy), listener_url(config, sock))
     _adopted(config, sock)
-    manager.ready = True
-    status.send("ready proxy")
-    manager.run()
+    stopping = threading.Event()
+    with StopSignals(stopping.set):
+        manager.ready = True
+        status.send("ready proxy")
+        while not stopping.is_set():
+            manager.poll(100)
+        manager.ready = False
+        _exit_after_graceful_timeout(config)
+        drain = Drain(manager, [listener], config.graceful_timeout, time.monotonic(),
+                      min_steps=2)
+        while True:
+            manager.poll(20)
+            now = time.monotonic()
+            if drain.step(now, False) or drain.expired(now):
+                break
+    manager.close()
     return _stopped(config, sock)
 
 

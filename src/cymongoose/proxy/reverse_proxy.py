@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..proxy_headers import ProxyHeaders
 from .health import HealthChecker
+from .resolver import Reresolver
 from .upstreams import Upstream, parse_route, parse_upstream, resolve
 
 if TYPE_CHECKING:
@@ -40,6 +41,8 @@ class ReverseProxy:
     `health_interval` seconds and is out of every route while it fails. An https upstream's
     certificate is verified against `ca` (a PEM file; default: the system's trust store)
     and its host name, which is also sent as SNI; `tls_verify=False` turns both checks off.
+    Upstream names are resolved again every `resolve_interval` seconds (0: never), off the
+    loop.
     """
 
     def __init__(self, routes: Mapping[str, str | Sequence[str]] | Iterable[str] = (), *,
@@ -49,6 +52,7 @@ class ReverseProxy:
                  max_response_head: int = 65536, via: bool = False,
                  health_path: str | None = None, health_interval: float = 5.0,
                  ca: str | None = None, tls_verify: bool = True,
+                 resolve_interval: float = 30.0,
                  forwarded_allow_ips: str | Iterable[str] = "127.0.0.1",
                  route: RouteHook | None = None) -> None:
         mounts = _mount_list(routes)
@@ -68,6 +72,9 @@ class ReverseProxy:
         if not health_interval > 0:
             raise ValueError(f"health_interval must be a number of seconds > 0, not "
                              f"{health_interval!r}")
+        if resolve_interval < 0:
+            raise ValueError(f"resolve_interval must be a number of seconds >= 0, not "
+                             f"{resolve_interval!r}")
         if max_fails < 0:
             raise ValueError(f"max_fails must be an int >= 0, not {max_fails!r}")
         if route is not None and not callable(route):
@@ -122,6 +129,9 @@ class ReverseProxy:
         self._probe_targets = [(i, target, label, authority, tls.get(i))
                                for i, (label, target, authority, _) in enumerate(entries)]
         self._checker: HealthChecker | None = None
+        self._named = [(i, u, entries[i][1]) for i, u in enumerate(ordered) if not _is_ip(u.host)]
+        self._resolve_interval = resolve_interval
+        self._resolver: Reresolver | None = None
 
     @property
     def upstreams(self) -> tuple[str, ...]:
@@ -133,6 +143,9 @@ class ReverseProxy:
         the WSGI/ASGI app). One Manager per ReverseProxy: its pools belong to that loop."""
         manager.proxy = self._table
         self._manager = manager
+        if self._named and self._resolve_interval > 0:
+            self._resolver = Reresolver(manager, self._named, self._table.set_address,
+                                        self._resolve_interval)
         if self._health_path is not None:
             self._checker = HealthChecker(manager, self._probe_targets, self._health_path,
                                           self._health_interval, self._health_timeout,
@@ -143,6 +156,9 @@ class ReverseProxy:
         if self._checker is not None:
             self._checker.stop()
             self._checker = None
+        if self._resolver is not None:
+            self._resolver.stop()
+            self._resolver = None
         if self._manager is not None:
             self._manager.proxy = None
             self._manager = None
@@ -152,6 +168,14 @@ class ReverseProxy:
         requests sent since start, consecutive failures, and whether it is up."""
         result: list[dict[str, Any]] = self._table.stats()
         return result
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def _client_tls(upstream: Upstream, ca: str | None, verify: bool) -> Any:

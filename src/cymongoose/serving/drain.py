@@ -64,7 +64,8 @@ class Drain:
         conns = [c for c in self._manager.connections if not c.is_listening]
         idle_since = self._idle_since
         for c in conns:
-            if c.userdata is None and not c.send_len and not c.recv_len:
+            if (c.userdata is None and not c.send_len and not c.recv_len
+                    and not c.is_proxied):
                 if not c.is_closing and now - idle_since.setdefault(c.id, now) >= IDLE_GRACE_S:
                     c.close()
                     self._on_close()

@@ -68,6 +68,10 @@ cdef class Connection:
         return self._c == NULL or self._c.is_closing != 0
 
     @property
+    def is_proxied(self):
+        return self._c != NULL and self._guard.proxy != NULL
+
+    @property
     def is_client(self):
         return self._c != NULL and self._c.is_client != 0
 

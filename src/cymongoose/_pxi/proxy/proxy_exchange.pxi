@@ -31,6 +31,7 @@ cdef struct _UpConn:
     size_t served  # requests completed on this connection
     bint connected
     bint idle  # on its upstream's idle stack
+    unsigned address_gen  # its upstream's address_gen when it was opened
     char err[160]  # Mongoose's error text, if any (MG_EV_ERROR)
 
 
@@ -354,6 +355,16 @@ cdef _UpConn *_px_take_idle(ProxyUpstream *u, uint64_t now) noexcept nogil:
     return NULL
 
 
+cdef void _px_retire_address(ProxyUpstream *u) noexcept nogil:
+    """The upstream's name resolved to a new address: its idle connections close now, its
+    busy ones after their response (_px_release)."""
+    cdef _UpConn *uc = <_UpConn *>u.idle
+    u.address_gen += 1
+    while uc != NULL:
+        uc.c.is_closing = 1  # MG_EV_CLOSE takes it off the idle stack
+        uc = uc.next_idle
+
+
 cdef void _px_bind(_Exchange *ex, _UpConn *uc) noexcept nogil:
     ex.uc = uc
     uc.ex = <void *>ex
@@ -369,6 +380,7 @@ cdef bint _px_open(_Exchange *ex, ProxyUpstream *u, uint64_t now) noexcept nogil
         return False
     uc.up = u
     uc.conf = ex.conf
+    uc.address_gen = u.address_gen
     u.n_open += 1
     u.opened += 1
     _px_bind(ex, uc)
@@ -827,7 +839,8 @@ cdef void _px_release(_Exchange *ex, uint64_t now) noexcept nogil:
     if uc == NULL:
         return
     u = uc.up
-    if not ex.req_done or ex.up_close or uc.c.is_closing or uc.c.recv.len:
+    if (not ex.req_done or ex.up_close or uc.c.is_closing or uc.c.recv.len
+            or uc.address_gen != u.address_gen):
         _px_detach_upstream(ex)
         return
     uc.ex = NULL

@@ -43,6 +43,7 @@ cdef struct ProxyUpstream:
     void *wait_tail
     size_t n_waiting
     uint64_t opened  # connections opened since start (Proxy.stats())
+    unsigned address_gen  # set_address() count: connections to an older address retire
     uint64_t requests  # requests sent
 
 
@@ -239,6 +240,18 @@ cdef class ProxyTable:
         if healthy:
             self._conf.ups[index].fails = 0
             self._conf.ups[index].down_until_ms = 0
+
+    def set_address(self, int index, connect_url):
+        """Where upstream `index` is connected to from now on (`tcp://ADDRESS:PORT`): its
+        name resolved anew. Connections already open stay as they are."""
+        cdef char *url
+        if not 0 <= index < self._conf.n_ups:
+            raise IndexError(index)
+        url = _px_strdup(connect_url)
+        # mg_connect() reads the URL during the call only: the old string can go now.
+        free(self._conf.ups[index].connect_url)
+        self._conf.ups[index].connect_url = url
+        _px_retire_address(&self._conf.ups[index])
 
     def index_of(self, label):
         return self._by_label.get(label)
