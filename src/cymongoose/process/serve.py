@@ -201,10 +201,9 @@ def _serve_proxy(config: Config, sock: socket.socket, status: StatusPipe) -> int
     else is a 404 from a handler that sees only those requests. SIGTERM drains like the app
     servers: the listener closes, proxied requests in flight finish (within
     --graceful-timeout), idle connections close."""
+    from .._mongoose import MG_EV_ACCEPT, MG_EV_HTTP_MSG, Manager, handles, listen_fd
     from ..serving.drain import Drain
     from ..serving.stop_signals import StopSignals
-
-    from .._mongoose import MG_EV_ACCEPT, MG_EV_HTTP_MSG, Manager, handles, listen_fd
 
     if config.static or config.request_timeout is not None:
         raise ConfigError("--static and --request-timeout need an app; a pure proxy (--proxy "

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from . import backend as backendmod
@@ -54,7 +55,7 @@ def check(pair: Pair) -> str:
     return "; ".join(sorted(notes))
 
 
-def start(bench: Any, c: ck.Contender, exe: Any) -> Pair | None:
+def start(bench: Any, c: ck.Contender, exe: Path) -> Pair | None:
     try:
         back = backendmod.start(exe, c.name, cpu=bench.client_cpu, run_dir=bench.run_dir)
     except ck.Skip as exc:
@@ -66,7 +67,7 @@ def start(bench: Any, c: ck.Contender, exe: Any) -> Pair | None:
                          run_dir=bench.run_dir, values={"backend": back.address})
     except ck.Skip as exc:
         bench.exclude(c.name, "failed to start", str(exc))
-        bench.stop(back.running)
+        stop_backend(bench, back)
         return None
     bench.live.append(proxy)
     pair = Pair(proxy, back)
@@ -80,11 +81,16 @@ def start(bench: Any, c: ck.Contender, exe: Any) -> Pair | None:
     return pair
 
 
+def stop_backend(bench: Any, back: backendmod.Backend) -> None:
+    # Not bench.stop(): a backend has no status entry of its own.
+    back.running.stop()
+    if back.running in bench.live:
+        bench.live.remove(back.running)
+
+
 def stop(bench: Any, pair: Pair) -> None:
     bench.stop(pair.proxy)
-    pair.backend.running.stop()
-    if pair.backend.running in bench.live:
-        bench.live.remove(pair.backend.running)
+    stop_backend(bench, pair.backend)
 
 
 def measure(bench: Any, pair: Pair, size: tuple[str, str, bytes, str], clients: int,
