@@ -28,6 +28,13 @@ def cell_of(phase: str) -> tuple[str, int] | None:
     return (m.group(1), int(m.group(2))) if m else None
 
 
+def _why_invalid(s: dict[str, Any]) -> str:
+    """Why no run of a cell counted, once per kind of reason (their counts are in the error
+    columns)."""
+    reasons = sorted({re.sub(r"^\d+ ", "", r) for r in s["invalid_reasons"]})
+    return "no valid run" + (f" ({'; '.join(reasons)})" if reasons else "")
+
+
 def _median(values: list[Any]) -> float | None:
     values = [v for v in values if v is not None]
     return statistics.median(values) if values else None
@@ -133,8 +140,7 @@ def _cell_table(data: dict[str, Any], size: str) -> list[str]:
                 continue
             label = _label(data, name)
             if s.get("rps") is None:
-                lines.append(f"| {label} | {clients:,} | "
-                             f"{'; '.join(s['invalid_reasons']) or 'no valid run'} | | | | | "
+                lines.append(f"| {label} | {clients:,} | {_why_invalid(s)} | | | | | "
                              f"{s['socket_errors']:,} | {s['non2xx']:,} | "
                              f"– ({s['backend_opened_max']:,}) | | | | | | | |")
                 continue
@@ -219,15 +225,17 @@ def readme_lines(data: dict[str, Any], out: Path, root: Path) -> list[str]:
                     row.append("–")
                     continue
                 if s.get("rps") is None:
-                    row.append("; ".join(s["invalid_reasons"]) or "no valid run")
+                    row.append(_why_invalid(s))
                 else:
                     head = (f"{s['rps']:,.0f} req/s" if name == REF else
                             "–" if s["rps_ratio"] is None else f"{s['rps_ratio']:.2f}×")
                     row.append(f"{head} · {s['backend_opened']:,.0f}")
                     if s.get("backend_opened_after"):
                         row[-1] += f" (+{s['backend_opened_after']:,.0f})"
-                if s["socket_errors"] or s["non2xx"]:
-                    row[-1] += f" · {s['socket_errors'] + s['non2xx']:,} errors"
+                if s["socket_errors"]:
+                    row[-1] += f" · {s['socket_errors']:,} socket errors"
+                if s["non2xx"]:
+                    row[-1] += f" · {s['non2xx']:,} non-2xx"
             if any(c != "–" for c in row):
                 lines.append(f"| {_label(data, name)} | {size} | " + " | ".join(row) + " |")
     return lines if len(lines) > 4 else []
