@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 from support.http_client import HttpConnection
 
+from conftest import wait_until
+
 pytestmark = pytest.mark.timeout(30)
 
 
@@ -164,3 +166,18 @@ def test_pipelined_requests_are_answered_in_order(upstream: Any, proxy: Any) -> 
         client.send_raw(b"".join(b"GET /p%d HTTP/1.1\r\nHost: t\r\n\r\n" % i for i in range(5)))
         bodies = [client.read_response("GET", "1.1").body for _ in range(5)]
     assert bodies == [b"up GET /p%d\n" % i for i in range(5)]
+
+
+def test_a_chunked_body_over_max_body_size_is_a_413_and_never_completes_upstream(
+        upstream: Any, proxy: Any) -> None:
+    up = upstream()
+    p = proxy({"/": up.url}, limits={"max_body_size": 1000})
+    with HttpConnection(p.port) as client:
+        client.send_raw(b"POST /big HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                        b"10\r\n" + b"x" * 16 + b"\r\n")
+        assert wait_until(lambda: p.stats()[0]["busy"] == 1, 5)  # the upstream has it
+        client.send_raw(b"400\r\n" + b"x" * 1024 + b"\r\n0\r\n\r\n")
+        resp = client.read_response("POST", "1.1")
+        assert resp.status == 413
+    assert up.seen == []  # the upstream's request was never completed, never answered
+    assert p.stats()[0]["idle"] == 0

@@ -153,6 +153,10 @@ cdef int _stream_too_large(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
     has started, only closing is left. body_read() tells the handler which it was."""
     cdef const char *why = b"chunked body larger than max_body_size"
     cdef uint64_t now = mg.mg_millis()
+    if g.proxy != NULL:
+        # A proxied request: the upstream has part of it and will never get the rest; its
+        # connection closes, and the client is answered here as for an app.
+        _px_client_gone(c, g)
     if not (g.flags & _GF_HEAD_OUT):
         _refuse(c, g, 413, why, (g.flags & _GF_HEAD) != 0, now)
         return -1
