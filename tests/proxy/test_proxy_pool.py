@@ -3,6 +3,7 @@ retries only where a request cannot have been acted on twice, and balancing."""
 
 from __future__ import annotations
 
+import socket
 import threading
 from typing import Any
 
@@ -85,7 +86,8 @@ def test_a_post_whose_request_went_out_is_never_replayed(raw_upstream: Any,
 
 def test_an_idempotent_request_is_retried_once_on_a_fresh_connection(raw_upstream: Any,
                                                                      proxy: Any) -> None:
-    answers = [b"", b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"]
+    # The answer says "close": the next request cannot find this connection in the pool.
+    answers = [b"", b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"]
     up = raw_upstream(lambda head: answers.pop(0) if answers else b"")
     p = proxy({"/": up.url})
     with HttpConnection(p.port) as client:
@@ -141,3 +143,30 @@ def test_a_name_that_resolves_anew_moves_the_traffic(upstream: Any, proxy: Any,
             return client.request("GET", "/who").body.split()[0]
 
     assert wait_until(lambda: answered_by() == b"new", 10)
+
+
+def test_a_client_that_leaves_costs_no_upstream_connection(upstream: Any, proxy: Any) -> None:
+    up = upstream()
+    up.answers["/big"] = lambda conn, msg: conn.reply(200, b"b" * 100_000)
+    up.answers["/slow"] = later(up, 300)
+    p = proxy({"/": up.url}, pool_size=1)
+    # Mid-response: the rest of a small response is read and thrown away, and the
+    # connection goes back to the pool.
+    for _ in range(3):
+        with socket.create_connection(("127.0.0.1", p.port)) as sock:
+            sock.sendall(b"GET /big HTTP/1.1\r\nHost: t\r\n\r\n")
+            assert sock.recv(64).startswith(b"HTTP/1.1 200 OK")
+    assert wait_until(lambda: p.stats()[0]["idle"] == 1, 5)
+    # Queued for the one connection: a client that leaves is never sent upstream.
+    with HttpConnection(p.port, timeout=10) as slow:
+        slow.send_request("GET", "/slow")
+        assert wait_until(lambda: p.stats()[0]["busy"] == 1, 5)
+        with socket.create_connection(("127.0.0.1", p.port)) as gone:
+            gone.sendall(b"GET /gone HTTP/1.1\r\nHost: t\r\n\r\n")
+            assert wait_until(lambda: p.stats()[0]["waiting"] == 1, 5)
+        assert wait_until(lambda: p.stats()[0]["waiting"] == 0, 5)
+        assert slow.read_response().status == 200
+    with HttpConnection(p.port) as client:
+        assert client.request("GET", "/after").status == 200
+    assert [s.target for s in up.seen] == ["/big"] * 3 + ["/slow", "/after"]
+    assert up.accepted == 1

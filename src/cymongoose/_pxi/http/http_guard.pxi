@@ -691,6 +691,11 @@ cdef int _on_peer_eof(mg.mg_connection *c) noexcept nogil:
     g = <HttpGuard *>c.pfn_data
     if (g.phase == _PH_STREAM and not (g.flags & _GF_BODY_DONE)) or g.phase == _PH_TUNNEL:
         return 0  # a streamed body cut short: close, so the app's read fails at once
+    if _px_waits_unsent(g):
+        # Proxied and still waiting for an upstream connection: a client that leaves now
+        # must not cost a connection and a request upstream (load tests leave thousands
+        # queued when they stop, which opened as many connections).
+        return 0
     g.peer_eof = True
     # The loop may have marked it quiet (idle keep-alive) before this read in the same
     # iteration: with its reads paused it would then wait, skipped, for its keep-alive
@@ -788,6 +793,8 @@ cdef void _http_guard(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil
                 _maybe_quiet(c, g, now)
             if g.proxy != NULL:
                 _px_check_clock(c, g, now)
+                if g.proxy != NULL:
+                    _px_quiet(c, g, now)
     elif ev == mg.MG_EV_WRITE and g.phase == _PH_LINGER:
         _check_clock(c, g, mg.mg_millis())
     elif ev == mg.MG_EV_WRITE and g.proxy != NULL:

@@ -16,10 +16,12 @@ cdef _UpConn *_px_take_idle(ProxyUpstream *u, uint64_t now) noexcept nogil:
         uc.next_idle = NULL
         if uc.c.is_closing or uc.c.is_draining:
             continue
-        if now - uc.idle_since_ms >= _PX_PEEK_AFTER_MS and not uc.c.is_tls:
-            # A backend closing an idle connection sends its FIN; it may be in our socket
-            # buffer, unread because the loop has not turned yet. Seen now, it costs
-            # nothing; seen after the request went out, it is a 502 or a retry.
+        if not uc.c.is_tls:
+            # A backend closing an idle connection (its idle timeout, or right after a
+            # response it did not mark "close") sends its FIN; it may be in our socket
+            # buffer, unread because the loop has not turned yet. Seen now, it costs one
+            # system call; seen after the request went out, it is a 502 or a retry. (A TLS
+            # connection may hold a session ticket: data that is no sign of a close.)
             r = recv(<int><size_t>uc.c.fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT)
             if r >= 0 or (errno != EAGAIN and errno != EINTR):
                 uc.c.is_closing = 1
@@ -58,7 +60,7 @@ cdef bint _px_open(_Exchange *ex, ProxyUpstream *u, uint64_t now) noexcept nogil
     u.opened += 1
     _px_bind(ex, uc)
     ex.state = _X_CONNECTING
-    ex.deadline_ms = now + ex.conf.connect_timeout_ms
+    _px_deadline(ex, now + ex.conf.connect_timeout_ms)
     c = mg.mg_connect(ex.client.mgr, u.connect_url, <mg.mg_event_handler_t>_px_upstream_event,
                       <void *>uc)
     if c == NULL:
@@ -106,6 +108,9 @@ cdef void _px_upstream_event(mg.mg_connection *u, int ev, void *ev_data) noexcep
         now = (<uint64_t *>ev_data)[0]
         if ex == NULL and uc.idle and now - uc.idle_since_ms >= uc.conf.idle_timeout_ms:
             u.is_closing = 1  # before the backend's own idle timeout closes it under us
+        elif (ex != NULL and ex.client == NULL and ex.deadline_ms
+              and now >= ex.deadline_ms):
+            u.is_closing = 1  # an orphan whose upstream stalled: MG_EV_CLOSE frees it
         return
     if ex == NULL:
         if ev == mg.MG_EV_READ and u.recv.len:
@@ -161,7 +166,9 @@ cdef void _px_upstream_closed(_UpConn *uc) noexcept nogil:
         u.n_busy -= 1
         ex.uc = NULL
         uc.ex = NULL
-        if not finalizing:
+        if ex.client == NULL:
+            _px_free(ex)  # an orphan (_px_client_gone): nobody waits for it
+        elif not finalizing:
             _px_upstream_lost(ex, uc, now)
     free(uc)
     # A slot of the pool is free: the first request waiting for this upstream takes it.
@@ -203,10 +210,8 @@ cdef void _px_unqueue(_Exchange *ex) noexcept nogil:
 
 
 cdef void _px_upstream_lost(_Exchange *ex, _UpConn *uc, uint64_t now) noexcept nogil:
-    """uc closed while serving ex."""
+    """uc closed while serving ex (which has its client)."""
     cdef bint nothing_sent
-    if ex.client == NULL:
-        return
     if ex.state == _X_CONNECTING:
         _px_failed(ex.conf, ex.up, now)
         ex.fail_status = 502

@@ -10,9 +10,6 @@ cdef void _px_upstream_read(_Exchange *ex, uint64_t now) noexcept nogil:
     cdef HttpGuard *g = ex.g
     cdef PxResp r
     cdef int rc
-    if c == NULL:
-        u.is_closing = 1
-        return
     if ex.state == _X_TUNNEL:
         _px_tunnel_down(ex, False)
         return
@@ -25,7 +22,17 @@ cdef void _px_upstream_read(_Exchange *ex, uint64_t now) noexcept nogil:
                 _px_failed(ex.conf, ex.up, now)
                 u.is_closing = 1
                 _px_detach_upstream(ex)
-                _px_fail(ex, 502, r.why, now)
+                if c == NULL:
+                    _px_free(ex)
+                else:
+                    _px_fail(ex, 502, r.why, now)
+                return
+            if c == NULL and (r.status == 101 or (r.framing == _RF_LENGTH and
+                                                  r.content_length > _PX_ORPHAN_MAX)
+                              or r.framing == _RF_CLOSE):
+                u.is_closing = 1  # an orphan's response too large (or endless) to read
+                _px_detach_upstream(ex)
+                _px_free(ex)
                 return
             if r.status == 101 and ex.upgrade:
                 _px_start_tunnel(ex, &r, now)
@@ -47,17 +54,18 @@ cdef void _px_upstream_read(_Exchange *ex, uint64_t now) noexcept nogil:
         ex.ck_state = _CK_SIZE
         ex.up_close = (r.tokens.close or (r.http10 and not r.tokens.keep_alive)
                        or r.framing == _RF_CLOSE)
-        if r.framing == _RF_CHUNKED or r.framing == _RF_CLOSE:
-            if g.flags & _GF_HTTP10:
-                # An HTTP/1.0 client knows no chunks: the close ends its body.
-                g.flags = (g.flags | _GF_CLOSE) & ~_GF_KEEPALIVE
-            else:
-                ex.chunk_out = True
-        g.resp_status = r.status
-        _px_response_head(c, g, u.recv.buf, &r, ex.conf, ex.chunk_out, False)
+        if c != NULL:
+            if r.framing == _RF_CHUNKED or r.framing == _RF_CLOSE:
+                if g.flags & _GF_HTTP10:
+                    # An HTTP/1.0 client knows no chunks: the close ends its body.
+                    g.flags = (g.flags | _GF_CLOSE) & ~_GF_KEEPALIVE
+                else:
+                    ex.chunk_out = True
+            g.resp_status = r.status
+            _px_response_head(c, g, u.recv.buf, &r, ex.conf, ex.chunk_out, False)
         mg.mg_iobuf_del(&u.recv, 0, r.head_len)
         ex.state = _X_RESPONSE
-        ex.deadline_ms = now + ex.conf.read_timeout_ms
+        _px_deadline(ex, now + ex.conf.read_timeout_ms)
     _px_relay(ex, now, False, False)
 
 
@@ -66,6 +74,9 @@ cdef void _px_chunk_out(mg.mg_connection *c, _Exchange *ex, const void *data,
     cdef char line[24]
     cdef PxBuf b
     if n == 0:
+        return
+    if c == NULL:
+        ex.resp_body += n  # an orphan's: thrown away
         return
     if ex.chunk_out:
         memset(&b, 0, sizeof(PxBuf))
@@ -91,11 +102,12 @@ cdef void _px_relay(_Exchange *ex, uint64_t now, bint upstream_eof,
     cdef bint done = ex.framing == _RF_NONE
     cdef int broken = 0
     if u != NULL:
-        while not done and u.recv.len and (flush_all or c.send.len < _STREAM_HIGH):
+        while not done and u.recv.len and (flush_all or c == NULL or c.send.len < _STREAM_HIGH):
             b = u.recv.buf
             if ex.framing == _RF_LENGTH:
                 n = u.recv.len if u.recv.len < ex.resp_left else ex.resp_left
-                mg.mg_send(c, b, n)
+                if c != NULL:
+                    mg.mg_send(c, b, n)
                 ex.resp_body += n
                 mg.mg_iobuf_del(&u.recv, 0, n)
                 ex.resp_left -= n
@@ -164,14 +176,32 @@ cdef void _px_relay(_Exchange *ex, uint64_t now, bint upstream_eof,
             _px_log(ex, 0, ex.fail_why)
             u.is_closing = 1
             _px_detach_upstream(ex)
-            _px_abort_client(ex)
+            if c == NULL:
+                _px_free(ex)
+            else:
+                _px_abort_client(ex)
             return
     if upstream_eof and ex.framing == _RF_CLOSE:
         done = True
+    if c == NULL and not done and ex.resp_body > _PX_ORPHAN_MAX:
+        broken = 1  # an orphan that sends more than it may: not worth its connection
+    if c == NULL and (done or broken):
+        if broken or (u != NULL and u.recv.len):
+            _px_detach_upstream(ex)
+        else:
+            _px_release(ex, now)
+        _px_free(ex)
+        return
     if done:
         if u != NULL and u.recv.len:
             ex.up_close = True  # bytes after the end of the response: not to be trusted
         _px_finish(ex, now)
+        return
+    if c == NULL:
+        if u != NULL and u.is_full:
+            u.is_full = 0
+            _apply_is_full(u)
+        _px_deadline(ex, now + ex.conf.read_timeout_ms)
         return
     if u != NULL:
         # Back-pressure: while the client has not taken what waits, the upstream is not read
@@ -180,12 +210,12 @@ cdef void _px_relay(_Exchange *ex, uint64_t now, bint upstream_eof,
             if not u.is_full:
                 u.is_full = 1
                 _apply_is_full(u)
-            ex.deadline_ms = 0
+            _px_deadline(ex, 0)
         else:
             if u.is_full:
                 u.is_full = 0
                 _apply_is_full(u)
-            ex.deadline_ms = now + ex.conf.read_timeout_ms
+            _px_deadline(ex, now + ex.conf.read_timeout_ms)
 
 
 cdef void _px_start_tunnel(_Exchange *ex, PxResp *r, uint64_t now) noexcept nogil:
@@ -199,7 +229,7 @@ cdef void _px_start_tunnel(_Exchange *ex, PxResp *r, uint64_t now) noexcept nogi
     _px_response_head(c, g, u.recv.buf, r, ex.conf, False, True)
     mg.mg_iobuf_del(&u.recv, 0, r.head_len)
     ex.state = _X_TUNNEL
-    ex.deadline_ms = 0
+    _px_deadline(ex, 0)
     ex.up_close = True
     _metrics_websocket(c, g)
     g.phase = _PH_TUNNEL

@@ -9,9 +9,6 @@ cdef enum:
 
 cdef enum:
     _PX_MAX_UPSTREAMS = 64  # an exchange remembers the upstreams it tried in one uint64_t
-    # A pooled connection idle longer than this is checked for a FIN before it is reused:
-    # a backend closing its idle connections is the classic source of random 502s.
-    _PX_PEEK_AFTER_MS = 50
 
 
 cdef struct ProxyUpstream:
