@@ -57,3 +57,23 @@ def test_a_certificate_the_proxy_does_not_trust_is_a_502(
     if status == 502:
         assert "certificate was refused" in caplog.text, caplog.text
         assert up.seen == []
+
+
+def test_clients_over_tls_reach_a_plain_upstream(upstream: Any, proxy: Any) -> None:
+    import socket
+    import ssl
+
+    ca = certs.CA()
+    leaf = ca.issue(("127.0.0.1",))
+    up = upstream()
+    p = proxy({"/": up.url}, tls=TlsOpts(cert=leaf.cert_pem, key=leaf.key_pem()))
+    context = ssl.create_default_context(cadata=ca.cert_pem.decode())
+    with socket.create_connection(("127.0.0.1", p.port), timeout=10) as raw:
+        with context.wrap_socket(raw, server_hostname="127.0.0.1") as sock:
+            sock.sendall(b"GET /secure HTTP/1.1\r\nHost: shop.example\r\n"
+                         b"Connection: close\r\n\r\n")
+            got = b""
+            while chunk := sock.recv(65536):
+                got += chunk
+    assert got.startswith(b"HTTP/1.1 200 OK\r\n") and got.endswith(b"up GET /secure\n")
+    assert up.seen[0].header("X-Forwarded-Proto") == "https"

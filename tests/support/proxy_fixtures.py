@@ -46,8 +46,8 @@ def proxy() -> Iterator[Callable[..., Proxy]]:
     made: list[Proxy] = []
 
     def make(routes: Any = (), app: Any = None, limits: dict[str, Any] | None = None,
-             **options: Any) -> Proxy:
-        p = Proxy(ReverseProxy(routes, **options), app, **(limits or {}))
+             tls: Any = None, **options: Any) -> Proxy:
+        p = Proxy(ReverseProxy(routes, **options), app, tls, **(limits or {}))
         made.append(p)
         return p
 

@@ -161,7 +161,7 @@ class Proxy:
     """A Manager on a thread with `proxy` attached, answering `app` (a raw handler) for the
     paths no route takes."""
 
-    def __init__(self, proxy: ReverseProxy, app: Answer | None = None,
+    def __init__(self, proxy: ReverseProxy, app: Answer | None = None, tls: Any = None,
                  **limits: Any) -> None:
         from cymongoose import Manager
 
@@ -169,7 +169,9 @@ class Proxy:
         self.refusals: list[tuple[int, str, str, int]] = []
 
         def handler(conn: Connection, ev: int, msg: Any) -> None:
-            if ev == MG_EV_HTTP_MSG:
+            if ev == MG_EV_ACCEPT and tls is not None:
+                conn.tls_init(tls)
+            elif ev == MG_EV_HTTP_MSG:
                 if app is not None:
                     app(conn, msg)
                 else:
@@ -179,7 +181,8 @@ class Proxy:
         manager.refusal_handler = self._refused
         proxy.attach(manager)
         self.thread = PollThread(manager, poll_ms=5, name="proxy")
-        conn = manager.listen(f"http://{HOST}:0", handler, **limits)
+        scheme = "https" if tls is not None else "http"
+        conn = manager.listen(f"{scheme}://{HOST}:0", handler, **limits)
         self.port = int(conn.local_addr[1])
         self.thread.start()
 
