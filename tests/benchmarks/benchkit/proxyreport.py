@@ -41,23 +41,14 @@ def _median(values: list[Any]) -> float | None:
 
 
 def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
-    grouped: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    for run in runs:
-        grouped.setdefault(run["contender"], {}).setdefault(run["phase"], []).append(run)
     summary: dict[str, dict[str, dict[str, Any]]] = {}
-    for name, phases in grouped.items():
+    for name, phases in report.grouped(runs).items():
         for phase, all_runs in phases.items():
             valid = [r for r in all_runs if r["valid"]]
-            s: dict[str, Any] = {
-                "runs": len(all_runs), "valid_runs": len(valid),
-                "invalid_reasons": sorted({r["invalid_reason"] for r in all_runs
-                                           if not r["valid"]}),
-                # Errors of every run, valid or not: a proxy that drops clients shows here.
-                "socket_errors": sum(sum(r["socket_errors"].values()) for r in all_runs),
-                "non2xx": sum(r["non2xx"] for r in all_runs),
-                "backend_opened_max": max((r.get("backend_opened", 0) for r in all_runs),
-                                          default=0),
-            }
+            # Errors of every run, valid or not: a proxy that drops clients shows there.
+            s: dict[str, Any] = report.run_counts(all_runs)
+            s["backend_opened_max"] = max((r.get("backend_opened", 0) for r in all_runs),
+                                          default=0)
             if valid:
                 s.update({k: _median([r.get(k) for r in valid]) for k in MEDIANS})
                 s["rps_min"] = min(r["rps"] for r in valid)

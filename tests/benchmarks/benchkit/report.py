@@ -124,21 +124,31 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
+def grouped(runs: list[dict[str, Any]]) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """The runs by contender, then by phase."""
+    out: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for run in runs:
         out.setdefault(run["contender"], {}).setdefault(run["phase"], []).append(run)
+    return out
+
+
+def run_counts(all_runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """What every summary cell starts with: the runs, how many were valid and why the others
+    were not, and the errors of every run, valid or not."""
+    return {
+        "runs": len(all_runs), "valid_runs": sum(1 for r in all_runs if r["valid"]),
+        "invalid_reasons": sorted({r["invalid_reason"] for r in all_runs if not r["valid"]}),
+        "socket_errors": sum(sum(r["socket_errors"].values()) for r in all_runs),
+        "non2xx": sum(r["non2xx"] for r in all_runs),
+    }
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     summary: dict[str, dict[str, Any]] = {}
-    for name, phases in out.items():
+    for name, phases in grouped(runs).items():
         for phase, all_runs in phases.items():
             valid = [r for r in all_runs if r["valid"]]
-            s: dict[str, Any] = {
-                "runs": len(all_runs), "valid_runs": len(valid),
-                "invalid_reasons": sorted({r["invalid_reason"] for r in all_runs
-                                           if not r["valid"]}),
-                "socket_errors": sum(sum(r["socket_errors"].values()) for r in all_runs),
-                "non2xx": sum(r["non2xx"] for r in all_runs),
-            }
+            s: dict[str, Any] = run_counts(all_runs)
             if valid:
                 for key in ("rps", "bytes_per_s", "p50_us", "p99_us", "server_cpu_us_per_req",
                             "server_cpu_util", "client_cpu_util", "overhead_us_per_req"):
