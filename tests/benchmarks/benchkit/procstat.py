@@ -149,6 +149,26 @@ def settle(port: int, timeout: float = 5.0) -> None:
     time.sleep(0.2)
 
 
+def wait_cpu_quiet(cpu: int | None, busy_below: float = 0.1, window: float = 0.2,
+                   timeout: float = 15.0) -> float:
+    """Wait until `cpu` was busy less than `busy_below` of a `window` (the previous
+    contender done with what a load left it: closing thousands of connections, a garbage
+    collector), at most `timeout` seconds; the last window's busy fraction. A run that
+    starts on a CPU still busy pays for its predecessor."""
+    deadline = time.monotonic() + timeout
+    while True:
+        before = cpu_times(cpu)
+        time.sleep(window)
+        after = cpu_times(cpu)
+        if not before or not after:
+            return 0.0
+        d = {k: after[k] - before[k] for k in after}
+        total = sum(d.values())
+        busy = 1.0 - (d["idle"] + d["iowait"]) / total if total > 0 else 0.0
+        if busy < busy_below or time.monotonic() > deadline:
+            return busy
+
+
 def rss_of(pid: int) -> int:
     """VmRSS of one process in bytes (0 once it has gone)."""
     return _status_kib(pid, "VmRSS") * 1024

@@ -5,7 +5,9 @@ clients.
 All proxies and backends start together; each proxy's answers (both sizes, keep-alive) are
 checked through it before and after the load. Then, per round, per load and size, each proxy
 in turn gets one wrk run (the first round warms each up at that load and size just before):
-rounds are interleaved as in the hello phase. Proxies run on the server CPU like every
+rounds are interleaved as in the hello phase, each starting with the next proxy, and a run
+starts once the server CPU is quiet (a proxy may still be busy after 10,000 clients left,
+which the next run on that CPU would pay for). Proxies run on the server CPU like every
 contender; the backends share the client CPU with wrk, so a proxy has a core to itself (the
 runs record how busy wrk and the backend were, to tell when that side was the limit). The
 backend's counters give, under the load and then while the clients leave, the connections
@@ -106,6 +108,7 @@ def measure(bench: Any, pair: Pair, size: tuple[str, str, bytes, str], clients: 
             bench.exclude(pair.name, "wrk failed", f"warm-up of {phase}: {exc}")
             return
         procstat.settle(pair.proxy.port, timeout=15)
+    procstat.wait_cpu_quiet(bench.server_cpu)
     before = pair.backend.stats()
     cpu_before = procstat.sample(pair.backend.running.pid)
     # The counters are read three times: before, just before wrk stops (what the proxy did
@@ -154,9 +157,11 @@ def run(bench: Any, group: list[ck.Contender], loads: list[int]) -> None:
     pairs = [p for p in (start(bench, c, exe) for c in group) if p is not None]
     script = bench.script("proxy", [])
     for rnd in range(1, bench.args.rounds + 1):
+        # Each round starts with another proxy, so none always follows the same one.
+        turn = pairs[(rnd - 1) % len(pairs):] + pairs[:(rnd - 1) % len(pairs)] if pairs else []
         for clients in loads:
             for size in SIZES:
-                for pair in pairs:
+                for pair in turn:
                     if bench.ok(pair.name):
                         measure(bench, pair, size, clients, rnd, script)
     for pair in pairs:
