@@ -212,7 +212,6 @@ cdef void _px_begin(mg.mg_connection *c, HttpGuard *g, ProxyConf *conf, ProxyGro
     ex.head_req = (g.flags & _GF_HEAD) != 0
     ex.idempotent = _px_idempotent(hm.method.buf, hm.method.len)
     ex.chunk_up = g.body_kind == _BODY_CHUNKED
-    ex.upgrade = _px_is_upgrade(&hm)
     n = 0
     while n < head_len and n < sizeof(ex.line) - 1 and c.recv.buf[n] != 13:
         ex.line[n] = <char>c.recv.buf[n]
@@ -257,31 +256,13 @@ cdef void _px_begin(mg.mg_connection *c, HttpGuard *g, ProxyConf *conf, ProxyGro
     _px_acquire(ex, now)
 
 
-cdef bint _px_is_upgrade(mg.mg_http_message *hm) noexcept nogil:
-    cdef PxTokens t
-    cdef bint has_upgrade = False
-    cdef int i
-    memset(&t, 0, sizeof(PxTokens))
-    for i in range(mg.MG_MAX_HTTP_HEADERS):
-        if hm.headers[i].name.len == 0:
-            break
-        if _px_kind(<const unsigned char *>hm.headers[i].name.buf,
-                    hm.headers[i].name.len) == _FK_CONNECTION:
-            _px_tokens(&t, <const unsigned char *>hm.headers[i].value.buf,
-                       hm.headers[i].value.len)
-        elif _ieq(<const unsigned char *>hm.headers[i].name.buf, hm.headers[i].name.len,
-                  b"upgrade"):
-            has_upgrade = True
-    return t.upgrade and has_upgrade
-
-
 cdef bint _px_build_head(_Exchange *ex, mg.mg_http_message *hm) noexcept nogil:
     # Built against the first member; _px_acquire rebuilds it when a member with its own
     # path or authority is chosen (rare: members of one mount usually look alike).
     cdef ProxyUpstream *u = ex.only if ex.only != NULL else ex.grp.members[0]
     free(ex.head.p)
     memset(&ex.head, 0, sizeof(PxBuf))
-    return _px_request_head(&ex.head, ex.client, ex.g, hm, ex.conf, ex.grp, u, ex.upgrade)
+    return _px_request_head(&ex.head, ex.client, ex.g, hm, ex.conf, ex.grp, u, &ex.upgrade)
 
 
 cdef void _px_acquire(_Exchange *ex, uint64_t now) noexcept nogil:

@@ -167,8 +167,10 @@ cdef void _px_client_ip(mg.mg_connection *c, char *out) noexcept nogil:
 
 cdef bint _px_request_head(PxBuf *b, mg.mg_connection *c, HttpGuard *g,
                            mg.mg_http_message *hm, const ProxyConf *conf, ProxyGroup *grp,
-                           ProxyUpstream *u, bint upgrade) noexcept nogil:
-    """Write the request head for upstream `u` into b. False when out of memory."""
+                           ProxyUpstream *u, bint *upgrade) noexcept nogil:
+    """Write the request head for upstream `u` into b; `upgrade`: whether it asks for a
+    protocol switch (Connection: upgrade and an Upgrade field, both passed on). False when
+    out of memory."""
     cdef PxTokens tokens
     cdef bint trusted = _px_trusted(conf, c)
     cdef int i, kind
@@ -253,7 +255,8 @@ cdef bint _px_request_head(PxBuf *b, mg.mg_connection *c, HttpGuard *g,
         _pb_add(b, b"\r\n", 2)
     elif g.body_kind == _BODY_CHUNKED:
         _pb_str(b, b"Transfer-Encoding: chunked\r\n")
-    if upgrade and upgrade_value != NULL:
+    upgrade[0] = tokens.upgrade and upgrade_value != NULL
+    if upgrade[0]:
         _pb_str(b, b"Connection: upgrade\r\nUpgrade: ")
         _pb_add(b, upgrade_value.buf, upgrade_value.len)
         _pb_add(b, b"\r\n", 2)
