@@ -4,51 +4,35 @@ file; through the proxy no request fails and each reaches nginx once."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.cli_run import port_open
 from support.http_client import HttpConnection
+from support.nginx import start_nginx, stop_nginx
 from support.ports import HOST, free_port
 
 from conftest import tool_env, wait_until
 
 pytestmark = pytest.mark.timeout(60)  # nginx: tools/debian-packages.txt
 
-NGINX_CONF = """
-{user}
-worker_processes 1;
-error_log stderr warn;
-pid {tmp}/nginx.pid;
-events {{ worker_connections 64; }}
-http {{
+NGINX_HTTP = """
     access_log {tmp}/access.log;
-    client_body_temp_path {tmp}/body;
     keepalive_timeout 150ms;
     server {{
         listen {host}:{port};
         location /file {{ alias {tmp}/file.bin; }}
         location / {{ return 200 "nginx $request_method $request_uri\\n"; }}
     }}
-}}
 """
 
 
 def test_nginx_closing_idle_connections_costs_no_request(proxy: Any, tmp_path: Path) -> None:
     port = free_port()
     (tmp_path / "file.bin").write_bytes(bytes(range(256)) * 1024)  # 256 KiB
-    (tmp_path / "nginx.conf").write_text(NGINX_CONF.format(
-        user="user root;" if os.geteuid() == 0 else "", tmp=tmp_path, host=HOST, port=port))
-    nginx = subprocess.Popen(
-        [shutil.which("nginx") or "/usr/sbin/nginx", "-p", str(tmp_path), "-c",
-         str(tmp_path / "nginx.conf"), "-g", "daemon off;"],
-        env=tool_env(), stderr=subprocess.PIPE, text=True)
+    nginx = start_nginx(tmp_path, NGINX_HTTP.format(tmp=tmp_path, host=HOST, port=port), port,
+                        tool_env())
     try:
-        assert wait_until(lambda: port_open(port), 10), nginx.stderr
         p = proxy({"/": f"http://{HOST}:{port}"}, idle_timeout=30)
         with HttpConnection(p.port) as client:
             for i in range(4):
@@ -60,8 +44,7 @@ def test_nginx_closing_idle_connections_costs_no_request(proxy: Any, tmp_path: P
             resp = client.request("GET", "/file")
             assert resp.body == bytes(range(256)) * 1024
     finally:
-        nginx.terminate()
-        nginx.wait(10)
+        stop_nginx(nginx)
     lines = (tmp_path / "access.log").read_text().splitlines()
     assert [line.split('"')[1].split()[:2] for line in lines] == [
         ["GET", "/n0"], ["POST", "/n1"], ["GET", "/n2"], ["POST", "/n3"], ["GET", "/file"]]

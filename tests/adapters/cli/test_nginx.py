@@ -6,31 +6,19 @@ from a peer that talks to an instance directly."""
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-from support.cli_run import CLI, port_open, proxied_get, self_signed_cert, unix_answers
+from support.cli_run import CLI, proxied_get, self_signed_cert, unix_answers
+from support.nginx import start_nginx, stop_nginx
 from support.ports import free_port
 
 from conftest import tool_env, wait_until
 
 pytestmark = pytest.mark.timeout(60)  # nginx: tools/debian-packages.txt
 
-NGINX_CONF = """
-{user}
-worker_processes 1;
-error_log stderr warn;
-pid {tmp}/nginx.pid;
-events {{ worker_connections 256; }}
-http {{
+NGINX_HTTP = """
     access_log off;
-    client_body_temp_path {tmp}/body;
-    proxy_temp_path {tmp}/proxy;
-    fastcgi_temp_path {tmp}/fastcgi;
-    uwsgi_temp_path {tmp}/uwsgi;
-    scgi_temp_path {tmp}/scgi;
     upstream cymongoose {{
         server 127.0.0.1:{tcp_port};
         server unix:{uds};
@@ -50,7 +38,6 @@ http {{
             proxy_set_header X-Forwarded-Proto $scheme;
         }}
     }}
-}}
 """
 
 
@@ -65,14 +52,9 @@ def test_nginx_in_front_of_a_tcp_and_a_unix_instance(tmp_path: Path) -> None:
     try:
         tcp.wait_http(tcp_port)
         assert wait_until(lambda: os.path.exists(uds) and unix_answers(uds), 20), unix.err
-        (tmp_path / "nginx.conf").write_text(NGINX_CONF.format(
-            user="user root;" if os.geteuid() == 0 else "", tmp=tmp_path, uds=uds,
-            tcp_port=tcp_port, http_port=http_port, https_port=https_port))
-        nginx = subprocess.Popen(
-            [shutil.which("nginx") or "/usr/sbin/nginx", "-p", str(tmp_path), "-c",
-             str(tmp_path / "nginx.conf"), "-g", "daemon off;"],
-            env=tool_env(), stderr=subprocess.PIPE, text=True)
-        assert wait_until(lambda: port_open(http_port), 10), nginx.stderr
+        nginx = start_nginx(tmp_path, NGINX_HTTP.format(
+            tmp=tmp_path, uds=uds, tcp_port=tcp_port, http_port=http_port,
+            https_port=https_port), http_port, tool_env())
 
         pids = set()
         for _ in range(6):  # round robin over both instances
@@ -89,8 +71,6 @@ def test_nginx_in_front_of_a_tcp_and_a_unix_instance(tmp_path: Path) -> None:
                                                    "X-Forwarded-Proto: https\r\n")
         assert body.decode().split("|")[1:3] == ["127.0.0.5", "http"]
     finally:
-        if nginx is not None:
-            nginx.terminate()
-            nginx.wait(10)
+        stop_nginx(nginx)
         assert tcp.stop() == 0, tcp.err
         assert unix.stop() == 0, unix.err

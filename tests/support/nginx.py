@@ -1,0 +1,53 @@
+"""Debian's nginx (tools/debian-packages.txt) as a test peer: one worker, its files and temp
+directories in the test's folder, in the foreground, given only its `http { ... }` body."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from .cli_run import port_open
+
+_MAIN = """
+{user}
+worker_processes 1;
+error_log stderr warn;
+pid {tmp}/nginx.pid;
+events {{ worker_connections 256; }}
+http {{
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+{http}
+}}
+"""
+
+
+def start_nginx(tmp: Path, http: str, port: int, env: dict[str, str],
+                timeout: float = 10.0) -> subprocess.Popen[str]:
+    """nginx with `http` as its http block's body, once it accepts on `port`; AssertionError
+    with its stderr if it does not within `timeout`."""
+    conf = tmp / "nginx.conf"
+    conf.write_text(_MAIN.format(user="user root;" if os.geteuid() == 0 else "", tmp=tmp,
+                                 http=http))
+    proc = subprocess.Popen(
+        [shutil.which("nginx") or "/usr/sbin/nginx", "-p", str(tmp), "-c", str(conf), "-g",
+         "daemon off;"], env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + timeout
+    while not port_open(port):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"nginx did not listen on {port}: {proc.communicate()[1]}")
+        time.sleep(0.05)
+    return proc
+
+
+def stop_nginx(proc: subprocess.Popen[str] | None) -> None:
+    if proc is not None:
+        proc.terminate()
+        proc.wait(10)
