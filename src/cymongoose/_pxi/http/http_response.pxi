@@ -277,8 +277,9 @@ cdef int _check_writing(Connection conn) except -1:
     return 0
 
 
-cdef int _send_chunk_size(mg.mg_connection *c, size_t n) except -1:
-    cdef char line[24]
+cdef int _chunk_size_line(char *line, size_t n) noexcept nogil:
+    """Write "<hex n>\r\n" at the end of line[24] (the reverse proxy's chunks too); where
+    it starts. It ends at line + 23."""
     cdef int k = 20
     line[21] = 13
     line[22] = 10
@@ -288,6 +289,12 @@ cdef int _send_chunk_size(mg.mg_connection *c, size_t n) except -1:
         if n == 0:
             break
         k -= 1
+    return k
+
+
+cdef int _send_chunk_size(mg.mg_connection *c, size_t n) except -1:
+    cdef char line[24]
+    cdef int k = _chunk_size_line(line, n)
     if not mg.mg_send(c, &line[k], <size_t>(23 - k)):
         raise RuntimeError("out of memory for the send buffer")
     return 0

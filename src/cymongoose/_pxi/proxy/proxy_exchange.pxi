@@ -366,7 +366,7 @@ cdef void _px_pump_request(_Exchange *ex) noexcept nogil:
     cdef mg.mg_connection *u
     cdef size_t n
     cdef char line[24]
-    cdef PxBuf sizeline
+    cdef int k
     if (c == NULL or ex.uc == NULL or ex.req_done or
             (ex.state != _X_REQUEST and ex.state != _X_RESPONSE)):
         return
@@ -374,13 +374,9 @@ cdef void _px_pump_request(_Exchange *ex) noexcept nogil:
     while g.body_ready and u.send.len < _STREAM_HIGH and not u.is_closing:
         n = g.body_ready
         if ex.chunk_up:
-            memset(&sizeline, 0, sizeof(PxBuf))
-            sizeline.p = line
-            sizeline.size = sizeof(line)
-            _pb_num(&sizeline, n, True)
-            _pb_add(&sizeline, b"\r\n", 2)
-            mg.mg_send(u, line, sizeline.len)
-            ex.queued += sizeline.len
+            k = _chunk_size_line(line, n)
+            mg.mg_send(u, &line[k], <size_t>(23 - k))
+            ex.queued += <size_t>(23 - k)
         mg.mg_send(u, c.recv.buf + g.body_base, n)
         ex.queued += n
         if ex.chunk_up:
@@ -459,11 +455,11 @@ cdef void _px_fail(_Exchange *ex, int status, const char *why, uint64_t now) noe
     strcpy(body, reason)
     strcat(body, b"\n")
     _pb_str(&b, b"HTTP/1.1 ")
-    _pb_num(&b, <size_t>status, False)
+    _pb_num(&b, <size_t>status)
     _pb_str(&b, b" ")
     _pb_str(&b, reason)
     _pb_str(&b, b"\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ")
-    _pb_num(&b, strlen(body), False)
+    _pb_num(&b, strlen(body))
     if not (g.flags & _GF_BODY_DONE):
         g.flags |= _GF_CLOSE  # the rest of the body will not be read: the connection ends
     if g.flags & _GF_CLOSE:

@@ -59,14 +59,13 @@ cdef inline void _pb_str(PxBuf *b, const char *s) noexcept nogil:
     _pb_add(b, s, strlen(s))
 
 
-cdef void _pb_num(PxBuf *b, size_t value, bint hexa) noexcept nogil:
+cdef void _pb_num(PxBuf *b, size_t value) noexcept nogil:
     cdef char digits[24]
     cdef int i = 24
-    cdef size_t base = 16 if hexa else 10
     while True:
         i -= 1
-        digits[i] = b"0123456789abcdef"[value % base]
-        value //= base
+        digits[i] = <char>(48 + value % 10)
+        value //= 10
         if value == 0:
             break
     _pb_add(b, digits + i, 24 - i)
@@ -251,7 +250,7 @@ cdef bint _px_request_head(PxBuf *b, mg.mg_connection *c, HttpGuard *g,
         _pb_add(b, b"\r\n", 2)
     if g.body_kind == _BODY_LENGTH:
         _pb_str(b, b"Content-Length: ")
-        _pb_num(b, g.content_length, False)
+        _pb_num(b, g.content_length)
         _pb_add(b, b"\r\n", 2)
     elif g.body_kind == _BODY_CHUNKED:
         _pb_str(b, b"Transfer-Encoding: chunked\r\n")

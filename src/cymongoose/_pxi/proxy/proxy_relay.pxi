@@ -72,19 +72,15 @@ cdef void _px_upstream_read(_Exchange *ex, uint64_t now) noexcept nogil:
 cdef void _px_chunk_out(mg.mg_connection *c, _Exchange *ex, const void *data,
                         size_t n) noexcept nogil:
     cdef char line[24]
-    cdef PxBuf b
+    cdef int k
     if n == 0:
         return
     if c == NULL:
         ex.resp_body += n  # an orphan's: thrown away
         return
     if ex.chunk_out:
-        memset(&b, 0, sizeof(PxBuf))
-        b.p = line
-        b.size = sizeof(line)
-        _pb_num(&b, n, True)
-        _pb_add(&b, b"\r\n", 2)
-        mg.mg_send(c, line, b.len)
+        k = _chunk_size_line(line, n)
+        mg.mg_send(c, &line[k], <size_t>(23 - k))
     mg.mg_send(c, data, n)
     if ex.chunk_out:
         mg.mg_send(c, b"\r\n", 2)
