@@ -85,6 +85,8 @@ def read_sample(pid: int, t0: float) -> Sample | None:
     except (FileNotFoundError, ProcessLookupError):
         return None
     fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    if "VmRSS" not in fields:
+        return None  # a zombie (exited, not reaped yet) has no memory lines: it is gone
     return Sample(round(time.monotonic() - t0, 2), int(fields["VmRSS"].split()[0]), fds,
                   int(fields["Threads"]))
 
