@@ -38,6 +38,9 @@ cdef struct GilSlot:
     # The poll thread's saved state while mg_mgr_poll() runs without the GIL. The first
     # callback of an iteration restores it and sets it to NULL, so the rest of the iteration
     # dispatches with the GIL held (one acquisition per poll, not one per event).
+    # First member, used by mongoose.c (build_fixes.py PARKING): the heap of idle
+    # connections taken off mgr->conns until their deadline.
+    mg.cym_parking parked
     PyThreadState *saved
     void *manager  # borrowed Manager that embeds this slot
     bint finalizing  # the Manager is being deallocated: bookkeeping only, no Python calls
@@ -83,9 +86,10 @@ cdef struct HttpGuard:
     # and c->pfn_data points at it while the guard is the connection's protocol handler, so
     # the guard runs without the GIL. Valid until MG_EV_CLOSE, which unbinds the Connection
     # only after the guard's last call (mg_call runs pfn before fn).
-    # First member, read by mongoose.c (build_fixes.py QUIET_SKIP): until when the loop may
-    # skip this connection's MG_EV_POLL (0: never). Only set while it needs nothing.
-    uint64_t quiet_until_ms
+    # First member, used by mongoose.c (build_fixes.py QUIET_SKIP and PARKING): until when
+    # the loop may skip this connection's MG_EV_POLL (0: never), only set while it needs
+    # nothing, and whether it may wait off the loop's list (parked) meanwhile.
+    mg.cym_quiet quiet
     const HttpLimits *limits  # the Connection's own _limits
     uint64_t started_ms  # accept time: first-request and TLS handshake clocks
     uint64_t deadline_ms  # when the current phase times out (0: never)

@@ -42,4 +42,29 @@ char *cym_sntp_flag(struct mg_connection *c);
    them (no MG_EV_POLL) while they have no I/O and nothing to send. */
 extern mg_event_handler_t cym_quiet_pfn;
 
+/* Defined by vendor/mongoose/build_fixes.py (PARKING), where their layout is exported as
+   cym_park_layout (checked against these at import): the head of an HttpGuard, through
+   which an idle connection leaves mgr->conns for a heap on its deadline, and the head of the
+   GilSlot (mgr->userdata), which holds that heap. */
+struct cym_quiet {
+  uint64_t until;
+  size_t slot;
+  int park;
+};
+struct cym_parking {
+  struct mg_connection **heap;
+  size_t len, cap;
+};
+extern const size_t cym_park_layout[4];
+void cym_unpark(struct mg_connection *c);
+struct mg_connection *cym_parked_find(struct mg_mgr *mgr, unsigned long id);
+struct mg_connection *cym_parked_at(struct mg_mgr *mgr, size_t i);
+int cym_parked_wait_ms(struct mg_mgr *mgr, int ms);
+static inline int cym_park_layout_ok(void) {
+  return cym_park_layout[0] == sizeof(struct cym_quiet) &&
+         cym_park_layout[1] == offsetof(struct cym_quiet, slot) &&
+         cym_park_layout[2] == offsetof(struct cym_quiet, park) &&
+         cym_park_layout[3] == sizeof(struct cym_parking);
+}
+
 #endif

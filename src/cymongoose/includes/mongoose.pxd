@@ -449,6 +449,20 @@ cdef extern from "cym_extra.h" nogil:
     # build_fixes.py QUIET_SKIP: the protocol handler whose c->pfn_data starts with a
     # "skip MG_EV_POLL until" time in ms.
     mg_event_handler_t cym_quiet_pfn
+    # build_fixes.py PARKING: an idle connection parked off mgr->conns until its deadline or
+    # its next I/O; cym_unpark() puts it back (any Connection method does).
+    struct cym_quiet:
+        uint64_t until  # skip (or park) the connection until then; 0: never
+        size_t slot  # parked: 1 + its index in the heap; 0: in mgr->conns
+        int park  # quiet while it waits for a request: it may leave mgr->conns
+    struct cym_parking:
+        size_t len  # connections parked
+    const size_t cym_park_layout[4]
+    void cym_unpark(mg_connection *c)
+    mg_connection *cym_parked_find(mg_mgr *mgr, unsigned long id)
+    mg_connection *cym_parked_at(mg_mgr *mgr, size_t i)
+    int cym_parked_wait_ms(mg_mgr *mgr, int ms)
+    int cym_park_layout_ok()  # these declarations match mongoose.c's
 
 
 cdef extern from "cym_tls.h" nogil:

@@ -38,6 +38,10 @@ cdef class Connection:
     cdef int _ensure_open(self) except -1:
         if self._c == NULL:
             raise RuntimeError(_CLOSED_MSG)
+        if self._guard.quiet.slot:
+            # Parked off the loop's list while idle (build_fixes.py PARKING): whatever this
+            # method does to it (send, close, drain...) is seen by the next poll.
+            mg.cym_unpark(self._c)
         return 0
 
     def __repr__(self):
@@ -53,7 +57,9 @@ cdef class Connection:
     def set_handler(self, handler):
         self._handler = _check_handler(handler, "handler")
         self._skip_poll = False  # the next event reads the new handler's mask
-        self._guard.quiet_until_ms = 0  # and it gets MG_EV_POLL again from the next poll
+        if self._guard.quiet.slot:
+            mg.cym_unpark(self._c)  # back in the loop's list, then
+        self._guard.quiet.until = 0  # it gets MG_EV_POLL again from the next poll
 
     @property
     def id(self):
@@ -184,6 +190,8 @@ cdef class Connection:
         # asyncio's transport.close() does; with nothing queued the close is immediate.
         if self._c == NULL:
             return
+        if self._guard.quiet.slot:
+            mg.cym_unpark(self._c)  # parked while idle: the next poll must see the close
         if self._c.send.len > 0 and not self._c.is_closing:
             self._c.is_draining = 1
         else:

@@ -157,14 +157,24 @@ cdef class Manager:
     def connections(self):
         cdef list out = []
         cdef mg.mg_connection *c = self._mgr.conns if not self._closed else NULL
+        cdef size_t parked = 0
         while c != NULL:
-            # Only connections that run our callback and are bound: never Mongoose's own
-            # wakeup pipe or DNS sockets.
-            if c.fn == _on_event and c.fn_data != NULL and (<Connection>c.fn_data)._c == c:
-                out.append(<Connection>c.fn_data)
+            _add_bound(out, c)
             c = c.next
-        out.reverse()  # creation order
+        # Then the idle ones parked off the list (build_fixes.py PARKING), whose c.next is
+        # stale.
+        c = mg.cym_parked_at(&self._mgr, 0) if not self._closed else NULL
+        while c != NULL:
+            _add_bound(out, c)
+            parked += 1
+            c = mg.cym_parked_at(&self._mgr, parked)
+        out.sort(key=_connection_id)  # creation order: ids only grow
         return tuple(out)
+
+    def _parked(self):
+        """How many idle connections wait off the loop's list (build_fixes.py PARKING); for
+        the tests."""
+        return 0 if self._closed else self._gil.parked.len
 
     @property
     def max_recv_size(self):
@@ -513,12 +523,12 @@ cdef class Manager:
 
     cdef Connection _find(self, unsigned long conn_id):
         cdef mg.mg_connection *c = self._mgr.conns
-        while c != NULL:
-            if c.id == conn_id:
-                if c.fn == _on_event and c.fn_data != NULL:
-                    return <Connection>c.fn_data
-                return None
+        while c != NULL and c.id != conn_id:
             c = c.next
+        if c == NULL:  # not in the loop's list: parked while idle (build_fixes.py PARKING)
+            c = mg.cym_parked_find(&self._mgr, conn_id)
+        if c != NULL and c.fn == _on_event and c.fn_data != NULL:
+            return <Connection>c.fn_data
         return None
 
     cdef void _release_timers(self) noexcept:
@@ -573,13 +583,24 @@ cdef void _release_heap(GilSlot *gil) noexcept nogil:
     mg.cym_release_free_heap()
 
 
+def _connection_id(Connection conn):
+    return conn._c.id
+
+
+cdef inline void _add_bound(list out, mg.mg_connection *c):
+    # Only connections that run our callback and are bound: never Mongoose's own wakeup
+    # pipe or DNS sockets.
+    if c.fn == _on_event and c.fn_data != NULL and (<Connection>c.fn_data)._c == c:
+        out.append(<Connection>c.fn_data)
+
+
 cdef int _wait_budget(mg.mg_mgr *mgr, int timeout_ms) noexcept nogil:
     # Mongoose fires timers only after its I/O wait; cap the wait at the next expiry so a
     # 10 ms timer is not late by a whole poll(100).
     cdef uint64_t now = mg.mg_millis()
     cdef mg.mg_timer *t = mgr.timers
     cdef int64_t due
-    cdef int budget = timeout_ms
+    cdef int budget = mg.cym_parked_wait_ms(mgr, timeout_ms)  # the first parked deadline
     while t != NULL:
         if t.expire == 0:
             due = <int64_t>t.period_ms if not (t.flags & mg.MG_TIMER_RUN_NOW) else 0

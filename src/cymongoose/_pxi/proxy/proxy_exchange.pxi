@@ -92,7 +92,7 @@ cdef inline void _px_deadline(_Exchange *ex, uint64_t when) noexcept nogil:
     # a new one ends that, and the next poll settles the quiet again.
     ex.deadline_ms = when
     if ex.client != NULL:
-        ex.g.quiet_until_ms = 0
+        ex.g.quiet.until = 0  # never parked (park 0): skipped only
 
 
 cdef void _px_quiet(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nogil:
@@ -105,9 +105,11 @@ cdef void _px_quiet(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept no
         return
     if ex.state == _X_QUEUED or ex.state == _X_CONNECTING or (
             ex.state == _X_REQUEST and ex.req_done):
-        g.quiet_until_ms = ex.deadline_ms
+        g.quiet.until = ex.deadline_ms
+        g.quiet.park = 0  # skipped, not parked: the upstream's side writes to it
     elif ex.state == _X_TUNNEL:
-        g.quiet_until_ms = now + 1000
+        g.quiet.until = now + 1000
+        g.quiet.park = 0
 
 
 cdef bint _px_waits_unsent(HttpGuard *g) noexcept nogil:
