@@ -1,9 +1,18 @@
-# Included by the root Makefile. `make bench`: every contender, full length, results/ and the
-# README's Performance block. `make bench-quick`: the subset, results/quick/ (2-3 minutes,
-# and 2-3 more for the proxy phase's short form).
+# Included by the root Makefile. `make bench`: every contender and every phase (hello, static,
+# rss, connections, close, clients256, workers, pythons, proxy, idle), full length, results/ and
+# the README's Performance block. `make bench-quick`: the subset, results/quick/ (2-3 minutes,
+# 2-3 more for the proxy phase's short form, and a few for the short forms of the traffic
+# shapes: close, clients256, and pythons on the project's own Python only).
+# The traffic shapes: --phases close,clients256,workers,pythons; --workers N (the workers
+# phase; it runs only where the machine has N + 2 CPUs); --pythons 3.10,3.12 (the pythons
+# phase; default every CPython 3.10+ of pyenv or PATH, each built under .envs/ once per
+# source tree).
 # Extra runner options: make bench BENCH_ARGS="--only cymongoose-raw,mongoose-c".
 # One phase alone: make bench BENCH_ARGS="--phases proxy" (the reverse proxies, ~12 minutes:
 # results/proxy.json and proxy.md, and the README's block re-rendered with them).
+# BENCH_ARGS="--phases idle": a fresh client's first byte, quiet and with 15,000 idle
+# connections held (--idle-count; 5,000 in the quick form), ours against Mongoose in C and
+# tuned nginx (~5 minutes; quick ~1): results/idle.json and idle.md, the same way.
 BENCH_ARGS ?=
 
 .PHONY: bench bench-quick bench-setup bench-profile bench-ws

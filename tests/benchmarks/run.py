@@ -15,12 +15,26 @@ and reports socket errors and p99 beside req/s. Everything, with every version a
 goes to results/results.json, results.md, results.png/.svg, the README's Performance block
 and the top of docs/performance.md.
 
+The traffic shapes of issue 22 (benchkit/shapes.py, pythons.py; results.json as well, a small
+table each in the README's block): close, every hello server with a new connection per
+request (wrk -H "Connection: close"; CPU per request is the figure there, wrk being the limit
+of req/s); clients256, the Flask and FastAPI servers at 256 keep-alive connections; workers,
+the servers taking {workers} with --workers N processes pinned to N CPUs and wrk to the
+others, only where the machine has N + 2 CPUs (else skipped, saying why); pythons, the app
+servers (ours built per version under .envs/, and the peers) on each CPython of --pythons.
+
 The proxy phase (benchkit/proxyphase.py) puts each reverse proxy (ours, nginx tuned and with
 its default proxy settings, Caddy) in front of a C backend that counts the connections it
 accepts, for a hello and a 100 KiB answer at --proxy-loads and the --scale counts of clients;
 it goes to results/proxy.json and proxy.md (its own run, with its own date) and to a table of
 the README's block. A run of that phase alone rewrites only those, and re-renders the
 README's block with the last results.json.
+
+The idle phase (benchkit/idlephase.py, issue 22) times a fresh client's first byte on each
+server declaring it (ours: raw, WSGI, ASGI; Mongoose in C; tuned nginx), quiet and then with
+--idle-count connections held open that never send a byte, in interleaved rounds, with the
+server's CPU time while they are held; it goes to results/idle.json and idle.md and to a
+table of the README's block, like the proxy phase (`--phases idle` runs it alone).
 
     python tests/benchmarks/run.py [--quick] [--only a,b] [--skip a,b] [--list] ...
     python tests/benchmarks/run.py --report-from results/results.json   # re-render only
@@ -46,7 +60,16 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchkit import contenders as ck  # noqa: E402
-from benchkit import httpcheck, procstat, proxyphase, proxyreport, report  # noqa: E402
+from benchkit import (  # noqa: E402
+    httpcheck,
+    idlephase,
+    idlereport,
+    procstat,
+    proxyphase,
+    proxyreport,
+    report,
+    shapes,
+)
 from benchkit import wrk as wrkmod  # noqa: E402
 from benchkit.appcost import AppCosts  # noqa: E402
 
@@ -64,7 +87,7 @@ LEADING = ["cymongoose-raw", "mongoose-c", "cymongoose-handles", "nginx", "cymon
            "granian-fastapi", "fastapi", "cymongoose-static", "mongoose-c-static", "nginx-static",
            "cymongoose-proxy", "nginx-proxy-tuned", "nginx-proxy-defaults", "caddy-proxy"]
 # The phases whose runs go to results.json; "proxy" has a document of its own (proxy.json).
-MAIN_PHASES = ("app", "hello", "static", "rss", "connections")
+MAIN_PHASES = ("app", "hello", "static", "rss", "connections") + shapes.PHASES
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -90,13 +113,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--scale", default="",
                    help="connection counts of the connections phase (default 1000,10000; "
                         "quick 1000)")
-    p.add_argument("--phases", default=",".join(MAIN_PHASES + ("proxy",)),
+    p.add_argument("--phases", default=",".join(MAIN_PHASES + ("proxy", "idle")),
                    help="which phases to run (comma-separated from app, hello, static, rss, "
-                   "connections, proxy; app: the in-process cost of each selected server's "
-                   "WSGI/ASGI app)")
+                   "connections, close, clients256, workers, pythons, proxy, idle; app: the "
+                   "in-process cost of each selected server's WSGI/ASGI app; close, "
+                   "clients256, workers, pythons: benchkit/shapes.py)")
+    shapes.add_arguments(p)
     p.add_argument("--proxy-loads", default="",
                    help="keep-alive clients of the proxy phase besides the --scale counts "
                    "(default 10,200; quick 10)")
+    p.add_argument("--idle-count", type=int,
+                   help="connections the idle phase holds open (default 15000; quick 5000)")
+    p.add_argument("--idle-probes", type=int, default=400,
+                   help="fresh clients timed by the idle phase, quiet and with them held")
     p.add_argument("--app-seconds", type=float,
                    help="CPU seconds per repeat of the in-process app calls (0.6; quick 0.3)")
     p.add_argument("--app-repeats", type=int,
@@ -117,6 +146,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                               ("app_repeats", 3, 2)):
         if getattr(args, name) is None:
             setattr(args, name, short if quick else full)
+    if args.idle_count is None:
+        args.idle_count = 5000 if quick else 15000
     if args.out is None:
         args.out = BENCH_DIR / "results" / ("quick" if quick else "")
     try:
@@ -257,10 +288,12 @@ class Bench:
             ready.append(c)
         return ready
 
-    def start_checked(self, c: ck.Contender, files: list[Path]) -> ck.Running | None:
+    def start_checked(self, c: ck.Contender, files: list[Path], *, cpu: str | None = None,
+                      values: dict[str, str] | None = None) -> ck.Running | None:
+        """`cpu`, `values`: the workers phase's CPUs ("0-7") and {workers}."""
         try:
-            r = ck.start(c, cpu=self.server_cpu, static_dir=self.static_dir,
-                         run_dir=self.run_dir)
+            r = ck.start(c, cpu=cpu if cpu is not None else self.server_cpu,
+                         static_dir=self.static_dir, run_dir=self.run_dir, values=values)
         except ck.Skip as exc:
             self.exclude(c.name, "failed to start", str(exc))
             return None
@@ -291,32 +324,41 @@ class Bench:
         return wrkmod.write_script(self.scripts_dir / f"{kind}.lua", paths)
 
     def wrk(self, r: ck.Running, script: Path, connections: int, duration: float,
-            label: str, path: str = "/") -> wrkmod.WrkResult:
+            label: str, path: str = "/", *, headers: list[str] | None = None,
+            threads: int = 1, client_cpu: int | str | None = None) -> wrkmod.WrkResult:
+        """`client_cpu`: wrk's CPU(s) instead of self.client_cpu (the workers phase)."""
         return wrkmod.run(f"http://127.0.0.1:{r.port}{path}", script, connections=connections,
-                          duration_s=duration, cpu=self.client_cpu,
+                          duration_s=duration, cpu=client_cpu if client_cpu is not None
+                          else self.client_cpu, threads=threads, headers=headers,
                           raw_out=self.raw_dir / f"{r.contender.name}.{label}.txt")
 
     def measure(self, r: ck.Running, phase: str, rnd: int, connections: int,
-                script: Path, path: str = "/") -> dict[str, Any] | None:
+                script: Path, path: str = "/", *, headers: list[str] | None = None,
+                threads: int = 1, client_cpu: int | str | None = None,
+                server_cpus: list[int] | None = None,
+                extra: dict[str, Any] | None = None) -> dict[str, Any] | None:
         """One wrk run of `phase`, recorded in self.runs; the record, or None if none was
-        made (the server had died, or wrk failed)."""
+        made (the server had died, or wrk failed). `headers`, `threads` and `client_cpu` go to
+        wrk; `server_cpus`: the server's CPUs when not self.server_cpu alone; `extra`: more
+        fields of the record (the workers, the Python)."""
         name = r.contender.name
         if not r.alive():
             self.exclude(name, "died", f"exited with {r.proc.returncode}: {r.log_tail()}")
             self.invalidate(name, "the server died during the benchmark")
             return None
         before = procstat.sample(r.pid)
-        cpu_before, started = procstat.cpu_times(self.server_cpu), time.monotonic()
+        server_cpu = server_cpus if server_cpus is not None else self.server_cpu
+        cpu_before, started = procstat.cpu_times(server_cpu), time.monotonic()
         try:
             res = self.wrk(r, script, connections, self.args.duration, f"{phase}.{rnd}",
-                           path=path)
+                           path=path, headers=headers, threads=threads, client_cpu=client_cpu)
         except wrkmod.WrkError as exc:
             self.exclude(name, "wrk failed", str(exc))
             return None
         after = procstat.sample(r.pid)
         cpu = procstat.cpu_between(before, after)
         server_cpu_load = procstat.cpu_load_between(
-            cpu_before, procstat.cpu_times(self.server_cpu), time.monotonic() - started, cpu)
+            cpu_before, procstat.cpu_times(server_cpu), time.monotonic() - started, cpu)
         run = {
             "contender": name, "phase": phase, "round": rnd, "connections": connections,
             "requests": res.requests, "duration_s": round(res.duration_s, 3),
@@ -335,7 +377,7 @@ class Bench:
             "server_cpu_load": server_cpu_load,
             "rss_before": before.rss, "rss_after": after.rss, "pss_after": after.pss,
             "valid": True,
-        }
+        } | (extra or {})
         if res.requests == 0:
             run.update(valid=False, invalid_reason="no request completed")
         elif res.non2xx:
@@ -513,8 +555,11 @@ def load_main(path: Path) -> dict[str, Any] | None:
     return report.build(old["meta"], old["contenders"], old["runs"], old["rss"], old["apps"])
 
 
-def readme_extra(proxy_data: dict[str, Any] | None, out: Path) -> list[str]:
-    return proxyreport.readme_lines(proxy_data, out, ROOT) if proxy_data else []
+def readme_extra(proxy_data: dict[str, Any] | None, out: Path,
+                 idle_data: dict[str, Any] | None = None) -> list[str]:
+    lines = proxyreport.readme_lines(proxy_data, out, ROOT) if proxy_data else []
+    idle = idlereport.readme_lines(idle_data, out, ROOT) if idle_data else []
+    return lines + ([""] if lines and idle else []) + idle
 
 
 def proxy_loads(args: argparse.Namespace) -> list[int]:
@@ -538,8 +583,11 @@ def rerender(args: argparse.Namespace) -> int:
     proxy_data = proxyreport.load(args.report_from.parent)
     if proxy_data is not None:
         proxyreport.write_all(proxy_data, out)
+    idle_data = idlereport.load(args.report_from.parent)
+    if idle_data is not None:
+        idlereport.write_all(idle_data, out)
     if args.readme == "yes" or (args.readme == "auto" and data["meta"].get("mode") == "full"):
-        report.update_docs(ROOT, data, out, readme_extra(proxy_data, out))
+        report.update_docs(ROOT, data, out, readme_extra(proxy_data, out, idle_data))
     report.print_targets(data)
     return 0
 
@@ -564,10 +612,11 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit(f"bench: unknown contender(s) {', '.join(sorted(unknown))}; "
                  f"known: {', '.join(sorted(names))}")
     phases = {p for p in args.phases.split(",") if p}
-    bad = phases - set(MAIN_PHASES) - {"proxy"}
+    bad = phases - set(MAIN_PHASES) - {"proxy", "idle"}
     if bad:
         sys.exit(f"bench: unknown phase(s) {', '.join(sorted(bad))}; "
-                 "use app, hello, static, rss, connections, proxy")
+                 "use app, hello, static, rss, connections, close, clients256, workers, "
+                 "pythons, proxy, idle")
     selected = [c for c in all_contenders
                 if (c.name in only if only else (c.quick or not args.quick))
                 and c.name not in skip
@@ -575,6 +624,11 @@ def main(argv: list[str] | None = None) -> int:
                      or ("app" in phases and c.app is not None))]
     bench = Bench(args)
     loads = proxy_loads(args) if "proxy" in phases else []
+    idle = (idlephase.IdlePhase(bench, idlephase.select(all_contenders, only, skip),
+                                count=args.idle_count, probes=args.idle_probes,
+                                rounds=1 if args.quick else args.rounds,
+                                window_s=1.0 if args.quick else 2.0)
+            if "idle" in phases else None)
     if bench.client_cpu is not None:
         # The runner's own work (reading /proc, parsing) stays off the server's CPU.
         os.sched_setaffinity(0, {bench.client_cpu})
@@ -599,12 +653,15 @@ def main(argv: list[str] | None = None) -> int:
                      "rss_requests": args.rss_requests,
                      "scale_connections": args.scale,
                      "app_seconds": args.app_seconds, "app_repeats": args.app_repeats,
-                     "proxy_loads": loads},
+                     "proxy_loads": loads, "workers": args.workers,
+                     "pythons": args.pythons},
+        "shapes": {},
     }
     ready: list[ck.Contender] = []
     try:
         files = make_static_files(bench.static_dir)
         ready = bench.prepare(selected)
+        shapes.note_pythons(bench, ready)
         meta["project"] = project_info(str(ROOT / ".venv" / "bin" / "python")
                                        if (ROOT / ".venv").exists() else sys.executable)
         if "app" in phases:
@@ -620,8 +677,11 @@ def main(argv: list[str] | None = None) -> int:
         rss_c = next((c for c in ready if c.name == args.rss_contender), None)
         if "rss" in phases and args.rss_requests and rss_c is not None:
             bench.rss_growth(rss_c, files)
+        shapes.run(bench, phases, ready, files, meta["shapes"])
         if "proxy" in phases:
             proxyphase.run(bench, [c for c in ready if "proxy" in c.phases], loads)
+        if idle is not None:
+            idle.run()
     except KeyboardInterrupt:
         log.warning("interrupted: writing what was measured")
     finally:
@@ -647,6 +707,10 @@ def main(argv: list[str] | None = None) -> int:
         proxy_data = proxyreport.build(meta, {n: bench.status[n] for n in proxies},
                                        [r for r in bench.runs if r["contender"] in proxies])
         paths += proxyreport.write_all(proxy_data, args.out)
+    idle_data = None
+    if idle is not None and idle.runs:
+        idle_data = idlereport.build(meta, idle.settings, idle.status, idle.runs)
+        paths += idlereport.write_all(idle_data, args.out)
     for p in paths:
         log.info("wrote %s", p.relative_to(ROOT) if p.is_relative_to(ROOT) else p)
     # The README's block shows every document: one this run did not make is the last one
@@ -656,14 +720,18 @@ def main(argv: list[str] | None = None) -> int:
                                 and whole):
         data = data or load_main(args.out / "results.json")
         proxy_data = proxy_data or proxyreport.load(args.out)
+        idle_data = idle_data or idlereport.load(args.out)
         if data is not None:
-            report.update_docs(ROOT, data, args.out, readme_extra(proxy_data, args.out))
+            report.update_docs(ROOT, data, args.out,
+                               readme_extra(proxy_data, args.out, idle_data))
         else:
             log.warning("no results.json in %s: the README's block is left as it is", args.out)
     if data is not None:
         report.print_targets(data)
     if proxy_data is not None:
         proxyreport.print_summary(proxy_data)
+    if idle_data is not None:
+        idlereport.print_summary(idle_data)
     return 0
 
 

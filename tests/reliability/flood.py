@@ -178,39 +178,92 @@ def rss_slack_kib(before_kib: int) -> int:
     return max(RSS_SLACK_MIN_KIB, before_kib * RSS_SLACK_PERCENT // 100)
 
 
-def _hold(port: int, count: int, seconds: float, done: Connection) -> None:
+def _hold(port: int, count: int, source: str | None, pipe: Connection) -> None:
+    """A client process of IdleClients: `count` connections opened, their number (or the
+    error that stopped them) sent on `pipe`, then held without a byte sent until the parent
+    says so or exits."""
     raise_soft_limit(count + 64)
-    socks = open_many(port, count, timeout=60)
-    done.send(len(socks))
-    time.sleep(seconds)
+    try:
+        socks = open_many(port, count, timeout=60, source=source)
+    except OSError as exc:
+        pipe.send((0, f"{type(exc).__name__}: {exc}"))
+        return
+    pipe.send((len(socks), ""))
+    parent = os.getppid()
+    # Forked, this process holds the parent's end of the pipe too: no EOF tells it the parent
+    # has gone, its parent id does.
+    while not pipe.poll(1.0) and os.getppid() == parent:
+        pass
     for s in socks:
         s.close()
-    done.send(0)
+
+
+class IdleClients:
+    """`count` connections to 127.0.0.1:`port` that never send a byte, opened by as many
+    client processes as the descriptor limit asks for (forked: they keep this process's CPU
+    affinity) and held until close(). `held` counts those the clients got connected, which
+    the server may not have accepted yet. `source`: the local address they connect from
+    (open_many's: 127.0.0.2 spares a probe from 127.0.0.1 the ephemeral port search their
+    ports would cost its connect())."""
+
+    def __init__(self, port: int, count: int, timeout: float = 90.0,
+                 source: str | None = None) -> None:
+        per_process = fd_ceiling() - 1000
+        self.parts = [min(per_process, count - i) for i in range(0, count, per_process)]
+        self.port, self.timeout, self.source = port, timeout, source
+        self.held = 0
+        self.errors: list[str] = []
+        self._pipes: list[Connection] = []
+        self._procs: list[multiprocessing.process.BaseProcess] = []
+
+    def __enter__(self) -> IdleClients:
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def open(self) -> int:
+        ctx = multiprocessing.get_context("fork")
+        for part in self.parts:
+            mine, theirs = ctx.Pipe()
+            proc = ctx.Process(target=_hold, args=(self.port, part, self.source, theirs),
+                               daemon=True)
+            proc.start()
+            theirs.close()
+            self._pipes.append(mine)
+            self._procs.append(proc)
+        for pipe in self._pipes:
+            held, error = pipe.recv() if pipe.poll(self.timeout) else (0, "no answer")
+            self.held += held
+            if error:
+                self.errors.append(error)
+        return self.held
+
+    def close(self) -> None:
+        for pipe in self._pipes:
+            try:
+                pipe.send(None)
+            except OSError:
+                pass  # that client process has gone already
+            pipe.close()
+        for proc in self._procs:
+            proc.join(30)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        self._pipes, self._procs = [], []
 
 
 def idle_flood(port: int, seconds: float, count: int, probe: Probe,
                **_: object) -> dict[str, int]:
-    """`count` connections, opened by as many client processes as the descriptor limit
-    asks for, held for `seconds` without a request, then closed; the probe runs while they
-    are held, not while they open."""
-    per_process = fd_ceiling() - 1000
-    parts = [min(per_process, count - i) for i in range(0, count, per_process)]
-    ctx = multiprocessing.get_context("fork")
-    pipes, procs = [], []
-    for part in parts:
-        mine, theirs = ctx.Pipe()
-        proc = ctx.Process(target=_hold, args=(port, part, seconds, theirs), daemon=True)
-        proc.start()
-        pipes.append(mine)
-        procs.append(proc)
-    held = sum(int(p.recv()) if p.poll(90) else 0 for p in pipes)
-    probe.start()
-    for p in pipes:
-        p.poll(seconds + 90)
-    probe.stop()
-    for proc in procs:
-        proc.join(30)
-    return {"held": held, "client_processes": len(parts)}
+    """`count` connections (IdleClients) held for `seconds` without a request, then closed;
+    the probe runs while they are held, not while they open."""
+    with IdleClients(port, count) as clients:
+        probe.start()
+        time.sleep(seconds)
+        probe.stop()
+    return {"held": clients.held, "client_processes": len(clients.parts)}
 
 
 def churn_flood(port: int, seconds: float, tmp: Path, **_: object) -> dict[str, int]:

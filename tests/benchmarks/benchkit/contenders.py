@@ -14,7 +14,9 @@ framework is not installed in the runner's environment); it reads the literal. K
   requires    requirement strings for that venv
   packages    distribution names whose versions are reported (default: from requires)
   command     argv; {python} {file} {dir} {module} {port} {static_dir} {workdir} {config}
-              {exe} {root} are substituted, and {backend} (host:port) for a proxy
+              {exe} {root} {workers} are substituted, and {backend} (host:port) for a proxy;
+              {workers} is 1 but in the workers phase (a contender whose command or template
+              has it takes part in that phase)
   template    True: the file itself is a config template; its substituted copy is {config}
   build       "mongoose-c": compile the file with our Mongoose flags; the binary is {exe}
   tools       executables the contender needs (a missing one skips it, naming it)
@@ -22,7 +24,9 @@ framework is not installed in the runner's environment); it reads the literal. K
   keepalive   False for servers that do not keep connections open (checked, and shown)
   quick       True: part of the bench-quick subset
   phases      the runner phases it takes part in (default: its kind's own, "hello" or
-              "static"); "connections" is the 1,000 and 10,000 keep-alive clients phase
+              "static"; for a hello server also "close", and as default_phases() says
+              "pythons", "clients256" and "workers"); "connections" is the 1,000 and 10,000
+              keep-alive clients phase
   app         the app it serves, for the in-process cost (app_cost.py) and the overhead per
               request: {"interface": "wsgi" or "asgi", "ref": "module:attr" (imported from
               servers/), "label": "Flask hello"}; servers of the same ref serve the same object
@@ -54,6 +58,10 @@ CACHE_DIR = BENCH_DIR / ".cache"
 _KEYS = {"name", "label", "kind", "env", "requires", "packages", "command", "template",
          "build", "tools", "version_cmd", "keepalive", "quick", "notes", "startup_timeout",
          "app", "phases"}
+
+
+# The apps whose servers the clients256 phase runs (many keep-alive clients, one worker each).
+MANY_CLIENT_APPS = ("hello_apps:flask_app", "hello_apps:fastapi_app")
 
 
 class Skip(Exception):
@@ -129,6 +137,26 @@ def _literal_from_python(text: str, path: Path) -> Any:
     return None
 
 
+def default_phases(entry: dict[str, Any], text: str) -> list[str]:
+    """The phases of a contender that declares none: its kind's; a hello server also takes
+    the connection-per-request phase ("close"), an app server the per-Python phase
+    ("pythons"), a Flask or FastAPI server the many-clients phase ("clients256"), and one
+    whose command or config template takes {workers} the multi-worker phase ("workers")."""
+    phases = [entry["kind"]]
+    if entry["kind"] != "hello":
+        return phases
+    phases.append("close")
+    app = entry.get("app")
+    if app is not None:
+        phases.append("pythons")
+        if app["ref"] in MANY_CLIENT_APPS:
+            phases.append("clients256")
+    if any("{workers}" in a for a in entry["command"]) or (entry.get("template")
+                                                           and "{workers}" in text):
+        phases.append("workers")
+    return phases
+
+
 def discover(servers_dir: Path = SERVERS_DIR) -> list[Contender]:
     found: dict[str, Contender] = {}
     for path in sorted(servers_dir.iterdir()):
@@ -155,7 +183,8 @@ def discover(servers_dir: Path = SERVERS_DIR) -> list[Contender]:
             if entry["name"] in found:
                 raise ValueError(f"contender name {entry['name']!r} declared twice")
             entry.setdefault("label", entry["name"])
-            entry.setdefault("phases", [entry["kind"]])
+            if "phases" not in entry:
+                entry["phases"] = default_phases(entry, text)
             if "packages" not in entry:
                 entry["packages"] = [re.split(r"[\[<>=!~; ]", r, maxsplit=1)[0]
                                      for r in entry.get("requires", [])]
@@ -376,8 +405,9 @@ class Running:
         return self.proc.returncode
 
 
-def start(c: Contender, *, cpu: int | None, static_dir: Path, run_dir: Path,
+def start(c: Contender, *, cpu: int | str | None, static_dir: Path, run_dir: Path,
           port: int | None = None, values: dict[str, str] | None = None) -> Running:
+    """`cpu`: the CPU to pin the server to, or a taskset list ("0-7") for several workers."""
     port = port or free_port()
     workdir = run_dir / c.name
     if workdir.exists():
@@ -387,7 +417,7 @@ def start(c: Contender, *, cpu: int | None, static_dir: Path, run_dir: Path,
         "python": c.python or "python3", "file": str(c.file), "dir": str(c.file.parent),
         "module": c.file.stem, "port": str(port), "static_dir": str(static_dir),
         "workdir": str(workdir), "exe": str(c.exe or ""), "root": str(ROOT),
-        "bench": str(BENCH_DIR),
+        "bench": str(BENCH_DIR), "workers": "1",
     } | (values or {})
     if c.template:
         config = workdir / c.file.name

@@ -191,3 +191,29 @@ def check_body(port: int, path: str, body: bytes, content_type: str,
     for i, resp in enumerate(responses):
         _check_one(resp, f"GET {path} #{i + 1}", body, content_type)
     return _check_keepalive(responses, 2, keepalive)
+
+
+def check_close(port: int, host: str = "127.0.0.1", timeout: float = 5.0) -> str:
+    """GET / with `Connection: close`: the hello, then the server closes the connection (what
+    makes wrk open a new one for the next request: one that kept it open would be measured on
+    keep-alive). The note says whether the answer also announced the close."""
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        reader = _Reader(sock)
+        sock.sendall(f"GET / HTTP/1.1\r\nHost: {host}:{port}\r\nUser-Agent: bench-check\r\n"
+                     "Connection: close\r\n\r\n".encode("ascii"))
+        try:
+            resp = _read_response(reader, "GET")
+        except (EOFError, ConnectionError) as exc:
+            raise CheckFailed(f"connection closed before any answer ({exc!r})") from None
+        _check_one(resp, "GET / with Connection: close", HELLO_BODY, HELLO_TYPE)
+        try:
+            extra = reader.rest()
+        except TimeoutError:
+            raise CheckFailed(f"the connection was still open {timeout:g} s after the answer "
+                              "to a 'Connection: close' request") from None
+        except ConnectionError:
+            extra = b""  # a reset after the answer is a close too
+        if extra:
+            raise CheckFailed(f"{len(extra)} bytes after the answer")
+    return ("closed, announced" if resp.wants_close else
+            "closed without 'Connection: close' in the answer")

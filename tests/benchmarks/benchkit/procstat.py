@@ -87,8 +87,15 @@ def sample(sid: int) -> TreeSample:
     )
 
 
-def cpu_times(cpu: int | None) -> dict[str, float]:
-    """Seconds one CPU (all CPUs when None) spent per state since boot, from /proc/stat."""
+def cpu_times(cpu: int | list[int] | None) -> dict[str, float]:
+    """Seconds one CPU (all CPUs when None; the sum of a list's) spent per state since boot,
+    from /proc/stat."""
+    if isinstance(cpu, list):
+        total: dict[str, float] = {}
+        for one in cpu:
+            for k, v in cpu_times(one).items():
+                total[k] = total.get(k, 0.0) + v
+        return total
     name = "cpu" if cpu is None else f"cpu{cpu}"
     with open("/proc/stat") as f:
         for line in f:
@@ -172,3 +179,33 @@ def wait_cpu_quiet(cpu: int | None, busy_below: float = 0.1, window: float = 0.2
 def rss_of(pid: int) -> int:
     """VmRSS of one process in bytes (0 once it has gone)."""
     return _status_kib(pid, "VmRSS") * 1024
+
+
+def fds_of(sid: int) -> int:
+    """Descriptors the whole tree holds open (0 for a process that has gone)."""
+    total = 0
+    for pid in session_pids(sid):
+        try:
+            total += len(os.listdir(f"/proc/{pid}/fd"))
+        except OSError:
+            pass
+    return total
+
+
+def cpu_ns(sid: int) -> int:
+    """Nanoseconds on a CPU of every live thread of the tree, from /proc/<pid>/task/*/schedstat
+    (exact, where the clock ticks of sample() are 10 ms apart); a thread that exits between
+    two readings takes its time with it."""
+    total = 0
+    for pid in session_pids(sid):
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                    total += int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                pass
+    return total

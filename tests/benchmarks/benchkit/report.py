@@ -12,6 +12,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from . import shapereport
+
 log = logging.getLogger("bench")
 
 MIB = 1024 * 1024
@@ -239,8 +241,10 @@ def build(meta: dict[str, Any], status: dict[str, Any], runs: list[dict[str, Any
             if t.get("ref") == "mongoose-c":
                 t["note"] = (t.get("note", "") + " the C server's answer differs from ours "
                              "(see results.json)").strip()
-    return {"meta": meta, "contenders": status, "summary": summary,
+    data = {"meta": meta, "contenders": status, "summary": summary,
             "targets": targets, "rss": rss, "apps": apps or [], "runs": runs}
+    data["shapes"] = shapereport.summarize(data)  # the traffic shapes' ratios (issue 22)
+    return data
 
 
 def _fmt_int(v: float | None) -> str:
@@ -480,7 +484,10 @@ def markdown(data: dict[str, Any]) -> str:
         if len(table) > 2:
             conns = (meta["settings"]["c200"] if phase == "c200"
                      else meta["settings"]["connections"])
-            out += ["", f"## {PHASE_TITLES[phase]}, {conns} connections", ""] + table
+            names = [n for n, p in data["summary"].items() if phase in p]
+            py = shapereport.pythons_of(data, names)
+            out += ["", f"## {PHASE_TITLES[phase]}, {conns} connections"
+                    + (f" (Python servers on {py})" if py else ""), ""] + table
     for phase in _scale_phases(data):
         table = _contender_table(data, phase, "mongoose-c")
         if len(table) > 2:
@@ -497,9 +504,13 @@ def markdown(data: dict[str, Any]) -> str:
                     cells = ([label, "; ".join(s["invalid_reasons"])] + [""] * (columns - 5)
                              + [str(s["socket_errors"]), str(s["non2xx"]), ""])
                     out.append("|" + "".join(f" {c} |" if c else " |" for c in cells))
+    out += shapereport.markdown_lines(data)
     apps, costs = app_table(data), app_cost_table(data)
     if apps or costs:
-        out += ["", "## Apps: in-process cost and each server's overhead", "",
+        py = shapereport.pythons_of(data, [n for n, s in data["contenders"].items()
+                                           if s.get("app") and "@py" not in n])
+        out += ["", "## Apps: in-process cost and each server's overhead"
+                + (f" ({py})" if py else ""), "",
                 "Each app is also called in-process with a prebuilt environ (WSGI) or scope "
                 "(ASGI) for wrk's `GET /`, its answer consumed, pinned to the server's CPU, in "
                 "each of its servers' environments (`app_cost.py`), before the servers start and "
@@ -701,8 +712,12 @@ def readme_block(data: dict[str, Any], out: Path, root: Path,
                   "and wrk's socket errors:", ""] + scale
     apps = app_table(data)
     if apps:
-        lines += ["", "WSGI/ASGI servers of the same app object: overhead per request = server "
+        py = shapereport.pythons_of(data, [n for n, s in status.items()
+                                           if s.get("app") and "@py" not in n])
+        lines += ["", f"WSGI/ASGI servers of the same app object{f' ({py})' if py else ''}: "
+                  "overhead per request = server "
                   "CPU per request − the app's own CPU per call in-process:", ""] + apps
+    lines += shapereport.readme_lines(data)
     if extra:
         lines += [""] + extra
     lines += ["", f"![Benchmark chart]({chart})", "",

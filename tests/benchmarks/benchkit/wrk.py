@@ -67,12 +67,17 @@ def version(wrk: str = "wrk") -> str:
 
 
 def run(url: str, script: Path, *, connections: int, duration_s: float, threads: int = 1,
-        cpu: int | None = None, timeout_s: str = "5s", raw_out: Path | None = None,
-        wrk: str = "wrk") -> WrkResult:
+        cpu: int | str | None = None, timeout_s: str = "5s", raw_out: Path | None = None,
+        headers: list[str] | None = None, wrk: str = "wrk") -> WrkResult:
+    """`cpu`: one CPU or a taskset list ("2-7"); `headers`: extra request headers, each
+    "Name: value" (wrk -H; "Connection: close" makes wrk open a connection per request)."""
     # wrk takes whole seconds only.
     seconds = max(1, math.ceil(duration_s))
     cmd = [wrk, f"-t{threads}", f"-c{connections}", f"-d{seconds}s", f"--timeout={timeout_s}",
-           "--latency", "-s", str(script), url]
+           "--latency"]
+    for header in headers or []:
+        cmd += ["-H", header]
+    cmd += ["-s", str(script), url]
     if cpu is not None:
         cmd = ["taskset", "-c", str(cpu)] + cmd
     started = time.monotonic()

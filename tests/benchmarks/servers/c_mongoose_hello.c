@@ -17,7 +17,7 @@
  *   {"name": "mongoose-c", "label": "Mongoose in C (ceiling)", "kind": "hello",
  *    "env": "system", "build": "mongoose-c", "tools": ["gcc"],
  *    "command": ["{exe}", "--port", "{port}"], "quick": True,
- *    "phases": ["hello", "connections"],
+ *    "phases": ["hello", "connections", "close"],
  *    "notes": "pure C, same Mongoose build and the same response bytes as ours"},
  *   {"name": "mongoose-c-static", "label": "Mongoose in C serve_dir", "kind": "static",
  *    "env": "system", "build": "mongoose-c", "tools": ["gcc"],

@@ -1,11 +1,14 @@
 """Ours, ASGI: cymongoose.asgi.ASGIServer serving the raw ASGI hello of hello_apps.py (the
 app uvicorn and granian ASGI serve), Mongoose polled by the uvloop loop on its own thread.
 
-Also the entry point of cymongoose_fastapi.py (``--app fastapi_app``).
+Also the entry point of cymongoose_fastapi.py (``--app fastapi_app``). With ``--workers N``
+(N > 1, the runner's workers phase) it becomes ``python -m cymongoose --workers N``.
 """
 
 import argparse
 import logging
+import os
+import sys
 
 import hello_apps
 
@@ -17,7 +20,8 @@ CONTENDER = {
     "kind": "hello",
     "env": "project",
     "packages": ["cymongoose", "cython", "uvloop"],
-    "command": ["{python}", "{file}", "--port", "{port}", "--app", "asgi_hello"],
+    "command": ["{python}", "{file}", "--port", "{port}", "--app", "asgi_hello",
+                "--workers", "{workers}"],
     "quick": True,
     "app": {"interface": "asgi", "ref": "hello_apps:asgi_hello", "label": "raw ASGI hello"},
     "notes": "ASGIServer on uvloop, raw ASGI app, lifespan off (as uvicorn's)",
@@ -29,7 +33,16 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--app", default="asgi_hello", help="an app of hello_apps.py")
     parser.add_argument("--lifespan", default="off", choices=["auto", "on", "off"])
+    parser.add_argument("--workers", type=int, default=1,
+                        help="worker processes; above 1 the cymongoose CLI serves the app "
+                        "(its process model), as `cymongoose --workers N` would")
     args = parser.parse_args()
+    if args.workers > 1:
+        # exec: the same pid, so the runner's process-tree CPU sees every worker.
+        os.execv(sys.executable, [
+            sys.executable, "-m", "cymongoose", f"hello_apps:{args.app}", "--interface", "asgi",
+            "--lifespan", args.lifespan, "--workers", str(args.workers), "--host",
+            "127.0.0.1", "--port", str(args.port), "--log-level", "warning"])
     logging.basicConfig(level=logging.WARNING)
     serve(getattr(hello_apps, args.app), f"http://127.0.0.1:{args.port}",
           lifespan=args.lifespan)

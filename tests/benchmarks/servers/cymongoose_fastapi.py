@@ -8,7 +8,7 @@ CONTENDER = {
     "env": "project",
     "packages": ["cymongoose", "fastapi", "starlette", "uvloop"],
     "command": ["{python}", "{dir}/cymongoose_asgi.py", "--port", "{port}", "--app",
-                "fastapi_app", "--lifespan", "auto"],
+                "fastapi_app", "--lifespan", "auto", "--workers", "{workers}"],
     "app": {"interface": "asgi", "ref": "hello_apps:fastapi_app", "label": "FastAPI hello"},
     "notes": "ASGIServer on uvloop, FastAPI from the project's .venv",
 }

@@ -8,7 +8,7 @@ CONTENDER = {
     "env": "project",
     "packages": ["cymongoose", "flask", "werkzeug"],
     "command": ["{python}", "{dir}/cymongoose_wsgi.py", "--port", "{port}", "--app",
-                "flask_app", "--threads", "8"],
+                "flask_app", "--threads", "8", "--workers", "{workers}"],
     "app": {"interface": "wsgi", "ref": "hello_apps:flask_app", "label": "Flask hello"},
     "notes": "WSGIServer, 8 app threads (as gunicorn gthread's), Flask from the project's .venv",
 }

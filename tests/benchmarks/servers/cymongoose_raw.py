@@ -9,6 +9,6 @@ CONTENDER = {
     "command": ["{python}", "{bench}/demo_server.py", "--port", "{port}", "--log-level",
                 "WARNING"],
     "quick": True,
-    "phases": ["hello", "connections"],
+    "phases": ["hello", "connections", "close"],
     "notes": "Manager + handler calling conn.reply() with a prebuilt body",
 }

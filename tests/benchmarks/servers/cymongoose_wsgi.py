@@ -2,11 +2,14 @@
 
 Also the entry point of cymongoose_flask.py (``--app flask_app``) and of
 cymongoose_wsgi_access_log.py (``--access-log FILE``): one process, the Mongoose loop plus a
-pool of app threads (``--threads``).
+pool of app threads (``--threads``). With ``--workers N`` (N > 1, the runner's workers phase)
+it becomes ``python -m cymongoose --workers N``: the CLI's supervisor and N serving processes.
 """
 
 import argparse
 import logging
+import os
+import sys
 
 import hello_apps
 
@@ -20,7 +23,7 @@ CONTENDER = {
     "env": "project",
     "packages": ["cymongoose", "cython"],
     "command": ["{python}", "{file}", "--port", "{port}", "--app", "wsgi_hello",
-                "--threads", "8"],
+                "--threads", "8", "--workers", "{workers}"],
     "quick": True,
     "app": {"interface": "wsgi", "ref": "hello_apps:wsgi_hello", "label": "raw WSGI hello"},
     "notes": "WSGIServer, 8 app threads, raw WSGI callable",
@@ -33,7 +36,18 @@ def main() -> None:
     parser.add_argument("--app", default="wsgi_hello", help="an app of hello_apps.py")
     parser.add_argument("--threads", type=int, default=8, help="app threads")
     parser.add_argument("--access-log", help="write the access log to this file")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="worker processes; above 1 the cymongoose CLI serves the app "
+                        "(its process model), as `cymongoose --workers N` would")
     args = parser.parse_args()
+    if args.workers > 1:
+        argv = [sys.executable, "-m", "cymongoose", f"hello_apps:{args.app}", "--interface",
+                "wsgi", "--workers", str(args.workers), "--threads", str(args.threads),
+                "--host", "127.0.0.1", "--port", str(args.port), "--log-level", "warning"]
+        if args.access_log:
+            argv += ["--access-log", "--access-log-file", args.access_log]
+        # exec: the same pid, so the runner's process-tree CPU sees every worker.
+        os.execv(sys.executable, argv)
     logging.basicConfig(level=logging.WARNING)
     access = None
     if args.access_log:

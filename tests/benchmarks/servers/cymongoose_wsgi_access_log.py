@@ -9,6 +9,7 @@ CONTENDER = {
     "packages": ["cymongoose", "cython"],
     "command": ["{python}", "{dir}/cymongoose_wsgi.py", "--port", "{port}", "--app",
                 "wsgi_hello", "--threads", "8", "--access-log", "{workdir}/access.log"],
+    "phases": ["hello"],  # a feature's cost: the hello phase only
     "app": {"interface": "wsgi", "ref": "hello_apps:wsgi_hello", "label": "raw WSGI hello"},
     "notes": "WSGIServer, 8 app threads, raw WSGI callable, one access-log line per request",
 }

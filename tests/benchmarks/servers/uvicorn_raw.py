@@ -14,7 +14,7 @@ CONTENDER = {
     "kind": "hello",
     "env": "uvicorn",
     "requires": ["uvicorn", "uvloop", "httptools"],
-    "command": ["{python}", "{file}", "--port", "{port}"],
+    "command": ["{python}", "{file}", "--port", "{port}", "--workers", "{workers}"],
     "quick": True,
     "app": {"interface": "asgi", "ref": "hello_apps:asgi_hello", "label": "raw ASGI hello"},
     "notes": "--loop uvloop --http httptools, access log off",
@@ -24,7 +24,13 @@ CONTENDER = {
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
+    if args.workers > 1:  # uvicorn's own process model needs the app as an import string
+        uvicorn.run("hello_apps:asgi_hello", workers=args.workers, host="127.0.0.1",
+                    port=args.port, loop="uvloop", http="httptools", access_log=False,
+                    log_level="warning", lifespan="off")
+        return
     uvicorn.run(asgi_hello, host="127.0.0.1", port=args.port, loop="uvloop", http="httptools",
                 lifespan="off", access_log=False, log_level="warning")
 

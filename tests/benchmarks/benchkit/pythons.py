@@ -1,0 +1,223 @@
+"""The pythons phase: the app servers (WSGI, ASGI, Flask, FastAPI: ours and the peers) on each
+CPython the machine has, for the ratios ours ÷ granian (and the others) per version.
+
+The project's own version runs what the run prepared (.venv, the peers' envs). Every other
+version gets envs of its own under .envs/: ours built from the working tree (non-editable,
+`uv pip install <root>`, with Flask, FastAPI and uvloop; rebuilt when the source tree's git
+HEAD or its uncommitted changes differ: source_key()), and each peer's env as the run makes
+it, from that interpreter. Every env is made before the first measured run. A version that is
+not found, or for which ours fails to build, is skipped with one line saying why; a peer that
+fails to install is skipped alone. Runs are named <contender>@py<X.Y>, phase "pythons".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import hashlib
+import logging
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from . import contenders as ck
+from .shapes import interleaved, python_version
+
+log = logging.getLogger("bench")
+
+MINIMUM = (3, 10)
+# What our servers import besides cymongoose (the project's .venv has them from its groups).
+PROJECT_EXTRAS = ["flask", "fastapi", "uvloop"]
+# The inputs of our build: a change in any of them means a new build.
+SOURCE_PATHS = ["src", "CMakeLists.txt", "pyproject.toml", "vendor", "tools/packaging"]
+BUILD_TIMEOUT_S = 1200
+
+
+def _minor(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in version.split(".")[:2])
+
+
+def find() -> dict[str, str]:
+    """{"3.12": interpreter, ...}: every CPython 3.10+ of pyenv (PYENV_ROOT or ~/.pyenv;
+    the newest patch release per minor version) or on PATH (python3.X)."""
+    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    candidates = sorted(glob.glob(f"{root}/versions/*/bin/python"), reverse=True,
+                        key=lambda p: [int(x) if x.isdigit() else -1
+                                       for x in re.split(r"[.-]", Path(p).parent.parent.name)])
+    for minor in range(MINIMUM[1], 20):
+        found = shutil.which(f"python3.{minor}")
+        if found:
+            candidates.append(found)
+    out: dict[str, str] = {}
+    code = ("import platform, sys; "
+            "print(platform.python_implementation(), '%d.%d' % sys.version_info[:2])")
+    for path in candidates:
+        try:
+            r = subprocess.run([path, "-c", code], capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        impl, _, version = r.stdout.strip().partition(" ")
+        if r.returncode == 0 and impl == "CPython" and _minor(version) >= MINIMUM:
+            out.setdefault(version, path)
+    return dict(sorted(out.items(), key=lambda kv: _minor(kv[0])))
+
+
+def source_key() -> str:
+    """The git HEAD and a hash of the uncommitted changes (and untracked files) of our
+    build's inputs."""
+    def git(*a: str) -> bytes:
+        return subprocess.run(["git", "-C", str(ck.ROOT), *a], capture_output=True).stdout
+
+    h = hashlib.sha256(git("diff", "HEAD", "--", *SOURCE_PATHS))
+    for name in git("ls-files", "--others", "--exclude-standard", "--", *SOURCE_PATHS).split():
+        path = ck.ROOT / name.decode()
+        h.update(name + (path.read_bytes() if path.is_file() else b""))
+    return f"{git('rev-parse', 'HEAD').decode().strip()} {h.hexdigest()[:16]}"
+
+
+def _all_cpus() -> None:
+    # The runner pins itself to wrk's CPU; a build may use every CPU (nothing is measured).
+    os.sched_setaffinity(0, range(os.cpu_count() or 1))
+
+
+def ensure_ours(version: str, base_python: str) -> str:
+    """Our package built for `version` into .envs/cymongoose-py<version>: its python."""
+    env_dir = ck.ENVS_DIR / f"cymongoose-py{version}"
+    python = env_dir / "bin" / "python"
+    stamp = env_dir / ".source"
+    wanted = f"{source_key()}\n{' '.join(PROJECT_EXTRAS)}\n"
+    if python.exists() and stamp.exists() and stamp.read_text() == wanted:
+        return str(python)
+    uv = ck.uv_command()
+    log.info("building cymongoose for Python %s into %s (a minute or two)", version,
+             env_dir.relative_to(ck.ROOT))
+    r = subprocess.run(uv + ["venv", "--quiet", "--clear", "--python", base_python,
+                             str(env_dir)], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise ck.Skip(f"could not create its venv: {ck._tail(r.stderr)}")
+    # Our build tree for this version stays under .cache/ (scikit-build-core's build-dir),
+    # out of the repository's build/ that the project's .venv uses.
+    build_dir = ck.CACHE_DIR / "build" / f"cymongoose-py{version}"
+    cmd = uv + ["pip", "install", "--quiet", "--python", str(python), "--reinstall-package",
+                "cymongoose", "--refresh-package", "cymongoose", "-C", f"build-dir={build_dir}",
+                str(ck.ROOT)] + PROJECT_EXTRAS
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S,
+                           preexec_fn=_all_cpus)
+    except subprocess.TimeoutExpired:
+        raise ck.Skip(f"building cymongoose took over {BUILD_TIMEOUT_S} s") from None
+    if r.returncode != 0:
+        raise ck.Skip(f"building cymongoose failed: {ck._tail(r.stderr)}")
+    stamp.write_text(wanted)
+    return str(python)
+
+
+def build_flags(version: str) -> dict[str, str]:
+    """The compile flags of our extension as built for `version` (its build.ninja)."""
+    ninja = ck.CACHE_DIR / "build" / f"cymongoose-py{version}" / "build.ninja"
+    if not ninja.exists():
+        return {}
+    m = re.search(r"^build \S*_mongoose\.c\.o: .*\n((?:  .*\n)+)", ninja.read_text(),
+                  re.MULTILINE)
+    return dict(re.findall(r"^  (FLAGS|DEFINES) = (.*)$", m.group(1), re.MULTILINE)) if m else {}
+
+
+def register(bench: Any, d: ck.Contender, base: ck.Contender, version: str) -> None:
+    """A status entry for `d`, the copy of `base` for Python `version`."""
+    entry = bench.status.setdefault(d.name, {})
+    entry.update(label=d.label, kind=d.kind, env=d.env, notes=d.notes, keepalive=d.keepalive,
+                 file=str(d.file.relative_to(ck.BENCH_DIR)), of=base.name, python_for=version)
+    if d.app:
+        entry["app"] = dict(d.app)
+
+
+def prepare_version(bench: Any, group: list[ck.Contender], version: str, python: str | None,
+                    own: bool) -> list[ck.Contender]:
+    """The group's copies for `version`, prepared (envs built); raises Skip when the version
+    cannot run (not found, ours not built)."""
+    if own:
+        out = []
+        for c in group:
+            d = dataclasses.replace(c, name=f"{c.name}@py{version}",
+                                    versions=dict(c.versions))
+            register(bench, d, c, version)
+            bench.status[d.name].update(state="ready", versions=d.versions,
+                                        python=bench.status[c.name].get("python"),
+                                        python_version=bench.status[c.name].get(
+                                            "python_version"))
+            out.append(d)
+        return out
+    if not re.fullmatch(r"3\.\d+", version):
+        raise ck.Skip("not a CPython version (3.X)")
+    if _minor(version) < MINIMUM:
+        raise ck.Skip(f"older than {'.'.join(map(str, MINIMUM))}, which cymongoose requires")
+    if python is None:
+        raise ck.Skip("not found (no pyenv version or python3.X on PATH)")
+    ours = ensure_ours(version, python) if any(c.env == "project" for c in group) else ""
+    out = []
+    for c in group:
+        env = c.env if c.env in ("project", "system") else f"{c.env}-py{version}"
+        d = dataclasses.replace(c, name=f"{c.name}@py{version}", env=env, versions={},
+                                python=None)
+        register(bench, d, c, version)
+        try:
+            ck.prepare(d, ours, python)
+        except ck.Skip as exc:
+            bench.exclude(d.name, "skipped", str(exc))
+            continue
+        # Build-only packages (cython) are absent from a non-editable install: not listed.
+        d.versions = {k: v for k, v in d.versions.items() if v != "missing"}
+        bench.status[d.name].update(state="ready", versions=d.versions, python=d.python,
+                                    python_version=python_version(d.python or python))
+        out.append(d)
+    return out
+
+
+def wanted_versions(bench: Any, own: str, found: dict[str, str]) -> list[str]:
+    if bench.args.pythons:
+        asked = {v.strip() for v in bench.args.pythons.split(",") if v.strip()}
+        return sorted(asked, key=lambda v: _minor(v) if re.fullmatch(r"3\.\d+", v)
+                      else (99,))
+    if bench.args.quick:
+        return [own]
+    return sorted(set(found) | {own}, key=_minor)
+
+
+def run(bench: Any, group: list[ck.Contender], files: list[Path],
+        info: dict[str, Any]) -> None:
+    if not group:
+        return
+    project_python = ck.ROOT / ".venv" / "bin" / "python"
+    own_python = group[0].python if group[0].env == "project" and group[0].python else str(
+        project_python)
+    own = ".".join(python_version(own_python).split(".")[:2])
+    found = find()
+    versions = wanted_versions(bench, own, found)
+    info.update(project_version=own, found=found, contenders=[c.name for c in group],
+                versions={})
+    log.info("== pythons phase: %s on Python %s", ", ".join(c.name for c in group),
+             ", ".join(versions))
+    plans: list[tuple[str, list[ck.Contender]]] = []
+    for version in versions:  # every env first: nothing builds between measured runs
+        entry = info["versions"].setdefault(version, {})
+        try:
+            copies = prepare_version(bench, group, version, found.get(version), version == own)
+        except ck.Skip as exc:
+            entry.update(state="skipped", reason=str(exc))
+            log.warning("Python %s: skipped: %s", version, exc)
+            continue
+        entry.update(state="ready", python=own_python if version == own else found[version],
+                     full_version=python_version(own_python if version == own
+                                                 else found[version]),
+                     contenders=[d.name for d in copies])
+        if version != own:
+            entry["extension_build"] = build_flags(version)
+        plans.append((version, copies))
+    for version, copies in plans:
+        log.info("== pythons phase, Python %s: %s", version, ", ".join(d.name for d in copies))
+        interleaved(bench, "pythons", copies, files, connections=bench.args.connections,
+                    extra={"python": version})
+        info["versions"][version]["state"] = "measured"
