@@ -132,6 +132,9 @@ cdef struct HttpGuard:
     int meter
     uint64_t req_start_ns
     int resp_status
+    # send.len + 1 where reply() wrote a whole response head (0: none), status and Connection
+    # field already as the request requires: _fix_response() need not scan it again.
+    size_t core_head_at
     # Reverse proxy (proxy_exchange.pxi): the _Exchange this connection's request is in.
     void *proxy
 
@@ -206,6 +209,11 @@ cdef class Connection:
     cdef _RecvSpan _span
 
     cdef int _ensure_open(self) except -1
+
+
+cdef class _LoopHandler:
+    # A handler the core calls in C (dispatch.pxi): the WSGI and ASGI servers' loop objects.
+    cdef int on_event(self, Connection conn, int ev, object data) except -1
 
 
 cdef class HttpMessage:
@@ -307,7 +315,7 @@ cdef class WSGIExchange:
     cpdef gone(self)
 
 
-cdef class WSGILoop:
+cdef class WSGILoop(_LoopHandler):
     # The handler of a connection waiting for a request head, the owner's batch of apps and
     # the writing of the whole responses they queued.
     cdef public object state  # handed to each new exchange
@@ -405,7 +413,7 @@ cdef class ASGIHTTPExchange:
     cpdef _finish(self)
 
 
-cdef class ASGILoop:
+cdef class ASGILoop(_LoopHandler):
     cdef public ASGIServerState server_state
     cdef public object app
     cdef public object loop  # the asyncio loop the app's tasks run on

@@ -220,6 +220,8 @@ cdef int _send_response(Connection conn, int status_code, object headers, bint j
         if not mg.mg_send(c, PyBytes_AS_STRING(body), <size_t>body_len):
             raise RuntimeError("reply failed: out of memory for the send buffer")
     conn._guard.resp_status = status_code  # metrics.pxi: counted when the guard sees it end
+    if conn._guard.phase == _PH_RESP or conn._guard.phase == _PH_STREAM:
+        conn._guard.core_head_at = start + 1  # framed as the guard would: see _fix_response
     c.is_resp = 0  # response complete: Mongoose may parse the next pipelined request
     return 0
 

@@ -118,7 +118,7 @@ cdef bint _asks_websocket(HttpMessage msg):
 
 
 @cython.auto_pickle(False)
-cdef class ASGILoop:
+cdef class ASGILoop(_LoopHandler):
     """The ASGI server's per-request work on the loop, in C for the reason above: calling it
     is the handler of a connection waiting for a request head (it builds the scope and the
     exchange and starts the app's task; MG_EV_CLOSE tells the exchange its client left), and
@@ -128,18 +128,22 @@ cdef class ASGILoop:
 
     cymongoose_events = frozenset((MG_EV_HTTP_HDRS, MG_EV_CLOSE))  # @handles() equivalent
 
-    def __call__(self, Connection conn, int ev, msg):
+    cdef int on_event(self, Connection conn, int ev, object msg) except -1:
         if ev == mg.MG_EV_HTTP_HDRS:
             if self.python_admission:
                 self.admit_request(conn, <HttpMessage?>msg)
             else:
                 self._admit(conn, <HttpMessage?>msg)
-            return
+            return 0
         cycle = conn.userdata
         if cycle is not None:
             cycle.gone()
         if self.unix_conns:
             self.unix_conns.discard(conn.id)
+        return 0
+
+    def __call__(self, Connection conn, int ev, msg):
+        self.on_event(conn, ev, msg)
 
     cdef _admit(self, Connection conn, HttpMessage msg):
         cdef dict base = self.base_default

@@ -82,8 +82,7 @@ cdef dict _asgi_scope(HttpMessage msg, dict base, Connection conn, dict state):
     scope["query_string"] = PyBytes_FromStringAndSize(hm.query.buf, <Py_ssize_t>hm.query.len)
     scope["http_version"] = "1.1" if hm.proto.len == 8 and hm.proto.buf[7] == c'1' else "1.0"
     if conn._client is None:  # once per connection, not per request
-        ip, port, _ = _addr_tuple(&conn._c.rem)
-        conn._client = (ip, port)
+        conn._client = (_format_ip(&conn._c.rem), _addr_port(&conn._c.rem))
     scope["client"] = conn._client
     for i in range(<size_t>mg.MG_MAX_HTTP_HEADERS):
         h = &hm.headers[i]

@@ -133,8 +133,7 @@ cdef dict _wsgi_environ(HttpMessage msg, dict base, Connection conn, str root_pa
     env["SERVER_PROTOCOL"] = ("HTTP/1.1" if hm.proto.len == 8 and hm.proto.buf[7] == c'1'
                               else "HTTP/1.0")
     if conn._peer is None:
-        ip, port, _ = _addr_tuple(&conn._c.rem)
-        conn._peer = (ip, str(port))
+        conn._peer = (_format_ip(&conn._c.rem), str(_addr_port(&conn._c.rem)))
     env["REMOTE_ADDR"] = conn._peer[0]
     env["REMOTE_PORT"] = conn._peer[1]
     for i in range(<size_t>mg.MG_MAX_HTTP_HEADERS):

@@ -128,7 +128,7 @@ DEF _WSGI_OP_FILE = 3
 
 
 @cython.auto_pickle(False)  # a server's live state: nothing to pickle
-cdef class WSGILoop:
+cdef class WSGILoop(_LoopHandler):
     """The WSGI server's per-request work on the loop thread, in C, because per request the
     Python frames and attribute look-ups it took cost more than a raw WSGI app: calling it is
     the handler of a connection waiting for a request head (it builds the environ and the
@@ -139,14 +139,18 @@ cdef class WSGILoop:
 
     cymongoose_events = frozenset((MG_EV_HTTP_HDRS, MG_EV_CLOSE))  # @handles() equivalent
 
-    def __call__(self, Connection conn, int ev, msg):
+    cdef int on_event(self, Connection conn, int ev, object msg) except -1:
         if ev == mg.MG_EV_HTTP_HDRS:
             self._admit(conn, <HttpMessage?>msg)
-            return
+            return 0
         ex = conn.userdata
         if ex is not None:
             self.live.discard(ex)
             (<WSGIExchange?>ex).gone()
+        return 0
+
+    def __call__(self, Connection conn, int ev, msg):
+        self.on_event(conn, ev, msg)
 
     cdef _admit(self, Connection conn, HttpMessage msg):
         cdef dict base = self.base_default
