@@ -7,11 +7,14 @@ connection, and quick apps are served right after the mode ends."""
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from support.http_client import HttpConnection, get
 from support.wsgi_server import running_wsgi_server
+
+from conftest import wait_until
 
 THREADS = 6
 
@@ -42,3 +45,37 @@ def test_a_burst_of_blocking_apps_runs_at_once_on_every_thread() -> None:
         with HttpConnection(running.port) as c:
             for i in range(20):
                 assert c.request("GET", f"/quick{i}").body == f"/quick{i}".encode()
+
+
+def test_an_idle_server_lets_its_standby_sleep_and_wakes_it_for_the_next_app() -> None:
+    # Idle, the standby stops checking the owner every stall_s (200 wake-ups a second) and
+    # sleeps; the first app the owner runs inline wakes it, so an app that then blocks is
+    # still taken over at once (the quick request behind it is answered while it blocks),
+    # not after the standby's long sleep.
+    release = threading.Event()
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        if environ["PATH_INFO"] == "/block":
+            release.wait(20)
+        body = environ["PATH_INFO"].encode()
+        start_response("200 OK", [("Content-Type", "text/plain"),
+                                  ("Content-Length", str(len(body)))])
+        return [body]
+
+    with running_wsgi_server(app, threads=THREADS) as running:
+        turns = running.server._turns
+        assert get(running.port, "/warm").status == 200
+        assert wait_until(lambda: turns.standby_asleep, 10)
+        blocked = threading.Thread(target=lambda: get(running.port, "/block", timeout=30))
+        blocked.start()
+        try:
+            assert wait_until(lambda: turns.current is not None, 10)
+            started = time.monotonic()
+            answer = get(running.port, "/quick", timeout=10)
+            assert answer.body == b"/quick"
+            # Taken over within a few stall_s of the block; without the wake-up, the
+            # standby's sleep of up to a second came first.
+            assert time.monotonic() - started < 0.5
+        finally:
+            release.set()
+            blocked.join(30)

@@ -235,6 +235,8 @@ cdef class WSGILoop(_LoopHandler):
             ex.app_phase = 1
             if not once:
                 turns.current = ex  # the owner's inline app, watched by the standby
+                if turns.standby_asleep:  # idle until now: it sleeps, and must watch this
+                    turns.wake_standby()
             try:
                 result = app(ex.environ, ex)
                 if (type(result) is list and len(<list>result) == 1 and ex.status is not None
