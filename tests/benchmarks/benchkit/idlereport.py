@@ -212,18 +212,7 @@ def markdown(data: dict[str, Any]) -> str:
                 f"{_ms(i.get('p99_ms'))} / {_ms(i.get('max_ms'))} | {r['held']:,}, "
                 f"{r['held_end']:,} | {_num(r['held_window']['server_cpu_ms_per_s'])} | "
                 f"{'yes' if r['valid'] else 'no: ' + str(r['invalid_reason'])} |")
-    excluded = {n: s for n, s in data["contenders"].items()
-                if s.get("state") not in ("measured", "ready")}
-    if excluded:
-        out += ["", "## Not measured", "", "| Server | Why |", "|---|---|"]
-        for name, s in sorted(excluded.items()):
-            reason = s.get("reason", "").replace("|", "\\|")
-            out.append(f"| {name} | {s.get('state')}: {reason} |")
-    out += ["", "## Servers and versions", "", "| Server | Versions | Notes |", "|---|---|---|"]
-    for name in sorted(data["contenders"]):
-        s = data["contenders"][name]
-        vers = ", ".join(f"{k} {v}" for k, v in s.get("versions", {}).items())
-        out.append(f"| {name} | {vers} | {s.get('notes', '')} |")
+    out += report.status_sections(data["contenders"], "Server", "Servers")
     return "\n".join(out) + "\n"
 
 

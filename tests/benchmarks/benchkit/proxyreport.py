@@ -174,18 +174,7 @@ def markdown(data: dict[str, Any]) -> str:
         table = _cell_table(data, size)
         if len(table) > 2:
             out += ["", f"## {title}", ""] + table
-    excluded = {n: s for n, s in data["contenders"].items()
-                if s.get("state") not in ("measured", "ready")}
-    if excluded:
-        out += ["", "## Not measured", "", "| Proxy | Why |", "|---|---|"]
-        for name, s in sorted(excluded.items()):
-            reason = s.get("reason", "").replace("|", "\\|")
-            out.append(f"| {name} | {s.get('state')}: {reason} |")
-    out += ["", "## Proxies and versions", "", "| Proxy | Versions | Notes |", "|---|---|---|"]
-    for name in sorted(data["contenders"]):
-        s = data["contenders"][name]
-        vers = ", ".join(f"{k} {v}" for k, v in s.get("versions", {}).items())
-        out.append(f"| {name} | {vers} | {s.get('notes', '')} |")
+    out += report.status_sections(data["contenders"], "Proxy", "Proxies")
     return "\n".join(out) + "\n"
 
 

@@ -449,6 +449,29 @@ def interference(runs: list[dict[str, Any]]) -> str:
             f"{max(others) * 100:.0f}%), the hypervisor took {max(steals) * 100:.0f}% at most.")
 
 
+def status_sections(contenders: dict[str, Any], noun: str, plural: str, *,
+                    kind: bool = False) -> list[str]:
+    """The closing sections of a results document: the servers not measured and why, then
+    each one's versions and notes (`noun`: how the tables call them: Contender, Proxy...)."""
+    out: list[str] = []
+    excluded = {n: s for n, s in contenders.items()
+                if s.get("state") not in ("measured", "ready")}
+    if excluded:
+        out += ["", "## Not measured", "", f"| {noun} | Why |", "|---|---|"]
+        for name, s in sorted(excluded.items()):
+            reason = s.get("reason", "").replace("|", "\\|")
+            out.append(f"| {name} | {s.get('state')}: {reason} |")
+    out += ["", f"## {plural} and versions", ""]
+    out += ([f"| {noun} | Kind | Versions | Notes |", "|---|---|---|---|"] if kind
+            else [f"| {noun} | Versions | Notes |", "|---|---|---|"])
+    for name, s in sorted(contenders.items()):
+        vers = ", ".join(f"{k} {v}" for k, v in s.get("versions", {}).items()
+                         if k not in ("cflags",))
+        out.append(f"| {name} | {s.get('kind')} | {vers} | {s.get('notes', '')} |" if kind
+                   else f"| {name} | {vers} | {s.get('notes', '')} |")
+    return out
+
+
 def markdown(data: dict[str, Any]) -> str:
     meta = data["meta"]
     proj = meta.get("project", {})
@@ -538,19 +561,7 @@ def markdown(data: dict[str, Any]) -> str:
         for s in rss["steps"]:
             out.append(f"| {s['requests']:,} | {s['rss'] / MIB:.2f} | {s['non2xx']} | "
                        f"{s['socket_errors']} |")
-    excluded = {n: s for n, s in data["contenders"].items()
-                if s.get("state") not in ("measured", "ready")}
-    if excluded:
-        out += ["", "## Not measured", "", "| Contender | Why |", "|---|---|"]
-        for name, s in sorted(excluded.items()):
-            reason = s.get("reason", "").replace("|", "\\|")
-            out.append(f"| {name} | {s.get('state')}: {reason} |")
-    out += ["", "## Contenders and versions", "", "| Contender | Kind | Versions | Notes |",
-            "|---|---|---|---|"]
-    for name, s in sorted(data["contenders"].items()):
-        vers = ", ".join(f"{k} {v}" for k, v in s.get("versions", {}).items()
-                         if k not in ("cflags",))
-        out.append(f"| {name} | {s.get('kind')} | {vers} | {s.get('notes', '')} |")
+    out += status_sections(data["contenders"], "Contender", "Contenders", kind=True)
     mb = proj.get("mongoose_build", {})
     tools = meta["tools"]
     out += ["", "## Build and tools", "",
