@@ -428,6 +428,24 @@ WAKE_PARKED = """\
           struct mg_str data = mg_str_n((char *) c->recv.buf + sizeof(*id),
 """
 
+# http_cb parses every request head again with mg_http_parse() after cymongoose's guard has
+# parsed and validated it: UTF-8 aware character by character, a 4 KiB memset of the
+# message, five case-insensitive compares per header; about 2,300 instructions of a hello
+# request (docs/performance.md). cymongoose fills the message itself for a head its guard
+# validated (cym_http_parse_hook, http_split.pxi), returning what mg_http_parse() would;
+# anything else (a client's response, a head with bytes above 0x7F, duplicate fields
+# Mongoose refuses) still goes through mg_http_parse().
+HTTP_PARSE_HOOK_STATE = """\
+int (*cym_http_parse_hook)(struct mg_connection *c, const char *s, size_t len,
+                           struct mg_http_message *hm) = NULL;  /* cymongoose build fix */
+"""
+HTTP_PARSE_OLD = "      int n = mg_http_parse(buf, c->recv.len - ofs, &hm);\n"
+HTTP_PARSE = """\
+      int n = cym_http_parse_hook != NULL && ofs == 0  /* cymongoose build fix */
+                  ? cym_http_parse_hook(c, buf, c->recv.len, &hm)
+                  : mg_http_parse(buf, c->recv.len - ofs, &hm);
+"""
+
 # Mongoose 7.23's mg_error() logs "<id> <fd> <text>" at ERROR for every failed connection,
 # a client's reset included, and its OpenSSL code logs each line of OpenSSL's error queue at
 # ERROR before that: a server's log fills with lines that name no peer and need no action.
@@ -480,6 +498,7 @@ REPLACEMENTS = [
     (PARKED_EVENTS_OLD, PARKED_EVENTS),
     (UNPARK_DUE_OLD, UNPARK_DUE),
     (WAKE_PARKED_OLD, WAKE_PARKED),
+    (HTTP_PARSE_OLD, HTTP_PARSE),
     (TLS_REASON_OLD, TLS_REASON_KEPT),
 ]
 
@@ -489,7 +508,7 @@ FIXES = [
     ("void mg_bzero(volatile unsigned char *buf, size_t len) {\n", FAST_BZERO),
     ('#include "mongoose.h"\n',
      EPOLL_INTEREST + ACCEPT_STATE + READ_EOF_STATE + QUIET_STATE + PARKING
-     + CONN_ERROR_STATE),
+     + HTTP_PARSE_HOOK_STATE + CONN_ERROR_STATE),
     ("void mg_error(struct mg_connection *c, const char *fmt, ...) {\n",
      "  int cym_errno = errno;  /* cymongoose build fix: for cym_conn_error_hook */\n"),
     ("    n = recv(FD(c), (char *) buf, len, MSG_NONBLOCKING);\n",

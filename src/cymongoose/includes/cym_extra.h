@@ -60,6 +60,11 @@ void cym_unpark(struct mg_connection *c);
 struct mg_connection *cym_parked_find(struct mg_mgr *mgr, unsigned long id);
 struct mg_connection *cym_parked_at(struct mg_mgr *mgr, size_t i);
 int cym_parked_wait_ms(struct mg_mgr *mgr, int ms);
+
+/* Defined by vendor/mongoose/build_fixes.py: when set, http_cb parses a request head with it
+   instead of mg_http_parse() (same contract); cymongoose fills heads its guard validated. */
+extern int (*cym_http_parse_hook)(struct mg_connection *c, const char *s, size_t len,
+                                  struct mg_http_message *hm);
 static inline int cym_park_layout_ok(void) {
   return cym_park_layout[0] == sizeof(struct cym_quiet) &&
          cym_park_layout[1] == offsetof(struct cym_quiet, slot) &&

@@ -463,6 +463,9 @@ cdef extern from "cym_extra.h" nogil:
     mg_connection *cym_parked_at(mg_mgr *mgr, size_t i)
     int cym_parked_wait_ms(mg_mgr *mgr, int ms)
     int cym_park_layout_ok()  # these declarations match mongoose.c's
+    # build_fixes.py: http_cb's head parser when set (http_split.pxi), else mg_http_parse.
+    int (*cym_http_parse_hook)(mg_connection *c, const char *s, size_t len,
+                               mg_http_message *hm)
 
 
 cdef extern from "cym_tls.h" nogil:

@@ -180,58 +180,6 @@ cdef int _stream_too_large(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
     return -1
 
 
-cdef void _split_head(char *p, size_t n, mg.mg_http_message *hm) noexcept nogil:
-    # The guard's _parse_head() has validated this head, so this only cuts it into fields.
-    # Mongoose's own mg_http_parse() is not used: it refuses header values that are not
-    # UTF-8 (HTTP allows any obs-text octet) and repeated Cookie fields.
-    cdef size_t i = 0, s, k = 0
-    memset(hm, 0, sizeof(mg.mg_http_message))
-    hm.message.buf = p
-    hm.message.len = n
-    hm.head.buf = p
-    hm.head.len = n
-    hm.body.buf = p + n
-    while p[i] != 32:
-        i += 1
-    hm.method.buf = p
-    hm.method.len = i
-    s = i + 1
-    i = s
-    while p[i] != 32:
-        i += 1
-    hm.uri.buf = p + s
-    hm.uri.len = i - s
-    for k in range(s, i):
-        if p[k] == c'?':
-            hm.query.buf = p + k + 1
-            hm.query.len = i - k - 1
-            hm.uri.len = k - s
-            break
-    hm.proto.buf = p + i + 1
-    hm.proto.len = 8
-    i += 11  # " HTTP/x.y\r\n"
-    k = 0
-    while i + 1 < n and p[i] != 13 and k < <size_t>mg.MG_MAX_HTTP_HEADERS:
-        s = i
-        while p[i] != c':':
-            i += 1
-        hm.headers[k].name.buf = p + s
-        hm.headers[k].name.len = i - s
-        i += 1
-        while p[i] == 32 or p[i] == 9:
-            i += 1
-        s = i
-        while p[i] != 13:
-            i += 1
-        hm.headers[k].value.buf = p + s
-        hm.headers[k].value.len = i - s
-        while hm.headers[k].value.len and (p[s + hm.headers[k].value.len - 1] == 32 or
-                                           p[s + hm.headers[k].value.len - 1] == 9):
-            hm.headers[k].value.len -= 1
-        i += 2
-        k += 1
-
-
 cdef void _stream_begin(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nogil:
     """The front request's head is valid: hand it to the handler as MG_EV_HTTP_HDRS, drop
     it from the buffer and start streaming its body."""
@@ -239,7 +187,7 @@ cdef void _stream_begin(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcep
     cdef size_t head_len = g.head_len
     cdef size_t mark
     cdef const char *cont = b"HTTP/1.1 100 Continue\r\n\r\n"
-    _split_head(<char *>c.recv.buf, head_len, &hm)
+    _split_head(<char *>c.recv.buf, head_len, &hm, NULL)  # http_split.pxi
     g.flags |= _GF_STREAM
     g.phase = _PH_STREAM
     g.body_ready = 0

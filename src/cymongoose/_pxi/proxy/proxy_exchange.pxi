@@ -166,7 +166,7 @@ cdef int _px_route(mg.mg_connection *c, HttpGuard *g, ProxyConf *conf) noexcept 
     cdef GilSlot *slot = <GilSlot *>c.mgr.userdata
     if slot.finalizing:
         return -1
-    _split_head(<char *>c.recv.buf, g.head_len, &hm)
+    _split_head(<char *>c.recv.buf, g.head_len, &hm, NULL)
     try:
         headers = []
         for i in range(mg.MG_MAX_HTTP_HEADERS):
@@ -204,7 +204,7 @@ cdef void _px_begin(mg.mg_connection *c, HttpGuard *g, ProxyConf *conf, ProxyGro
         _refuse(c, g, 503, b"out of memory for a proxied request", (g.flags & _GF_HEAD) != 0,
                 now)
         return
-    _split_head(<char *>c.recv.buf, head_len, &hm)
+    _split_head(<char *>c.recv.buf, head_len, &hm, NULL)
     ex.client = c
     ex.g = g
     ex.conf = conf
