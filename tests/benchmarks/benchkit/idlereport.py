@@ -250,11 +250,7 @@ def readme_lines(data: dict[str, Any], out: Path, root: Path) -> list[str]:
 
 
 def write_all(data: dict[str, Any], out: Path) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "idle.json", out / "idle.md"]
-    paths[0].write_text(json.dumps(data, indent=1, default=str) + "\n")
-    paths[1].write_text(markdown(data))
-    return paths
+    return report.write_pair(out, "idle", data, markdown(data))
 
 
 def print_summary(data: dict[str, Any]) -> None:

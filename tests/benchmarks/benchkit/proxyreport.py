@@ -222,11 +222,7 @@ def readme_lines(data: dict[str, Any], out: Path, root: Path) -> list[str]:
 
 
 def write_all(data: dict[str, Any], out: Path) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "proxy.json", out / "proxy.md"]
-    paths[0].write_text(json.dumps(data, indent=1, default=str) + "\n")
-    paths[1].write_text(markdown(data))
-    return paths
+    return report.write_pair(out, "proxy", data, markdown(data))
 
 
 def print_summary(data: dict[str, Any]) -> None:

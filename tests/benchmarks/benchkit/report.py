@@ -449,6 +449,15 @@ def interference(runs: list[dict[str, Any]]) -> str:
             f"{max(others) * 100:.0f}%), the hypervisor took {max(steals) * 100:.0f}% at most.")
 
 
+def write_pair(out: Path, stem: str, data: dict[str, Any], text: str) -> list[Path]:
+    """A phase's own document: `stem`.json (the data) and `stem`.md (`text`) in `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"{stem}.json", out / f"{stem}.md"]
+    paths[0].write_text(json.dumps(data, indent=1, default=str) + "\n")
+    paths[1].write_text(text)
+    return paths
+
+
 def status_sections(contenders: dict[str, Any], noun: str, plural: str, *,
                     kind: bool = False) -> list[str]:
     """The closing sections of a results document: the servers not measured and why, then
