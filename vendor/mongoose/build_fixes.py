@@ -446,6 +446,38 @@ HTTP_PARSE = """\
                   : mg_http_parse(buf, c->recv.len - ofs, &hm);
 """
 
+# Mongoose makes each accepted socket non-blocking and close-on-exec with three fcntl() calls
+# after accept(): 3 of the 15.5 system calls of a connection that carries one request
+# (tests/benchmarks/profile_callgrind.py). Linux (where MG_ENABLE_EPOLL is set) does both in
+# the accept itself. accept4() is declared here: glibc declares it only under _GNU_SOURCE.
+ACCEPT4_OLD = "    fd = accept(sock, &usa->sa, len);\n"
+ACCEPT4 = """\
+#if MG_ENABLE_EPOLL  /* cymongoose build fix: non-blocking and close-on-exec at once */
+    fd = accept4(sock, &usa->sa, len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+#else
+    fd = accept(sock, &usa->sa, len);
+#endif
+"""
+ACCEPT4_DECL = """\
+#if MG_ENABLE_EPOLL  /* cymongoose build fix: see ACCEPT4 */
+extern int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags);
+#endif
+"""
+ACCEPTED_MODE_OLD = """\
+    MG_EPOLL_ADD(c);
+    mg_set_non_blocking_mode(FD(c));
+    setsockopts(c);
+    c->is_accepted = 1;
+"""
+ACCEPTED_MODE = """\
+    MG_EPOLL_ADD(c);
+#if !MG_ENABLE_EPOLL  /* cymongoose build fix: accept4() set both already (ACCEPT4) */
+    mg_set_non_blocking_mode(FD(c));
+#endif
+    setsockopts(c);
+    c->is_accepted = 1;
+"""
+
 # Mongoose 7.23's mg_error() logs "<id> <fd> <text>" at ERROR for every failed connection,
 # a client's reset included, and its OpenSSL code logs each line of OpenSSL's error queue at
 # ERROR before that: a server's log fills with lines that name no peer and need no action.
@@ -499,6 +531,8 @@ REPLACEMENTS = [
     (UNPARK_DUE_OLD, UNPARK_DUE),
     (WAKE_PARKED_OLD, WAKE_PARKED),
     (HTTP_PARSE_OLD, HTTP_PARSE),
+    (ACCEPT4_OLD, ACCEPT4),
+    (ACCEPTED_MODE_OLD, ACCEPTED_MODE),
     (TLS_REASON_OLD, TLS_REASON_KEPT),
 ]
 
@@ -508,7 +542,7 @@ FIXES = [
     ("void mg_bzero(volatile unsigned char *buf, size_t len) {\n", FAST_BZERO),
     ('#include "mongoose.h"\n',
      EPOLL_INTEREST + ACCEPT_STATE + READ_EOF_STATE + QUIET_STATE + PARKING
-     + HTTP_PARSE_HOOK_STATE + CONN_ERROR_STATE),
+     + HTTP_PARSE_HOOK_STATE + ACCEPT4_DECL + CONN_ERROR_STATE),
     ("void mg_error(struct mg_connection *c, const char *fmt, ...) {\n",
      "  int cym_errno = errno;  /* cymongoose build fix: for cym_conn_error_hook */\n"),
     ("    n = recv(FD(c), (char *) buf, len, MSG_NONBLOCKING);\n",
