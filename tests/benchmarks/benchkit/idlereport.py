@@ -152,10 +152,7 @@ def _goal_line(n: int) -> str:
 def markdown(data: dict[str, Any]) -> str:
     meta, summary = data["meta"], data["summary"]
     n = meta["settings"]["idle_count"]
-    load = ", ".join(str(x) for x in meta["machine"]["load_average_at_start"])
-    out = ["# Idle connections benchmark", "",
-           f"{meta['date']} ({meta['mode']} run) on {report.machine_line(meta)}; load "
-           f"average at start {load}.", "",
+    out = ["# Idle connections benchmark", "", report.run_line(meta), "",
            f"Method: {method_line(meta)}. Each server's answer (status, body, Content-Type, "
            "keep-alive) was checked before and after. A run counts when every probe was "
            "answered and the server held every idle connection from the first probe to the "

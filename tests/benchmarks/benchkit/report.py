@@ -288,6 +288,13 @@ def machine_line(meta: dict[str, Any]) -> str:
             f"Linux {m['kernel']} ({m['os']}{virt})")
 
 
+def run_line(meta: dict[str, Any], extra: str = "") -> str:
+    """When and where a run was made: the first line of each results document."""
+    load = ", ".join(str(x) for x in meta["machine"]["load_average_at_start"])
+    return (f"{meta['date']} ({meta['mode']} run{extra}) on {machine_line(meta)}; load average "
+            f"at start {load}.")
+
+
 def method_line(meta: dict[str, Any]) -> str:
     s = meta["settings"]
     pin = (f"server pinned to CPU {s['server_cpu']}, wrk to CPU {s['client_cpu']}"
@@ -484,12 +491,10 @@ def status_sections(contenders: dict[str, Any], noun: str, plural: str, *,
 def markdown(data: dict[str, Any]) -> str:
     meta = data["meta"]
     proj = meta.get("project", {})
-    load = ", ".join(str(x) for x in meta["machine"]["load_average_at_start"])
     out = [
         "# Benchmark results",
         "",
-        f"{meta['date']} ({meta['mode']} run, {meta['elapsed_s']:g} s) on {machine_line(meta)}; "
-        f"load average at start {load}.",
+        run_line(meta, f", {meta['elapsed_s']:g} s"),
         "",
         f"Method: {method_line(meta)}. Every contender was checked (status 200, exact body, "
         "Content-Type, keep-alive) before and after being measured; a wrong answer is listed "
