@@ -209,6 +209,7 @@ cdef class Connection:
     cdef _RecvSpan _span
 
     cdef int _ensure_open(self) except -1
+    cdef void _unpark(self) noexcept
 
 
 cdef class _LoopHandler:

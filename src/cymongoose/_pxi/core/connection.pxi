@@ -69,11 +69,14 @@ cdef class Connection:
     cdef int _ensure_open(self) except -1:
         if self._c == NULL:
             raise RuntimeError(_CLOSED_MSG)
-        if self._guard.quiet.slot:
-            # Parked off the loop's list while idle (build_fixes.py PARKING): whatever this
-            # method does to it (send, close, drain...) is seen by the next poll.
-            mg.cym_unpark(self._c)
+        self._unpark()
         return 0
+
+    cdef void _unpark(self) noexcept:
+        # Parked off the loop's list while idle (build_fixes.py PARKING): whatever a method
+        # does to it (send, close, drain, a new handler) is seen by the next poll.
+        if self._guard.quiet.slot:
+            mg.cym_unpark(self._c)
 
     def __repr__(self):
         if self._c == NULL:
@@ -88,8 +91,7 @@ cdef class Connection:
     def set_handler(self, handler):
         self._handler = _check_handler(handler, "handler")
         self._skip_poll = False  # the next event reads the new handler's mask
-        if self._guard.quiet.slot:
-            mg.cym_unpark(self._c)  # back in the loop's list, then
+        self._unpark()  # back in the loop's list, then
         self._guard.quiet.until = 0  # it gets MG_EV_POLL again from the next poll
 
     @property
@@ -221,8 +223,7 @@ cdef class Connection:
         # asyncio's transport.close() does; with nothing queued the close is immediate.
         if self._c == NULL:
             return
-        if self._guard.quiet.slot:
-            mg.cym_unpark(self._c)  # parked while idle: the next poll must see the close
+        self._unpark()
         if self._c.send.len > 0 and not self._c.is_closing:
             self._c.is_draining = 1
         else:
