@@ -23,6 +23,7 @@ tests/reliability/results/flood.json (docs/reliability.md).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import json
 import multiprocessing
@@ -341,17 +342,30 @@ def tls_flood(port: int, seconds: float, garbage: int = 200, stalled: int = 1000
     sent = [0]
     closed_by_server = [0]
 
+    # Garbage that starts like a TLS record longer than what was sent leaves the server
+    # waiting for the rest until its handshake timeout: at the end, those sockets are shut
+    # down so that no client sits out its 5 s read.
+    live: set[socket.socket] = set()
+    live_lock = threading.Lock()
+
     def garbage_client() -> None:
         while not stop.is_set():
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-                    for _ in range(4):
-                        s.sendall(rng.randbytes(1024))
-                        sent[0] += 1
-                    if s.recv(4096) == b"":
-                        closed_by_server[0] += 1
+                    with live_lock:
+                        live.add(s)
+                    try:
+                        for _ in range(4):
+                            s.sendall(rng.randbytes(1024))
+                            sent[0] += 1
+                        if s.recv(4096) == b"" and not stop.is_set():
+                            closed_by_server[0] += 1
+                    finally:
+                        with live_lock:
+                            live.discard(s)
             except OSError:
-                closed_by_server[0] += 1
+                if not stop.is_set():
+                    closed_by_server[0] += 1
 
     threads = [threading.Thread(target=garbage_client, daemon=True)
                for _ in range(min(garbage, 16))]
@@ -361,6 +375,10 @@ def tls_flood(port: int, seconds: float, garbage: int = 200, stalled: int = 1000
         time.sleep(seconds)
     finally:
         stop.set()
+        with live_lock:
+            for s in live:
+                with contextlib.suppress(OSError):  # the server closed it already
+                    s.shutdown(socket.SHUT_RDWR)
         for t in threads:
             t.join()
         for s in stalled_socks:

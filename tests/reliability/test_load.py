@@ -19,7 +19,7 @@ from .support import ServerProcess, fd_count, read_response, rss_kib, wait_until
 EXCEPTION_REQUESTS = int(os.environ.get("CYMONGOOSE_EXCEPTION_REQUESTS", "10000"))
 # 15 s in make test; make soak holds every workload for 30 minutes (soak.py) and judges the
 # RSS slope there. This mix (POST bodies, a close every 10th request) judges it from 60 s.
-SOAK_SECONDS = float(os.environ.get("CYMONGOOSE_SOAK_SECONDS", "15"))
+SOAK_SECONDS = float(os.environ.get("CYMONGOOSE_SOAK_SECONDS", "8"))
 SLOPE_JUDGED_FROM_S = 60
 SOAK_RATE = int(os.environ.get("CYMONGOOSE_SOAK_RATE", "400"))  # requests per second
 
@@ -149,7 +149,7 @@ def test_idle_sockets_and_connection_storm() -> None:
 
 @pytest.mark.no_asan
 def test_soak_fixed_rate() -> None:
-    """A fixed request rate for CYMONGOOSE_SOAK_SECONDS (15 s by default): zero non-2xx,
+    """A fixed request rate for CYMONGOOSE_SOAK_SECONDS (8 s by default): zero non-2xx,
     zero socket errors, and (from 60 s on) the server's RSS slope after warm-up under
     1 MiB/min."""
     workers = 8
