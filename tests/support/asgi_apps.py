@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import asyncio
-import atexit
 import hashlib
 import json
 import os
@@ -26,24 +25,25 @@ from .patterns import pattern_chunks
 
 STATE: dict[str, Any] = {}  # token -> what a case recorded
 FILE_BODY = bytes(range(256)) * 1024  # 256 KiB served by http.response.pathsend
-_FILE = os.path.join(tempfile.gettempdir(), f"cymongoose-asgi-file-{os.getpid()}.bin")
+# One file for every test process, named by its content: each server process used to write
+# its own and remove it at exit, and those killed (SIGKILL, os._exit) left theirs behind.
+_FILE = os.path.join(tempfile.gettempdir(),
+                     f"cymongoose-asgi-file-{hashlib.sha256(FILE_BODY).hexdigest()[:16]}.bin")
 
 
 def served_file() -> str:
-    """The path of a file holding FILE_BODY, written once per process and removed when the
-    process exits (servers in subprocesses too: they exit normally on SIGTERM)."""
-    if not os.path.exists(_FILE):
-        with open(_FILE, "wb") as f:
-            f.write(FILE_BODY)
-        atexit.register(_remove_file)
-    return _FILE
-
-
-def _remove_file() -> None:
+    """The path of a file holding FILE_BODY, written when missing (atomically: processes
+    may race to write it) and left for the next run."""
     try:
-        os.unlink(_FILE)
-    except FileNotFoundError:
+        if os.path.getsize(_FILE) == len(FILE_BODY):
+            return _FILE
+    except OSError:
         pass
+    partial = f"{_FILE}.{os.getpid()}"
+    with open(partial, "wb") as f:
+        f.write(FILE_BODY)
+    os.replace(partial, _FILE)
+    return _FILE
 
 
 def _query(scope: dict[str, Any]) -> dict[str, str]:
