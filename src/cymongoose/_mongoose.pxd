@@ -429,7 +429,7 @@ cdef class ASGILoop(_LoopHandler):
     cdef _admit(self, Connection conn, HttpMessage msg)
     # start() and spawn() for the C paths: no override lookup per request.
     cdef _start(self, Connection conn, ASGIHTTPExchange exchange)
-    cdef _spawn(self, cycle)
+    cdef _spawn(self, cycle, bint eager=*)
 
     # Hooks. admit_request: a request head when python_admission is set (proxy headers,
     # Unix-socket clients, max_requests). admit_websocket: a GET asking for a WebSocket,

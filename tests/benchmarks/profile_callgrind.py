@@ -49,6 +49,7 @@ from benchkit import contenders as ck  # noqa: E402
 
 log = logging.getLogger("profile")
 OUT = ck.BENCH_DIR / "results" / "callgrind"
+VENV = ck.ROOT / ".venv"  # whose Python and extension the servers run (--venv)
 REQUEST = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: profile\r\n\r\n"
 CLOSE_REQUEST = REQUEST.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n")
 BODY = b'{"message":"Hello, World!"}'
@@ -178,7 +179,7 @@ STATIC_DIR = ck.CACHE_DIR / "static"  # made by run.py (100 files of 100 KiB)
 
 def server_argv(c: ck.Contender, port: int) -> list[str]:
     """The contender's own command (as the wall-clock benchmark starts it), substituted."""
-    values = {"python": str(ck.ROOT / ".venv" / "bin" / "python"), "file": str(c.file),
+    values = {"python": str(VENV / "bin" / "python"), "file": str(c.file),
               "dir": str(c.file.parent), "bench": str(ck.BENCH_DIR), "port": str(port),
               "exe": str(c.exe or ""), "static_dir": str(STATIC_DIR), "root": str(ck.ROOT),
               "workers": "1"}
@@ -214,7 +215,7 @@ def symbolized_env() -> dict[str, str]:
     copy of it comes first on PYTHONPATH, and SKBUILD_EDITABLE_SKIP tells the editable
     install's import hook to stand aside.
     """
-    installed = list((ck.ROOT / ".venv" / "lib").glob("python3*/site-packages/cymongoose/"
+    installed = list((VENV / "lib").glob("python3*/site-packages/cymongoose/"
                                                        "_mongoose*.so"))
     for so in installed:
         bid = _build_id(so)
@@ -581,7 +582,7 @@ def _git_state() -> str:
     dirty = subprocess.run(["git", "-C", str(ck.ROOT), "status", "--porcelain", "--", "src",
                             "vendor", "CMakeLists.txt"], capture_output=True, text=True).stdout
     state = head + (" with uncommitted changes under src/ or vendor/" if dirty.strip() else "")
-    for so in (ck.ROOT / ".venv" / "lib").glob("python3*/site-packages/cymongoose/_mongoose*.so"):
+    for so in (VENV / "lib").glob("python3*/site-packages/cymongoose/_mongoose*.so"):
         state += f"; extension build id {(_build_id(so) or '?')[:12]}"
     return state
 
@@ -600,6 +601,7 @@ def _selected(spec: str) -> list[str]:
 
 
 def main() -> int:
+    global OUT, VENV
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--servers", default="c,raw,wsgi,asgi,static",
                    help="c, raw, handles, wsgi, asgi, static (ours and C serving files), "
@@ -616,7 +618,13 @@ def main() -> int:
     p.add_argument("--no-strace", action="store_true")
     p.add_argument("--report-only", action="store_true",
                    help="rewrite summary.md from summary.json, measuring nothing")
+    p.add_argument("--venv", type=Path, default=VENV,
+                   help="the environment whose Python and cymongoose the servers run "
+                   "(another CPython's: uv sync with UV_PROJECT_ENVIRONMENT and --python)")
+    p.add_argument("--out", type=Path, default=OUT,
+                   help="where summary.json/md and raw/ go (default results/callgrind)")
     args = p.parse_args()
+    OUT, VENV = args.out.resolve(), args.venv.resolve()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s",
                         datefmt="%H:%M:%S")
     if args.report_only:
@@ -673,7 +681,7 @@ def main() -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "summary.json").write_text(json.dumps(results, indent=1) + "\n")
     (OUT / "summary.md").write_text(markdown(results))
-    log.info("wrote %s", (OUT / "summary.md").relative_to(ck.ROOT))
+    log.info("wrote %s", OUT / "summary.md")
     return 0
 
 

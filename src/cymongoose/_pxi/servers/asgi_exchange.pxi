@@ -107,9 +107,12 @@ cdef class ASGIHTTPExchange:
 
 
 import asyncio as _asyncio
+import sys as _sys
 from asyncio import Task as _AsyncioTask
 
 cdef str _ASGI_TASK_NAME = "cymongoose.asgi request"
+# Python 3.12's tasks can start eagerly: see ASGILoop._spawn.
+cdef bint _EAGER_TASKS = _sys.version_info >= (3, 12)
 
 
 cdef bint _asks_websocket(HttpMessage msg):
@@ -183,15 +186,26 @@ cdef class ASGILoop(_LoopHandler):
             exchange.busy = True
             conn.set_handler(shared.busy_handler)
         conn.userdata = exchange
-        self._spawn(exchange)
+        self._spawn(exchange, True)
 
-    cdef _spawn(self, cycle):
+    cdef _spawn(self, cycle, bint eager=False):
         loop = self.loop
         if loop.get_task_factory() is None:
             # Python 3.11 formats a "Task-<n>" name for every task made without one (1.4k
             # instructions, 4% of a raw hello request); loop.create_task() names it only
             # after that, so the task is made here, with a fixed name.
-            task = _AsyncioTask(self.run_app(cycle), loop=loop, name=_ASGI_TASK_NAME)
+            if eager and _EAGER_TASKS:
+                # An HTTP request's app runs at once, inside its head's event, up to its
+                # first wait: an app that answers without waiting is done before the task
+                # is ever scheduled (no handle, no turn of the loop, and its response is
+                # written in this poll). A WebSocket app is not started this way: its
+                # handshake must finish first.
+                task = _AsyncioTask(self.run_app(cycle), loop=loop, name=_ASGI_TASK_NAME,
+                                    eager_start=True)
+                if task.done():
+                    return  # run_app() ended: no task to keep, none to cancel
+            else:
+                task = _AsyncioTask(self.run_app(cycle), loop=loop, name=_ASGI_TASK_NAME)
         else:
             task = loop.create_task(self.run_app(cycle))
         cycle.task = task
