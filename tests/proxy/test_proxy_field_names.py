@@ -7,11 +7,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from support.gunicorn_server import GunicornServer
 from support.http_client import HttpConnection
+from support.nginx import start_nginx, stop_nginx
+from support.ports import HOST, free_port
+
+from conftest import tool_env
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -73,6 +78,44 @@ def test_connection_cannot_name_away_host_framing_or_forwarding(upstream: Any,
     assert seen.header("X-Forwarded-Host") == "shop.example"
     assert seen.header("Via") == "1.1 cymongoose"
     assert seen.header("X-Hop") is None  # the client's own field: removed as named
+
+
+NGINX_FRONT = """
+    access_log off;
+    server {{
+        listen {host}:{port};
+        location / {{
+            proxy_pass {upstream};
+            proxy_http_version 1.1;
+            proxy_set_header Host $host;
+        }}
+    }}
+"""
+
+
+@pytest.mark.parametrize("front", ["nginx", "cymongoose"])
+def test_a_request_naming_host_in_connection_is_served_as_nginx_serves_it(
+        upstream: Any, proxy: Any, tmp_path: Path, front: str) -> None:
+    # The reference: nginx (its usual proxy recipe) ignores what Connection names and drops
+    # names with `_`; the upstream gets Host either way.
+    up = upstream()
+    nginx = None
+    if front == "nginx":
+        port = free_port()
+        nginx = start_nginx(tmp_path, NGINX_FRONT.format(host=HOST, port=port,
+                                                         upstream=up.url), port, tool_env())
+    else:
+        port = proxy({"/": up.url}).port
+    try:
+        with HttpConnection(port) as client:
+            resp = client.request("GET", "/a", [("Host", "shop.example"),
+                                                ("Connection", "Host"),
+                                                ("X_Forwarded_For", "6.6.6.6")])
+        assert resp.status == 200, resp
+    finally:
+        stop_nginx(nginx)
+    assert up.seen[0].header("Host") == "shop.example"
+    assert up.seen[0].header("X_Forwarded_For") is None
 
 
 def test_an_upstream_cannot_name_away_its_content_length(raw_upstream: Any,
