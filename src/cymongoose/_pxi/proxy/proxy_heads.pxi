@@ -117,13 +117,14 @@ cdef int _px_kind(const unsigned char *name, size_t n) noexcept nogil:
 
 cdef bint _px_forwarding_alias(const unsigned char *name, size_t n) noexcept nogil:
     """Whether the name is a forwarding field's (X-Forwarded-*, X-Real-IP) spelt with `_`
-    for `-` somewhere (X_Forwarded_For, X-Real_IP): CGI-style backends (WSGI's environ,
-    PHP, gunicorn's `--header-map dangerous`) map both to HTTP_X_FORWARDED_FOR, so such a
-    field would merge with (or stand in for) the one the proxy sets. No proxy sends one:
-    they are dropped from every peer, trusted or not. nginx drops every name with an
-    underscore (underscores_in_headers off); other such names are passed on here, because
-    the proxy vouches only for the forwarding fields: any other name's `-` spelling the
-    client could send as well, and APIs with `_` in header names keep working."""
+    for `-` somewhere (X_Forwarded_For, X-Real_IP): CGI-style backends (PHP, a WSGI server
+    that maps every name into the environ, gunicorn's `--header-map dangerous`) map both to
+    HTTP_X_FORWARDED_FOR, so such a field would merge with (or stand in for) the one the
+    proxy sets. No proxy sends one: they are dropped from every peer, trusted or not.
+    nginx drops every name with an underscore (underscores_in_headers off); other such
+    names are passed on here, because the proxy vouches only for the forwarding fields:
+    any other name the client could send in its `-` spelling as well, and APIs with `_` in
+    header names keep working."""
     cdef size_t i, k
     cdef const char *lit
     cdef unsigned char ch
@@ -284,6 +285,7 @@ cdef bint _px_request_head(PxBuf *b, mg.mg_connection *c, HttpGuard *g,
         elif kind != _FK_OTHER:
             continue  # hop-by-hop, Upgrade, framing (ours below), Expect (answered here)
         elif _px_forwarding_alias(name, nlen) or _px_named(&tokens, name, nlen):
+            # X_Forwarded_For and the like: never (see _px_forwarding_alias).
             # Connection removes only the client's own end-to-end fields: it never names
             # away Host, the framing or the forwarding fields (kinds above), which are the
             # proxy's to send. Apache's CVE-2022-31813 was X-Forwarded-For named away.
