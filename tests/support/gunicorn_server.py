@@ -23,8 +23,10 @@ class GunicornServer:
     One worker process, so state an app keeps in module globals is shared by all requests."""
 
     def __init__(self, app: str, *, threads: int = 8, root_path: str = "",
-                 ready_path: str = "/_ctl/ping", startup_timeout: float = 20.0) -> None:
+                 ready_path: str = "/_ctl/ping", startup_timeout: float = 20.0,
+                 options: tuple[str, ...] = ()) -> None:
         self.app = app
+        self.options = options  # more command-line options (e.g. --header-map dangerous)
         self.threads = threads
         self.root_path = root_path
         self.ready_path = ready_path
@@ -43,7 +45,7 @@ class GunicornServer:
             sys.executable, "-m", "gunicorn", "--worker-class", "gthread", "--workers", "1",
             "--threads", str(self.threads), "--bind", f"fd://{listener.fileno()}",
             "--keep-alive", "10", "--graceful-timeout", "2", "--timeout", "120",
-            "--log-level", "warning", self.app,
+            "--log-level", "warning", *self.options, self.app,
         ]
         try:
             self.proc = subprocess.Popen(cmd, env=env, cwd=TESTS_DIR, stdin=subprocess.DEVNULL,

@@ -64,7 +64,8 @@ cdef struct _Exchange:
     bint body_sent  # request body bytes went upstream: never replayed
     bint req_done  # the whole request is queued on uc
     bint head_req
-    bint upgrade
+    bint upgrade  # a WebSocket handshake, passed on (proxy_upgrade.pxi)
+    char ws_accept[32]  # the Sec-WebSocket-Accept its 101 must carry
     bint chunk_up  # the request body is sent chunked
     bint chunk_out  # the response body is sent chunked to the client
     bint up_close  # the upstream connection ends with this response
@@ -200,11 +201,19 @@ cdef void _px_begin(mg.mg_connection *c, HttpGuard *g, ProxyConf *conf, ProxyGro
     cdef size_t n
     cdef _Exchange *ex = <_Exchange *>calloc(1, sizeof(_Exchange))
     cdef const char *cont = b"HTTP/1.1 100 Continue\r\n\r\n"
+    cdef const char *why = NULL
+    cdef int websocket
     if ex == NULL:
         _refuse(c, g, 503, b"out of memory for a proxied request", (g.flags & _GF_HEAD) != 0,
                 now)
         return
     _split_head(<char *>c.recv.buf, head_len, &hm, NULL)
+    websocket = _px_ws_request(&hm, g, ex.ws_accept, &why)
+    if websocket < 0:
+        free(ex)
+        _refuse(c, g, 400, why, (g.flags & _GF_HEAD) != 0, now)
+        return
+    ex.upgrade = websocket == 1
     ex.client = c
     ex.g = g
     ex.conf = conf
@@ -264,7 +273,7 @@ cdef bint _px_build_head(_Exchange *ex, mg.mg_http_message *hm) noexcept nogil:
     cdef ProxyUpstream *u = ex.only if ex.only != NULL else ex.grp.members[0]
     free(ex.head.p)
     memset(&ex.head, 0, sizeof(PxBuf))
-    return _px_request_head(&ex.head, ex.client, ex.g, hm, ex.conf, ex.grp, u, &ex.upgrade)
+    return _px_request_head(&ex.head, ex.client, ex.g, hm, ex.conf, ex.grp, u, ex.upgrade)
 
 
 cdef void _px_acquire(_Exchange *ex, uint64_t now) noexcept nogil:

@@ -1,7 +1,9 @@
 # The reverse proxy's message heads (RFC 9110 §7.6): the request head an upstream gets, made
 # from the client's validated head, and the upstream's response head, checked strictly and
-# rewritten for the client. Hop-by-hop fields and every field named in Connection are
-# removed both ways; the framing is the proxy's own on each side.
+# rewritten for the client. Hop-by-hop fields and every end-to-end field named in Connection
+# are removed both ways; the framing, Host and the forwarding fields are the proxy's own on
+# each side, whatever Connection names. The only protocol switch passed on is a WebSocket
+# handshake (proxy_upgrade.pxi).
 
 cdef extern from "<arpa/inet.h>" nogil:
     const char *inet_ntop(int af, const void *src, char *dst, unsigned int size)
@@ -27,6 +29,8 @@ cdef enum:
     _FK_HOST = 10
     _FK_VIA = 11
     _FK_EXPECT = 12
+    _FK_WS_KEY = 13  # Sec-WebSocket-Key: ours to write, for a handshake we pass on
+    _FK_WS_VERSION = 14
 
 
 cdef struct PxBuf:
@@ -89,6 +93,9 @@ cdef int _px_kind(const unsigned char *name, size_t n) noexcept nogil:
     if ((n == 10 and _ieq(name, n, b"keep-alive")) or (n == 2 and _ieq(name, n, b"te"))
             or (n == 7 and _ieq(name, n, b"trailer"))
             or (n == 16 and _ieq(name, n, b"proxy-connection"))
+            # HTTP/2's upgrade settings (RFC 7540 §3.2.1): hop-by-hop, and an h2c upgrade
+            # is never passed on (proxy_upgrade.pxi)
+            or (n == 14 and _ieq(name, n, b"http2-settings"))
             or (n == 19 and _ieq(name, n, b"proxy-authorization"))
             or (n == 18 and _ieq(name, n, b"proxy-authenticate"))):
         return _FK_HOP
@@ -101,7 +108,45 @@ cdef int _px_kind(const unsigned char *name, size_t n) noexcept nogil:
     if ((n == 9 and _ieq(name, n, b"forwarded")) or (n == 9 and _ieq(name, n, b"x-real-ip"))
             or (n > 12 and _ieq(name, 12, b"x-forwarded-"))):
         return _FK_FORWARDED
+    if n == 17 and _ieq(name, n, b"sec-websocket-key"):
+        return _FK_WS_KEY
+    if n == 21 and _ieq(name, n, b"sec-websocket-version"):
+        return _FK_WS_VERSION
     return _FK_OTHER
+
+
+cdef bint _px_forwarding_alias(const unsigned char *name, size_t n) noexcept nogil:
+    """Whether the name is a forwarding field's (X-Forwarded-*, X-Real-IP) spelt with `_`
+    for `-` somewhere (X_Forwarded_For, X-Real_IP): CGI-style backends (PHP, a WSGI server
+    that maps every name into the environ, gunicorn's `--header-map dangerous`) map both to
+    HTTP_X_FORWARDED_FOR, so such a field would merge with (or stand in for) the one the
+    proxy sets. No proxy sends one: they are dropped from every peer, trusted or not.
+    nginx drops every name with an underscore (underscores_in_headers off); other such
+    names are passed on here, because the proxy vouches only for the forwarding fields:
+    any other name the client could send in its `-` spelling as well, and APIs with `_` in
+    header names keep working."""
+    cdef size_t i, k
+    cdef const char *lit
+    cdef unsigned char ch
+    if memchr(name, c'_', n) == NULL:
+        return False
+    if n == 9:
+        lit = b"x-real-ip"
+        k = 9
+    elif n > 12:
+        lit = b"x-forwarded-"
+        k = 12
+    else:
+        return False
+    for i in range(k):
+        ch = name[i]
+        if ch == c'_':
+            ch = c'-'
+        elif 0x41 <= ch <= 0x5a:
+            ch += 32
+        if ch != <unsigned char>lit[i]:
+            return False
+    return True
 
 
 cdef struct PxTokens:
@@ -166,10 +211,11 @@ cdef void _px_client_ip(mg.mg_connection *c, char *out) noexcept nogil:
 
 cdef bint _px_request_head(PxBuf *b, mg.mg_connection *c, HttpGuard *g,
                            mg.mg_http_message *hm, const ProxyConf *conf, ProxyGroup *grp,
-                           ProxyUpstream *u, bint *upgrade) noexcept nogil:
-    """Write the request head for upstream `u` into b; `upgrade`: whether it asks for a
-    protocol switch (Connection: upgrade and an Upgrade field, both passed on). False when
-    out of memory."""
+                           ProxyUpstream *u, bint websocket) noexcept nogil:
+    """Write the request head for upstream `u` into b. `websocket`: the request is a valid
+    WebSocket handshake (_px_ws_request), passed on as one; any other Upgrade, and the
+    WebSocket fields of a request that is not one, are dropped: the upstream gets plain
+    HTTP/1.1. False when out of memory."""
     cdef PxTokens tokens
     cdef bint trusted = _px_trusted(conf, c)
     cdef int i, kind
@@ -181,7 +227,7 @@ cdef bint _px_request_head(PxBuf *b, mg.mg_connection *c, HttpGuard *g,
     cdef mg.mg_str *xfproto = NULL
     cdef mg.mg_str *xfhost = NULL
     cdef mg.mg_http_header *via = NULL
-    cdef mg.mg_str *upgrade_value = NULL
+    cdef mg.mg_str *ws_key = NULL
     cdef char ip[64]
     memset(&tokens, 0, sizeof(PxTokens))
     for i in range(mg.MG_MAX_HTTP_HEADERS):
@@ -218,9 +264,9 @@ cdef bint _px_request_head(PxBuf *b, mg.mg_connection *c, HttpGuard *g,
         elif kind == _FK_VIA:
             via = &hm.headers[i]
             continue  # rewritten below, with ours appended when asked for
-        elif kind == _FK_UPGRADE:
-            upgrade_value = &hm.headers[i].value
-            continue
+        elif kind == _FK_WS_KEY:
+            ws_key = &hm.headers[i].value
+            continue  # written below, for a handshake passed on
         elif kind == _FK_XFF:
             if trusted:
                 xff = &hm.headers[i].value
@@ -237,8 +283,15 @@ cdef bint _px_request_head(PxBuf *b, mg.mg_connection *c, HttpGuard *g,
             if not trusted:
                 continue
         elif kind != _FK_OTHER:
-            continue  # hop-by-hop, framing (ours below), Expect (answered here)
-        if _px_named(&tokens, name, nlen):
+            continue  # hop-by-hop, Upgrade, framing (ours below), Expect (answered here)
+        elif _px_forwarding_alias(name, nlen) or _px_named(&tokens, name, nlen):
+            # X_Forwarded_For and the like: never (see _px_forwarding_alias).
+            # Connection removes only the client's own end-to-end fields: it never names
+            # away Host, the framing or the forwarding fields (kinds above), which are the
+            # proxy's to send. Apache's CVE-2022-31813 was X-Forwarded-For named away.
+            # nginx passes a request whose Connection names Host (it ignores the names
+            # altogether); a 400 would refuse what can be served without doubt, so the
+            # nomination is ignored rather than refused.
             continue
         _pb_add(b, name, nlen)
         _pb_add(b, b": ", 2)
@@ -254,11 +307,11 @@ cdef bint _px_request_head(PxBuf *b, mg.mg_connection *c, HttpGuard *g,
         _pb_add(b, b"\r\n", 2)
     elif g.body_kind == _BODY_CHUNKED:
         _pb_str(b, b"Transfer-Encoding: chunked\r\n")
-    upgrade[0] = tokens.upgrade and upgrade_value != NULL
-    if upgrade[0]:
-        _pb_str(b, b"Connection: upgrade\r\nUpgrade: ")
-        _pb_add(b, upgrade_value.buf, upgrade_value.len)
-        _pb_add(b, b"\r\n", 2)
+    if websocket and ws_key != NULL:
+        # The key _px_ws_request checked (the only one) and the version it requires.
+        _pb_str(b, b"Connection: upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: ")
+        _pb_add(b, ws_key.buf, ws_key.len)
+        _pb_str(b, b"\r\nSec-WebSocket-Version: 13\r\n")
     _px_client_ip(c, ip)
     _pb_str(b, b"X-Forwarded-For: ")
     if xff != NULL and xff.len:
@@ -451,7 +504,9 @@ cdef void _px_response_head(mg.mg_connection *c, HttpGuard *g, const unsigned ch
                 continue
         elif kind == _FK_HOP or kind == _FK_CONNECTION or kind == _FK_TE:
             continue
-        if _px_named(&r.tokens, p + s, k - s):
+        elif kind == _FK_OTHER and _px_named(&r.tokens, p + s, k - s):
+            # Not the framing: an upstream's "Connection: Content-Length" would leave the
+            # client a body it cannot delimit.
             continue
         mg.mg_send(c, line, e + 2 - s)
     if via != NULL or conf.via:

@@ -10,6 +10,7 @@ cdef void _px_upstream_read(_Exchange *ex, uint64_t now) noexcept nogil:
     cdef HttpGuard *g = ex.g
     cdef PxResp r
     cdef int rc
+    cdef const char *why
     if ex.state == _X_TUNNEL:
         _px_tunnel_down(ex, False)
         return
@@ -34,15 +35,21 @@ cdef void _px_upstream_read(_Exchange *ex, uint64_t now) noexcept nogil:
                 _px_detach_upstream(ex)
                 _px_free(ex)
                 return
-            if r.status == 101 and ex.upgrade:
-                _px_start_tunnel(ex, &r, now)
+            if r.status == 101:
+                # A tunnel only for the WebSocket handshake we passed on, and only once the
+                # upstream proved it with the Accept for its key (proxy_upgrade.pxi).
+                if ex.upgrade:
+                    why = _px_ws_switched(u.recv.buf, &r, ex.ws_accept)
+                else:
+                    why = b"the upstream switched protocols unasked"
+                if why == NULL:
+                    _px_start_tunnel(ex, &r, now)
+                    return
+                u.is_closing = 1
+                _px_detach_upstream(ex)
+                _px_fail(ex, 502, why, now)
                 return
             if r.status < 200:
-                if r.status == 101:
-                    u.is_closing = 1
-                    _px_detach_upstream(ex)
-                    _px_fail(ex, 502, b"the upstream switched protocols unasked", now)
-                    return
                 mg.mg_iobuf_del(&u.recv, 0, r.head_len)  # 100 Continue and the like
                 continue
             break

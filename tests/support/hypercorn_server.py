@@ -1,0 +1,85 @@
+"""hypercorn in a subprocess: a real server that speaks HTTP/1.1, h2c and WebSocket on one
+port (tests/support/h2c_app.py by default)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from .http_client import HttpConnection
+from .ports import HOST, bound_listener
+from .processes import stop_process
+from .subprocess_env import child_env
+
+TESTS_DIR = Path(__file__).resolve().parent.parent
+
+
+class HypercornServer:
+    """`hypercorn app` with one worker on a socket this process bound (handed over as
+    `fd://N`, so the port is never raced); ready once GET /_seen answers 200."""
+
+    def __init__(self, app: str = "support.h2c_app:app", startup_timeout: float = 20.0) -> None:
+        self.app = app
+        self.startup_timeout = startup_timeout
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.port = 0
+        self._log = tempfile.TemporaryFile()
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def start(self) -> HypercornServer:
+        listener = bound_listener()
+        self.port = int(listener.getsockname()[1])
+        cmd = [sys.executable, "-m", "hypercorn", "--workers", "1", "--bind",
+               f"fd://{listener.fileno()}", "--log-level", "warning", self.app]
+        try:
+            self.proc = subprocess.Popen(cmd, env=child_env(pythonpath=str(TESTS_DIR)),
+                                         cwd=TESTS_DIR, stdin=subprocess.DEVNULL,
+                                         stdout=self._log, stderr=self._log,
+                                         pass_fds=(listener.fileno(),))
+        finally:
+            listener.close()
+        deadline = time.monotonic() + self.startup_timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"hypercorn exited at start-up:\n{self.log()}")
+            try:
+                self.seen()
+                return self
+            except (OSError, AssertionError):
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"hypercorn not ready in {self.startup_timeout} s:\n"
+                                   f"{self.log()}")
+            time.sleep(0.05)
+
+    def seen(self) -> list[dict[str, Any]]:
+        """The requests the app recorded (h2c_app.py), asked over HTTP/1.1."""
+        with HttpConnection(self.port, timeout=5.0) as c:
+            resp = c.request("GET", "/_seen")
+            assert resp.status == 200, resp
+            result: list[dict[str, Any]] = json.loads(resp.body)
+            return result
+
+    def log(self) -> str:
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+        self._log.close()
+
+    def __enter__(self) -> HypercornServer:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
