@@ -446,8 +446,15 @@ class Connection:
         extra_headers: str = "",
         mime_types: str = "",
         page404: str = "",
+        *,
+        directory_listing: bool = False,
     ) -> None:
-        """Serve the request's URI from under `root_dir` (`ValueError` for a stale view)."""
+        """Serve the request's URI from under `root_dir` (`ValueError` for a stale view).
+
+        A directory without `index.html` is a 403 unless `directory_listing` is true (nginx's
+        `autoindex` is off by default too); a listing never shows names that start with a
+        dot. A URI holding a NUL (`%00`) gets a 400 (the server refuses such requests before
+        any handler runs)."""
 
     def serve_file(
         self, message: HttpMessage, path: str, extra_headers: str = "", mime_types: str = ""

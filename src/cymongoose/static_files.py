@@ -2,7 +2,9 @@
 else to the app, for WSGI (`StaticFiles`) and ASGI (`ASGIStaticFiles`) apps. Files leave through
 the servers' sendfile path (`wsgi.file_wrapper`, `http.response.pathsend`), so a static file
 costs no Python per byte. Both share one lookup: the longest mount prefix wins, paths that
-leave the directory are 404, a directory serves its index.html, If-Modified-Since gets 304."""
+leave the directory are 404 (through `..` or a symlink, index files included), a path with a
+NUL is 400, a directory serves its index.html and is never listed (404 without one),
+If-Modified-Since gets 304."""
 
 from __future__ import annotations
 
@@ -64,6 +66,10 @@ def _text(status: int, reason: str, body: bytes,
                                     ("Content-Length", str(len(body))), *(extra or [])], body)
 
 
+def _inside(directory: str, full: str) -> bool:
+    return full == directory or full.startswith(directory.rstrip(os.sep) + os.sep)
+
+
 def _lookup(directory: str, relative: str | None, method: str,
             if_modified_since: str | None) -> _Answer:
     """The answer for `relative` (a decoded path under `directory`; None: undecodable)."""
@@ -72,11 +78,21 @@ def _lookup(directory: str, relative: str | None, method: str,
                      [("Allow", "GET, HEAD")])
     if relative is None:
         return _text(404, "Not Found", b"not found\n")
+    if "\0" in relative:
+        # Our servers refuse "%00" in a path before the app runs; behind another server it
+        # arrives decoded, and a file name cannot hold it (nginx answers 400 too).
+        return _text(400, "Bad Request", b"bad request\n")
+    # realpath resolves every symlink: what is opened is the resolved path, checked to be
+    # inside the mount (`..` and links out of it are 404 alike).
     full = os.path.realpath(os.path.join(directory, relative.lstrip("/")))
-    if full != directory and not full.startswith(directory + os.sep):
-        return _text(404, "Not Found", b"not found\n")  # ../ escapes
+    if not _inside(directory, full):
+        return _text(404, "Not Found", b"not found\n")
     if os.path.isdir(full):
-        full = os.path.join(full, "index.html")
+        # The index file may be a symlink too: resolved and checked like any path. A
+        # directory without one is 404, never a listing.
+        full = os.path.realpath(os.path.join(full, "index.html"))
+        if not _inside(directory, full):
+            return _text(404, "Not Found", b"not found\n")
     try:
         fh = open(full, "rb")  # noqa: SIM115 - the caller closes it (or the server does)
     except OSError:

@@ -44,7 +44,7 @@ def test_head_from_serve_dir_has_no_body(www: Path, path: str) -> None:
     # removes it (the pipelined GET after it shows the framing stayed intact).
     def app(conn: Any, ev: int, msg: Any) -> None:
         if ev == cm.MG_EV_HTTP_MSG:
-            conn.serve_dir(msg, str(www))
+            conn.serve_dir(msg, str(www), directory_listing=True)
 
     with Server(app, keepalive_timeout_ms=300) as server:
         data = (f"HEAD {path} HTTP/1.1\r\nHost: x\r\n\r\n"

@@ -51,3 +51,11 @@ def stop_nginx(proc: subprocess.Popen[str] | None) -> None:
     if proc is not None:
         proc.terminate()
         proc.wait(10)
+
+
+def nginx_static(port: int, root: Path, url: str = "/") -> str:
+    """An http block body: nginx serving `root` under `url` with its defaults (no autoindex,
+    symlinks followed), for comparing static-file answers with ours."""
+    prefix = url.rstrip("/") + "/"
+    return (f"    access_log off;\n    server {{\n        listen 127.0.0.1:{port};\n"
+            f"        location {prefix} {{ alias {root}/; }}\n    }}\n")

@@ -508,6 +508,35 @@ TLS_REASON_KEPT = """\
   }
 """
 
+# Mongoose 7.23's mg_http_serve_dir() lists every directory without an index file (under
+# MG_ENABLE_DIRLIST, which stays on for the listing serve_dir offers), dotfiles included,
+# with "Mongoose v.7.23" in the footer, and no option turns it off. cymongoose lists only
+# when the call asked (serve_dir(directory_listing=True) sets cym_dirlist_allowed around
+# mg_http_serve_dir, for this thread); otherwise the directory gets a 403, as nginx answers
+# with autoindex off. A listing never shows a name that starts with a dot, and carries no
+# version. tests/core/test_serve_dir_safety.py. Not proposed upstream.
+DIRLIST_STATE = """\
+_Thread_local int cym_dirlist_allowed = 0;  /* cymongoose build fix: see DIRLIST */
+"""
+DIRLIST_OLD = "#if MG_ENABLE_DIRLIST\n    listdir(c, hm, opts, path);\n"
+DIRLIST = """\
+#if MG_ENABLE_DIRLIST
+    if (cym_dirlist_allowed) {  /* cymongoose build fix: listed only when asked */
+      listdir(c, hm, opts, path);
+    } else {
+      mg_http_reply(c, 403, "", "Forbidden\\n");
+    }
+"""
+DIRLIST_DOTFILES = ("  if (name[0] == '.') return;  "
+                    "/* cymongoose build fix: dotfiles are never listed */\n")
+DIRLIST_FOOTER_OLD = """\
+            "</table><address>Mongoose v.%s</address></body></html>\\n",
+            MG_VERSION);
+"""
+DIRLIST_FOOTER = """\
+            "</table></body></html>\\n");  /* cymongoose build fix: no version */
+"""
+
 IOLOG_CLOSE = ("  } else if (n <= 0) {\n"
                "    c->is_closing = 1;  // Termination. Don't call mg_error(): #1529\n")
 
@@ -534,6 +563,8 @@ REPLACEMENTS = [
     (ACCEPT4_OLD, ACCEPT4),
     (ACCEPTED_MODE_OLD, ACCEPTED_MODE),
     (TLS_REASON_OLD, TLS_REASON_KEPT),
+    (DIRLIST_OLD, DIRLIST),
+    (DIRLIST_FOOTER_OLD, DIRLIST_FOOTER),
 ]
 
 # (anchor line, code inserted after it)
@@ -542,7 +573,7 @@ FIXES = [
     ("void mg_bzero(volatile unsigned char *buf, size_t len) {\n", FAST_BZERO),
     ('#include "mongoose.h"\n',
      EPOLL_INTEREST + ACCEPT_STATE + READ_EOF_STATE + QUIET_STATE + PARKING
-     + HTTP_PARSE_HOOK_STATE + ACCEPT4_DECL + CONN_ERROR_STATE),
+     + HTTP_PARSE_HOOK_STATE + ACCEPT4_DECL + CONN_ERROR_STATE + DIRLIST_STATE),
     ("void mg_error(struct mg_connection *c, const char *fmt, ...) {\n",
      "  int cym_errno = errno;  /* cymongoose build fix: for cym_conn_error_hook */\n"),
     ("    n = recv(FD(c), (char *) buf, len, MSG_NONBLOCKING);\n",
@@ -555,6 +586,7 @@ FIXES = [
      UNPARK_ON_EVENT),
     ("  mgr->timers = NULL;  // Important. Next call to poll won't touch timers\n",
      "  cym_unpark_all(mgr);  /* cymongoose build fix: parked ones are closed too */\n"),
+    ('  // MG_DEBUG(("[%s] [%s]", d->dir, name));\n', DIRLIST_DOTFILES),
 ]
 
 

@@ -65,6 +65,10 @@ int cym_parked_wait_ms(struct mg_mgr *mgr, int ms);
    instead of mg_http_parse() (same contract); cymongoose fills heads its guard validated. */
 extern int (*cym_http_parse_hook)(struct mg_connection *c, const char *s, size_t len,
                                   struct mg_http_message *hm);
+/* Defined by vendor/mongoose/build_fixes.py (DIRLIST): non-zero while a serve_dir() call
+   that asked for directory listings runs on this thread; otherwise a directory without an
+   index file is a 403. */
+extern _Thread_local int cym_dirlist_allowed;
 static inline int cym_park_layout_ok(void) {
   return cym_park_layout[0] == sizeof(struct cym_quiet) &&
          cym_park_layout[1] == offsetof(struct cym_quiet, slot) &&

@@ -466,6 +466,8 @@ cdef extern from "cym_extra.h" nogil:
     # build_fixes.py: http_cb's head parser when set (http_split.pxi), else mg_http_parse.
     int (*cym_http_parse_hook)(mg_connection *c, const char *s, size_t len,
                                mg_http_message *hm)
+    # build_fixes.py DIRLIST: mg_http_serve_dir lists a directory only while it is set.
+    int cym_dirlist_allowed
 
 
 cdef extern from "cym_tls.h" nogil:

@@ -248,10 +248,14 @@ cdef class Connection:
     def reply_json(self, data, int status_code=200, headers=None):
         _http_reply_json(self, data, status_code, headers)
 
+    # directory_listing is off by default, as nginx's autoindex: a listing shows every name
+    # in the directory (backups, files nobody meant to publish), so it is the caller's
+    # choice. 0.2.x always listed; one keyword brings that back.
     def serve_dir(self, HttpMessage message, str root_dir not None,
                   str extra_headers not None="", str mime_types not None="",
-                  str page404 not None=""):
-        _http_serve_dir(self, message, root_dir, extra_headers, mime_types, page404)
+                  str page404 not None="", *, bint directory_listing=False):
+        _http_serve_dir(self, message, root_dir, extra_headers, mime_types, page404,
+                        directory_listing)
 
     def serve_file(self, HttpMessage message, str path not None,
                    str extra_headers not None="", str mime_types not None=""):

@@ -284,10 +284,30 @@ cdef int _check_message(HttpMessage message) except -1:
     return 0
 
 
+cdef bint _uri_has_nul(const mg.mg_str *uri) noexcept nogil:
+    """Whether the URI holds a NUL, raw or "%00": Mongoose decodes it into the file name,
+    where C ends the name at it."""
+    cdef size_t i
+    for i in range(uri.len):
+        if uri.buf[i] == 0:
+            return True
+        if (uri.buf[i] == c'%' and i + 2 < uri.len and uri.buf[i + 1] == c'0'
+                and uri.buf[i + 2] == c'0'):
+            return True
+    return False
+
+
 cdef int _http_serve_dir(Connection conn, HttpMessage message, str root_dir,
-                         str extra_headers, str mime_types, str page404) except -1:
+                         str extra_headers, str mime_types, str page404,
+                         bint directory_listing) except -1:
     conn._ensure_open()
     _check_message(message)
+    if _uri_has_nul(&message._hm.uri):
+        # The guard refuses such a request before any handler runs (_path_has_encoded_nul);
+        # this catches a message it never saw (a client connection's, say): the client's
+        # mistake gets a 400, as Mongoose answers a path it finds unsafe.
+        _http_reply(conn, 400, b"Invalid path\n", None)
+        return 0
     cdef bytes root = _utf8_no_nul(root_dir, "root_dir")
     cdef bytes extra = _utf8_no_nul(_checked_header_block(extra_headers), "extra_headers")
     cdef bytes mimes = _utf8_no_nul(mime_types, "mime_types")
@@ -301,7 +321,11 @@ cdef int _http_serve_dir(Connection conn, HttpMessage message, str root_dir,
         opts.mime_types = mimes
     if len(p404):
         opts.page404 = p404
+    # Listing is decided inside mg_http_serve_dir (build_fixes.py DIRLIST): the flag is
+    # this thread's, and holds only for this call.
+    mg.cym_dirlist_allowed = directory_listing
     mg.mg_http_serve_dir(conn._c, message._hm, &opts)
+    mg.cym_dirlist_allowed = 0
     return 0
 
 

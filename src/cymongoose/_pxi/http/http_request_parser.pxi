@@ -102,16 +102,32 @@ cdef bint _ieq(const unsigned char *p, size_t n, const char *lower) noexcept nog
     return lower[n] == 0
 
 
+cdef bint _path_has_encoded_nul(const unsigned char *p, size_t n) noexcept nogil:
+    """Whether the path of target p[:n] (everything before '?') holds "%00". Decoded, it
+    ends the file name for C: "/img/.env%00.png" passed an app's ".png" check and
+    serve_dir sent ".env". nginx answers 400 to it in a path; the query is the app's to
+    decode, and nginx passes it on, so it is left alone here too."""
+    cdef size_t i = 0
+    while i + 2 < n and p[i] != c'?':
+        if p[i] == c'%' and p[i + 1] == c'0' and p[i + 2] == c'0':
+            return True
+        i += 1
+    return False
+
+
 cdef const char *_target_error(const unsigned char *p, size_t n, bint connect) noexcept nogil:
     """NULL when p[:n] is a request target this method may have (RFC 9112 §3.2): origin-form,
     asterisk-form, absolute-form (scheme "://"), and authority-form for CONNECT only.
     Mongoose splits the query at '?', so a target that starts with it would leave the parser
-    an empty URI: refused here, with a status, instead."""
+    an empty URI: refused here, with a status, instead. A raw NUL never gets here (not a
+    VCHAR); an encoded one in the path is refused (_path_has_encoded_nul)."""
     cdef size_t k = 1
     if connect:
         if _authority_ok(p, n, True):
             return NULL
         return b"CONNECT target not host:port"
+    if _path_has_encoded_nul(p, n):
+        return b"NUL (%00) in the request path"
     if p[0] == c'/' or (n == 1 and p[0] == c'*'):
         return NULL
     if not _alpha(p[0]):
