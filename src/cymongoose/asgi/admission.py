@@ -76,9 +76,10 @@ class Admission(ASGILoop):
         if unix:
             scope["client"] = _UNIX_CLIENT
         elif self._tls_fields and conn.is_tls:
-            # A copy: the base's extensions dict is shared by every request.
-            scope["extensions"] = {**scope["extensions"],
-                                   "tls": asgi_tls_extension(conn.tls_info)}
+            tls = asgi_tls_extension(conn.tls_info)
+            if tls is not None:  # (the spec: present only when the server can fill it in)
+                # A copy: the base's extensions dict is shared by every request.
+                scope["extensions"] = {**scope["extensions"], "tls": tls}
         if self._proxy is not None:
             client = scope.get("client")
             if unix:

@@ -217,7 +217,7 @@ static int cym_tls_check_ciphers(const char *list, char *err, size_t errlen) {
     return -1;
   }
   while (rc == 0 && *p != '\0') {
-    size_t n = strcspn(p, ":, ");
+    size_t n = strcspn(p, ":;, "); /* OpenSSL's separators */
     if (n > 0 && strchr("!-+@", p[0]) == NULL) {
       if (n >= sizeof(token)) {
         snprintf(err, errlen, "an entry is longer than %d characters", (int) sizeof(token) - 1);
