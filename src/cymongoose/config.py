@@ -332,7 +332,7 @@ class Config:
                                           "left out with a warning")
     ssl_ciphers: str | None = _option(
         None, "binding", "TLS 1.2 ciphers, an OpenSSL cipher list; the server's order wins",
-        "be an OpenSSL cipher list (see `openssl ciphers`)", kind=str, optional=True,
+        "be an OpenSSL cipher list", kind=str, optional=True,
         rule=_ciphers, metavar="LIST", doc_default="ECDHE with AEAD",
         doc_more="the default and TLS 1.3: [TLS](tls.md)")
 

@@ -102,9 +102,11 @@ cdef bytes _tls_check_cert_file(object path, bytes data, str field):
         raise ValueError(f"{path}: no usable CA certificate: the certificate{where} {problem}"
                          + (f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""))
     for where, der, problem in skipped:
-        subject = _tls_subject(der)
+        # One line each, whatever the subject holds (RFC 4514 escapes kept as they are).
+        subject = "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}"
+                          for ch in _tls_subject(der))
         _log.warning("TLS: %s: skipping the CA certificate%s%s: it %s", path, where,
-                     f" {subject!r}" if subject else "", problem)
+                     f" '{subject}'" if subject else "", problem)
     return b"".join(_pem("CERTIFICATE", der) for der in kept)
 
 
