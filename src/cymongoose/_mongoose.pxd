@@ -203,6 +203,7 @@ cdef class Connection:
     cdef bint _ws_close_sent
     cdef tuple _peer  # (REMOTE_ADDR, REMOTE_PORT) strings, made once per connection
     cdef tuple _client  # the ASGI scope's (host, port), made once per connection
+    cdef dict _tls_info  # Connection.tls_info once the handshake is done (tls_peer.pxi)
     # Zero-copy views (recv_views.pxi): handler calls running for this connection (nested
     # when ws_upgrade() fires MG_EV_WS_OPEN), and the exporter of this event's views.
     cdef int _event_depth
@@ -265,6 +266,7 @@ cdef class TlsOpts:
     cdef public bytes key
     cdef public bytes name
     cdef public bint skip_verification
+    cdef public bytes ciphers  # TLS 1.2 cipher list (OpenSSL syntax); b"": the default
     # tls.pxi _tls_prepared(): the field objects last validated, and what they became.
     cdef tuple _checked_fields
     cdef tuple _prepared

@@ -6,7 +6,7 @@ User-facing documentation of every class and function lives here.
 import enum
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, Protocol, TypeAlias, TypedDict, TypeVar, final
+from typing import Any, ClassVar, Protocol, TypeAlias, TypedDict, TypeVar, final
 
 from typing_extensions import Buffer, disjoint_base
 
@@ -20,6 +20,32 @@ _Handler: TypeAlias = Callable[[Connection, int, Any], None]
 """`handler(conn, ev, data)`; what `data` is depends on `ev` (see `Event`)."""
 
 _ErrorHandler: TypeAlias = Callable[[BaseException], object]
+
+class _TlsInfo(TypedDict):
+    """`Connection.tls_info`: one TLS connection, read once its handshake is done."""
+
+    protocol: str
+    """OpenSSL's name of the version: "TLSv1.2", "TLSv1.3"."""
+    version: int
+    """The version on the wire: 0x0303 for TLS 1.2, 0x0304 for TLS 1.3."""
+    cipher: str
+    """OpenSSL's name of the cipher suite: "ECDHE-RSA-AES128-GCM-SHA256"."""
+    cipher_suite: int
+    """Its IANA number: 0x1301 for TLS_AES_128_GCM_SHA256."""
+    local_cert: str | None
+    """This side's certificate (PEM), None when it has none."""
+    peer_cert_chain: list[str]
+    """The certificates the peer sent (PEM), its own first; empty without one."""
+    peer_subject: str | None
+    """The peer certificate's subject, RFC 4514 text ("CN=alice,O=Example")."""
+    peer_issuer: str | None
+    peer_serial: str | None
+    """Its serial number in hex, as mod_ssl and nginx give it."""
+    peer_not_before: str | None
+    """Its validity dates as OpenSSL prints them: "Nov 27 23:00:00 2026 GMT"."""
+    peer_not_after: str | None
+    peer_verify: str
+    """"SUCCESS" (verified), "NONE" (no certificate) or "FAILED:<reason>"."""
 
 class _Metrics(TypedDict):
     """A snapshot of a Manager's counters (`Manager.metrics()`, `read_metrics()`). Requests
@@ -356,6 +382,13 @@ class Connection:
     def is_client(self) -> bool: ...
     @property
     def is_tls(self) -> bool: ...
+    @property
+    def tls_info(self) -> _TlsInfo | None:
+        """What this TLS connection agreed on and the certificate its peer presented
+        (`_TlsInfo`), once the handshake is done; None before, without TLS, with the
+        built-in engine, or when closed. Read from OpenSSL on first use, then kept. A
+        server verifying client certificates (`TlsOpts.ca`) reads the verified client's
+        certificate here; the WSGI and ASGI servers pass it on to apps (docs/tls.md)."""
     @property
     def is_udp(self) -> bool: ...
     @property
@@ -730,6 +763,12 @@ class TlsOpts:
     key: bytes
     name: bytes
     skip_verification: bool
+    ciphers: bytes
+    """The TLS 1.2 cipher list (OpenSSL syntax, OpenSSL engine only); b"": a server offers
+    DEFAULT_CIPHERS, a client OpenSSL's defaults. A server prefers its own order. A list
+    with an entry that selects nothing raises ValueError when given."""
+    DEFAULT_CIPHERS: ClassVar[str]
+    """ECDHE key exchange with AEAD ciphers only ("" with the built-in engine)."""
     def __init__(
         self,
         ca: str | bytes | None = None,
@@ -737,6 +776,7 @@ class TlsOpts:
         key: str | bytes | None = None,
         name: str | bytes | None = None,
         skip_verification: bool = False,
+        ciphers: str | bytes | None = None,
     ) -> None: ...
     @classmethod
     def from_files(
@@ -746,11 +786,15 @@ class TlsOpts:
         key: str | os.PathLike[str] | None = None,
         name: str | bytes | None = None,
         skip_verification: bool = False,
+        ciphers: str | bytes | None = None,
     ) -> TlsOpts:
         """Read PEM (or DER) files and check them now: a certificate that is expired, not
         yet valid or not a certificate, a key that is encrypted, unreadable or not the
         certificate's, raises ValueError naming the file. Files are read once; the returned
-        options are reused for every connection."""
+        options are reused for every connection. In the `ca` bundle, a certificate that has
+        expired or is not valid yet is left out with a warning on the `cymongoose` logger
+        (naming the file and the certificate's subject); only a bundle with no valid
+        certificate raises."""
 
 @final
 class ProxyTable:

@@ -198,6 +198,16 @@ def _trusted(spec: str) -> str | None:
     return None
 
 
+def _ciphers(spec: str) -> str | None:
+    from ._mongoose import TlsOpts
+
+    try:
+        TlsOpts(ciphers=spec)
+    except ValueError as exc:
+        return str(exc).partition(": ")[2] or str(exc)
+    return None
+
+
 def _log_format(fmt: str) -> str | None:
     from .access_log import AccessLog
 
@@ -316,7 +326,15 @@ class Config:
                                       "be a path", kind=str, optional=True, metavar="FILE")
     ssl_ca: str | None = _option(None, "binding",
                                  "PEM CA: require client certificates signed by it",
-                                 "be a path", kind=str, optional=True, metavar="FILE")
+                                 "be a path", kind=str, optional=True, metavar="FILE",
+                                 doc_more="the app sees the certificate a client presented "
+                                          "([TLS](tls.md)); an expired CA in the bundle is "
+                                          "left out with a warning")
+    ssl_ciphers: str | None = _option(
+        None, "binding", "TLS 1.2 ciphers, an OpenSSL cipher list; the server's order wins",
+        "be an OpenSSL cipher list", kind=str, optional=True,
+        rule=_ciphers, metavar="LIST", doc_default="ECDHE with AEAD",
+        doc_more="the default and TLS 1.3: [TLS](tls.md)")
 
     workers: int = _option(1, "processes", "worker processes", "be an int >= 1",
                            rule=_at_least(1), metavar="N",
@@ -479,6 +497,9 @@ class Config:
         if bool(self.ssl_certfile) != bool(self.ssl_keyfile):
             raise ConfigError(f"HTTPS needs both {self._label('ssl_certfile')} and "
                               f"{self._label('ssl_keyfile')}")
+        if self.ssl_ciphers and not self.ssl_certfile:
+            raise ConfigError(f"{self._label('ssl_ciphers')} needs "
+                              f"{self._label('ssl_certfile')}")
         if self.reload and self.supervised:
             # The reloader serves from one child it restarts on changes; workers are another
             # process model, so both at once would silently drop one.
@@ -593,7 +614,7 @@ class Config:
 
         try:
             return TlsOpts.from_files(cert=self.ssl_certfile, key=self.ssl_keyfile,
-                                      ca=self.ssl_ca)
+                                      ca=self.ssl_ca, ciphers=self.ssl_ciphers)
         except OSError as exc:
             raise ConfigError(f"TLS: cannot read {exc.filename} ({exc.strerror})") from None
         except ValueError as exc:

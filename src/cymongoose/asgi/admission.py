@@ -2,7 +2,9 @@
 _pxi/servers/asgi_exchange.pxi) builds the scope and starts the app on the common path; this
 subclass implements its two hooks. `admit_request()` takes every request when the C pass is
 not enough (a Unix-socket client, trusted proxy headers, a max_requests count);
-`admit_websocket()` checks a WebSocket handshake and holds it for the app's accept."""
+`admit_websocket()` checks a WebSocket handshake and holds it for the app's accept.
+While the server verifies client certificates, admit_request() takes every request and puts
+the TLS extension in the scope (serving/tls_fields.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import Any
 from .._mongoose import ASGILoop, Connection
 from ..proxy_headers import ProxyHeaders
 from ..serving.listeners import listener_base
+from ..serving.tls_fields import asgi_tls_extension
 from .http import _HTTPCycle
 from .shared import _HEADERS_TEXT
 from .state import ServerState
@@ -30,11 +33,12 @@ class Admission(ASGILoop):
     Python paths of admission. `requests_exhausted` is called once, when max_requests
     requests were admitted."""
 
-    __slots__ = ("_proxy", "requests_left", "requests_exhausted", "unix_base")
+    __slots__ = ("_proxy", "_tls_fields", "requests_left", "requests_exhausted", "unix_base")
     server_state: ServerState  # the C field, typed ASGIServerState there
 
     def __init__(self, server_state: ServerState, app: Any, *, proxy: ProxyHeaders | None,
-                 max_requests: int, requests_exhausted: Callable[[], None]) -> None:
+                 max_requests: int, requests_exhausted: Callable[[], None],
+                 tls_fields: bool = False) -> None:
         self.server_state = server_state
         self.app = app
         self.exchange_type = _HTTPCycle
@@ -44,13 +48,14 @@ class Admission(ASGILoop):
         self.lifespan_state = {}
         self.unix_conns = set()
         self._proxy = proxy
+        self._tls_fields = tls_fields  # the scope gets extensions["tls"] on TLS connections
         # Requests left before the server asks to be stopped (a worker recycled after
         # --max-requests); -1: no limit.
         self.requests_left = max_requests or -1
         self.requests_exhausted = requests_exhausted
         self.unix_base: dict[str, Any] = {}  # the scope base of Unix-socket listeners
         # One test on the per-request path decides whether admit_request() has work.
-        self.python_admission = proxy is not None or self.requests_left > 0
+        self.python_admission = proxy is not None or self.requests_left > 0 or tls_fields
 
     def admit_request(self, conn: Connection, msg: Any) -> None:
         base = listener_base(conn, self.bases, self.base_default)
@@ -70,6 +75,11 @@ class Admission(ASGILoop):
                                                self.lifespan_state)
         if unix:
             scope["client"] = _UNIX_CLIENT
+        elif self._tls_fields and conn.is_tls:
+            tls = asgi_tls_extension(conn.tls_info)
+            if tls is not None:  # (the spec: present only when the server can fill it in)
+                # A copy: the base's extensions dict is shared by every request.
+                scope["extensions"] = {**scope["extensions"], "tls": tls}
         if self._proxy is not None:
             client = scope.get("client")
             if unix:
@@ -120,7 +130,8 @@ class Admission(ASGILoop):
         offered = msg.header("Sec-WebSocket-Protocol")
         scope["subprotocols"] = ([p.strip() for p in offered.split(",") if p.strip()]
                                  if offered else [])
-        scope["extensions"] = _WS_EXTENSIONS
+        tls = scope["extensions"].get("tls")
+        scope["extensions"] = _WS_EXTENSIONS if tls is None else {**_WS_EXTENSIONS, "tls": tls}
         del scope["method"]
         cycle = _WSCycle(shared, conn, scope, key.encode("latin-1"))
         if shared.access_log_on:

@@ -32,6 +32,7 @@ from ..serving.guard_options import set_guard_options
 from ..serving.listeners import Listeners
 from ..serving.reporting import report_exception
 from ..serving.request_deadline import DeadlineCounts
+from ..serving.tls_fields import verifies_clients
 from ..typedefs import AppRef, ASGIApp
 from .admission import Admission
 from .deadline import ASGIDeadline
@@ -115,7 +116,8 @@ class ASGIServer:
                           if cfg.request_timeout is not None else None)
         on_quiet = Admission(server_state, self._app, proxy=proxy_headers,
                              max_requests=max_requests,
-                             requests_exhausted=self._max_requests_reached)
+                             requests_exhausted=self._max_requests_reached,
+                             tls_fields=verifies_clients(tls))
         self._unix_conns = on_quiet.unix_conns  # connections accepted on a Unix socket
         self._state = on_quiet.lifespan_state
         # Per listener port: the scope items every request through it shares.

@@ -189,11 +189,70 @@ static int cym_tls_load_chain(SSL_CTX *ctx, const char *cert, size_t len) {
   return ok;
 }
 
+/* What a server offers for TLS 1.2 unless told otherwise: ECDHE key exchange with an AEAD
+ * cipher only, Mozilla's "intermediate" list without its DHE entries (no static-RSA key
+ * exchange, so forward secrecy always; no CBC, no SHA-1 MACs). Every TLS 1.2 client of the
+ * last decade offers one of these. TLS 1.3 suites are OpenSSL's defaults (all AEAD with
+ * ECDHE). Servers also choose by their own order (SSL_OP_CIPHER_SERVER_PREFERENCE), so a
+ * client listing AES128-SHA first still gets ECDHE-GCM, as nginx configured with
+ * `ssl_prefer_server_ciphers on` does. */
+#define CYM_TLS_DEFAULT_CIPHERS                                                              \
+  "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"                               \
+  "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"                               \
+  "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+static const char cym_tls_default_ciphers[] = CYM_TLS_DEFAULT_CIPHERS;
+
+/* 0, or -1 with a message in err when `list` (an OpenSSL cipher list, NUL-terminated) is not
+ * one to serve with. OpenSSL itself only fails a list that selects nothing and silently
+ * drops names it does not know, so a typo would quietly narrow (or with "DEFAULT:typo",
+ * not change) what is offered: each positive entry (not !, -, +, @) must select a TLS 1.2
+ * cipher on its own. */
+static int cym_tls_check_ciphers(const char *list, char *err, size_t errlen) {
+  SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+  char token[128];
+  const char *p = list;
+  int rc = 0;
+  if (ctx == NULL) {
+    cym_tls_error_text("SSL_CTX_new failed", err, errlen);
+    return -1;
+  }
+  while (rc == 0 && *p != '\0') {
+    size_t n = strcspn(p, ":;, "); /* OpenSSL's separators */
+    if (n > 0 && strchr("!-+@", p[0]) == NULL) {
+      if (n >= sizeof(token)) {
+        snprintf(err, errlen, "an entry is longer than %d characters", (int) sizeof(token) - 1);
+        rc = -1;
+      } else {
+        memcpy(token, p, n);
+        token[n] = '\0';
+        if (SSL_CTX_set_cipher_list(ctx, token) != 1) {
+          snprintf(err, errlen,
+                   "'%s' selects no TLS 1.2 cipher of this OpenSSL (see `openssl ciphers`; "
+                   "TLS 1.3 suites are OpenSSL's defaults and not set here)", token);
+          rc = -1;
+        }
+      }
+    }
+    p += n;
+    if (*p != '\0') p++;
+  }
+  if (rc == 0 && SSL_CTX_set_cipher_list(ctx, list) != 1) {
+    snprintf(err, errlen, "it selects no TLS 1.2 cipher");
+    rc = -1;
+  }
+  SSL_CTX_free(ctx);
+  ERR_clear_error();
+  return rc;
+}
+
 /* A context for clients (is_client) or servers; NULL with a message in err. `key` is the
- * PKCS#8 PEM made by cym_tls_key_pem(). */
+ * PKCS#8 PEM made by cym_tls_key_pem(). `ciphers`: the TLS 1.2 cipher list (checked by
+ * cym_tls_check_ciphers), or "" for the default: CYM_TLS_DEFAULT_CIPHERS for a server,
+ * OpenSSL's for a client (which must still reach older servers). */
 static SSL_CTX *cym_tls_ctx_new(int is_client, const char *ca, size_t ca_len,
                                 const char *cert, size_t cert_len, const char *key,
-                                size_t key_len, char *err, size_t errlen) {
+                                size_t key_len, const char *ciphers, char *err,
+                                size_t errlen) {
   static const unsigned char sid[] = "cymongoose";
   SSL_CTX *ctx = SSL_CTX_new(is_client ? TLS_client_method() : TLS_server_method());
   ERR_clear_error();
@@ -202,6 +261,23 @@ static SSL_CTX *cym_tls_ctx_new(int is_client, const char *ca, size_t ca_len,
     return NULL;
   }
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  if (!is_client || ciphers[0] != '\0') {
+    const char *list = ciphers[0] != '\0' ? ciphers : cym_tls_default_ciphers;
+    if (SSL_CTX_set_cipher_list(ctx, list) != 1) {
+      cym_tls_error_text("OpenSSL refused the cipher list", err, errlen);
+      SSL_CTX_free(ctx);
+      return NULL;
+    }
+  }
+  if (!is_client) {
+    SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE);
+#ifdef SSL_OP_NO_RENEGOTIATION
+    /* TLS 1.2 renegotiation started by a client: a CPU cost per request for nothing we use,
+     * and it would change the peer certificate that Connection.tls_info keeps (nginx
+     * refuses it too). */
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
+#endif
+  }
   SSL_CTX_set_mode(ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   SSL_CTX_set_session_id_context(ctx, sid, sizeof(sid) - 1);
   if (ca_len > 0) {
@@ -305,15 +381,162 @@ static int cym_tls_verify_error(struct mg_connection *c, char *buf, size_t len) 
   return 1;
 }
 
+/* What Connection.tls_info reports (tls_peer.pxi), once the handshake is done: 0, or -1
+ * (no TLS session, or the handshake is still running). */
+struct cym_tls_info {
+  int version;    /* on the wire: 0x0303 TLS 1.2, 0x0304 TLS 1.3 */
+  int cipher_id;  /* the IANA number of the suite, 0x1301 for TLS_AES_128_GCM_SHA256 */
+  int has_peer;   /* the peer presented a certificate */
+  long verify;    /* SSL_get_verify_result(): X509_V_OK when verified (or not asked for) */
+  const char *protocol, *cipher; /* OpenSSL's names ("TLSv1.3"), static strings */
+  const char *verify_text;       /* why verification failed, when verify != X509_V_OK */
+};
+
+static int cym_tls_get_info(struct mg_connection *c, struct cym_tls_info *out) {
+  struct mg_tls *tls = (struct mg_tls *) c->tls;
+  const SSL_CIPHER *cipher;
+  X509 *peer;
+  if (tls == NULL || tls->ssl == NULL || c->is_tls_hs) return -1;
+  cipher = SSL_get_current_cipher(tls->ssl);
+  out->version = SSL_version(tls->ssl);
+  out->protocol = SSL_get_version(tls->ssl);
+  out->cipher_id = cipher != NULL ? (int) (SSL_CIPHER_get_id(cipher) & 0xFFFF) : 0;
+  out->cipher = cipher != NULL ? SSL_CIPHER_get_name(cipher) : "";
+#if OPENSSL_VERSION_NUMBER >= 0x30000000L
+  peer = SSL_get1_peer_certificate(tls->ssl);
+#else
+  peer = SSL_get_peer_certificate(tls->ssl);
+#endif
+  out->has_peer = peer != NULL;
+  out->verify = SSL_get_verify_result(tls->ssl);
+  out->verify_text = X509_verify_cert_error_string(out->verify);
+  X509_free(peer);
+  return 0;
+}
+
+/* A BIO's bytes as an OPENSSL_malloc'd buffer (release with cym_tls_free), or NULL. */
+static char *cym_tls_bio_text(BIO *bio, size_t *len) {
+  char *data = NULL, *out = NULL;
+  long n = BIO_get_mem_data(bio, &data);
+  if (n > 0 && (out = (char *) OPENSSL_malloc((size_t) n)) != NULL) {
+    memcpy(out, data, (size_t) n);
+    *len = (size_t) n;
+  }
+  return out;
+}
+
+/* A distinguished name as RFC 4514 text (the RFC 2253 form, most specific first, as nginx's
+ * $ssl_client_s_dn and mod_ssl's SSL_CLIENT_S_DN give it), UTF-8 kept as such. */
+static void cym_tls_print_name(BIO *bio, X509_NAME *name) {
+  X509_NAME_print_ex(bio, name, 0, XN_FLAG_RFC2253 & ~ASN1_STRFLGS_ESC_MSB);
+}
+
+/* Text about this connection's certificates, OPENSSL_malloc'd (cym_tls_free), or NULL when
+ * there is none. what: 0 the peer's chain as PEM, its own certificate first; 1 the peer's
+ * subject; 2 its issuer; 3 its serial number (hex); 4 and 5 its notBefore and notAfter
+ * ("Nov 27 23:00:00 2026 GMT"); 6 this side's own certificate as PEM. */
+static char *cym_tls_peer_text(struct mg_connection *c, int what, size_t *len) {
+  struct mg_tls *tls = (struct mg_tls *) c->tls;
+  X509 *x = NULL;
+  BIO *bio;
+  char *out = NULL;
+  int ok = 1;
+  *len = 0;
+  if (tls == NULL || tls->ssl == NULL || c->is_tls_hs) return NULL;
+  if (what == 6) {
+    x = SSL_get_certificate(tls->ssl); /* not a new reference */
+    if (x == NULL || (bio = BIO_new(BIO_s_mem())) == NULL) return NULL;
+    ok = PEM_write_bio_X509(bio, x) == 1;
+    if (ok) out = cym_tls_bio_text(bio, len);
+    BIO_free(bio);
+    return out;
+  }
+#if OPENSSL_VERSION_NUMBER >= 0x30000000L
+  x = SSL_get1_peer_certificate(tls->ssl);
+#else
+  x = SSL_get_peer_certificate(tls->ssl);
+#endif
+  if (x == NULL) return NULL;
+  if ((bio = BIO_new(BIO_s_mem())) == NULL) {
+    X509_free(x);
+    return NULL;
+  }
+  switch (what) {
+    case 0: {
+      /* A server's SSL_get_peer_cert_chain() leaves the peer's own certificate out, a
+       * client's starts with it. */
+      STACK_OF(X509) *chain = SSL_get_peer_cert_chain(tls->ssl);
+      int i = c->is_client ? 1 : 0;
+      ok = PEM_write_bio_X509(bio, x) == 1;
+      for (; ok && chain != NULL && i < sk_X509_num(chain); i++)
+        ok = PEM_write_bio_X509(bio, sk_X509_value(chain, i)) == 1;
+      break;
+    }
+    case 1: cym_tls_print_name(bio, X509_get_subject_name(x)); break;
+    case 2: cym_tls_print_name(bio, X509_get_issuer_name(x)); break;
+    case 3: ok = i2a_ASN1_INTEGER(bio, X509_get_serialNumber(x)) > 0; break;
+    case 4: ok = ASN1_TIME_print(bio, X509_get0_notBefore(x)) == 1; break;
+    case 5: ok = ASN1_TIME_print(bio, X509_get0_notAfter(x)) == 1; break;
+    default: ok = 0;
+  }
+  if (ok) out = cym_tls_bio_text(bio, len);
+  BIO_free(bio);
+  X509_free(x);
+  ERR_clear_error();
+  return out;
+}
+
+/* The subject of one DER certificate, as cym_tls_print_name writes it; NULL if unreadable. */
+static char *cym_tls_cert_subject(const char *der, size_t len, size_t *out_len) {
+  const unsigned char *p = (const unsigned char *) der;
+  X509 *x = d2i_X509(NULL, &p, (long) len);
+  BIO *bio = x != NULL ? BIO_new(BIO_s_mem()) : NULL;
+  char *out = NULL;
+  *out_len = 0;
+  if (bio != NULL) {
+    cym_tls_print_name(bio, X509_get_subject_name(x));
+    out = cym_tls_bio_text(bio, out_len);
+  }
+  BIO_free(bio);
+  X509_free(x);
+  ERR_clear_error();
+  return out;
+}
+
 #else
 #define CYM_TLS_OPENSSL 0
 
-static void *cym_tls_ctx_new(int is_client, const char *ca, size_t ca_len, const char *cert,
-                             size_t cert_len, const char *key, size_t key_len, char *err,
-                             size_t errlen) {
-  (void) is_client, (void) ca, (void) ca_len, (void) cert, (void) cert_len, (void) key;
-  (void) key_len;
+static const char cym_tls_default_ciphers[] = "";
+static int cym_tls_check_ciphers(const char *list, char *err, size_t errlen) {
+  (void) list;
   snprintf(err, errlen, "not built with OpenSSL");
+  return -1;
+}
+static void *cym_tls_ctx_new(int is_client, const char *ca, size_t ca_len, const char *cert,
+                             size_t cert_len, const char *key, size_t key_len,
+                             const char *ciphers, char *err, size_t errlen) {
+  (void) is_client, (void) ca, (void) ca_len, (void) cert, (void) cert_len, (void) key;
+  (void) key_len, (void) ciphers;
+  snprintf(err, errlen, "not built with OpenSSL");
+  return NULL;
+}
+struct cym_tls_info {
+  int version, cipher_id, has_peer;
+  long verify;
+  const char *protocol, *cipher, *verify_text;
+};
+static int cym_tls_get_info(struct mg_connection *c, struct cym_tls_info *out) {
+  (void) c, (void) out;
+  return -1;
+}
+static char *cym_tls_peer_text(struct mg_connection *c, int what, size_t *len) {
+  (void) c, (void) what;
+  *len = 0;
+  return NULL;
+}
+static char *cym_tls_cert_subject(const char *der, size_t len, size_t *out_len) {
+  (void) der, (void) len;
+  *out_len = 0;
   return NULL;
 }
 static void cym_tls_ctx_free(void *ctx) {

@@ -479,8 +479,21 @@ cdef extern from "cym_tls.h" nogil:
     void cym_tls_free(char *p)
     int cym_tls_verify_error(mg_connection *c, char *buf, size_t len)
     void *cym_tls_ctx_new(int is_client, const char *ca, size_t ca_len, const char *cert,
-                          size_t cert_len, const char *key, size_t key_len, char *err,
-                          size_t errlen)
+                          size_t cert_len, const char *key, size_t key_len,
+                          const char *ciphers, char *err, size_t errlen)
+    const char *cym_tls_default_ciphers
+    int cym_tls_check_ciphers(const char *ciphers, char *err, size_t errlen)
+    struct cym_tls_info:
+        int version
+        int cipher_id
+        int has_peer
+        long verify
+        const char *protocol
+        const char *cipher
+        const char *verify_text
+    int cym_tls_get_info(mg_connection *c, cym_tls_info *out)
+    char *cym_tls_peer_text(mg_connection *c, int what, size_t *len)
+    char *cym_tls_cert_subject(const char *der, size_t len, size_t *out_len)
     void cym_tls_ctx_free(void *ctx)
     int cym_tls_attach(mg_connection *c, void *shared, const char *name, size_t name_len,
                        int verifies, int skip_verification, int alpn_http11)

@@ -52,6 +52,7 @@ from ..serving.listeners import Listeners, listener_base
 from ..serving.reporting import error_log, report_exception
 from ..serving.request_deadline import DeadlineCounts, check_interval
 from ..serving.stop_signals import StopSignals
+from ..serving.tls_fields import verifies_clients, wsgi_ssl_environ
 from ..typedefs import AppRef
 from .bodies import _NO_BODY, FileWrapper, _StreamInput
 from .deadline import WSGIDeadline
@@ -182,7 +183,10 @@ class WSGIServer:
                                     deadline.check, repeat=True)
         state.drain_outbox = self._drain_outbox
         state.drain_in_flight = self._drain_in_flight
-        fast = proxy_headers is None and self._requests_left < 0
+        # Verified client certificates reach the app as mod_ssl's SSL_* keys
+        # (serving/tls_fields.py), added by _on_request.
+        self._tls_fields = verifies_clients(tls)
+        fast = proxy_headers is None and self._requests_left < 0 and not self._tls_fields
         loop_side.quiet_handler = loop_side if fast else on_request
 
         # A Unix-socket client needs _on_request's steps: the environ gets its address.
@@ -267,6 +271,8 @@ class WSGIServer:
                 self._apply_proxy(environ, None)
         else:
             environ = msg.wsgi_environ(base, conn, self._root_path)
+            if self._tls_fields and conn.is_tls:
+                environ.update(wsgi_ssl_environ(conn.tls_info))
             if self._proxy is not None:
                 self._apply_proxy(environ, environ["REMOTE_ADDR"])
         method = environ["REQUEST_METHOD"]

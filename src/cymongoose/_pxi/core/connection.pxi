@@ -119,6 +119,11 @@ cdef class Connection:
         return self._c != NULL and self._c.is_tls != 0
 
     @property
+    def tls_info(self):
+        # tls_peer.pxi; the stub documents the keys.
+        return _tls_peer_info(self)
+
+    @property
     def is_udp(self):
         return self._c != NULL and self._c.is_udp != 0
 

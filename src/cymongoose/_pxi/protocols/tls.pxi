@@ -71,12 +71,19 @@ cdef object _PEM_BLOCK = _re.compile(
 cdef class TlsOpts:
     """TLS settings for Connection.tls_init(); every field is stored as bytes."""
 
-    def __init__(self, ca=None, cert=None, key=None, name=None, skip_verification=False):
+    # What a server offers for TLS 1.2 when `ciphers` is empty (cym_tls.h says why).
+    DEFAULT_CIPHERS = mg.cym_tls_default_ciphers.decode("ascii")
+
+    def __init__(self, ca=None, cert=None, key=None, name=None, skip_verification=False,
+                 ciphers=None):
         self.ca = b"" if ca is None else _coerce_bytes(ca, "ca")
         self.cert = b"" if cert is None else _coerce_bytes(cert, "cert")
         self.key = b"" if key is None else _coerce_bytes(key, "key")
         self.name = b"" if name is None else _coerce_bytes(name, "name")
         self.skip_verification = skip_verification
+        self.ciphers = b"" if ciphers is None else _coerce_bytes(ciphers, "ciphers")
+        if self.ciphers:
+            _tls_check_ciphers(self.ciphers)  # at once: a typo stops a server at start-up
 
     def __dealloc__(self):
         _tls_drop_contexts(self)
@@ -84,17 +91,19 @@ cdef class TlsOpts:
     def __reduce__(self):
         # The OpenSSL contexts cannot travel; the fields can, and the copy rebuilds its own.
         return (TlsOpts, (self.ca, self.cert, self.key, self.name,
-                          bool(self.skip_verification)))
+                          bool(self.skip_verification), self.ciphers))
 
     @classmethod
-    def from_files(cls, ca=None, cert=None, key=None, name=None, skip_verification=False):
-        return _tls_opts_from_files(ca, cert, key, name, skip_verification)
+    def from_files(cls, ca=None, cert=None, key=None, name=None, skip_verification=False,
+                   ciphers=None):
+        return _tls_opts_from_files(ca, cert, key, name, skip_verification, ciphers)
 
     def __repr__(self):
         # Never show key material.
         return (f"TlsOpts(ca={len(self.ca)} bytes, cert={len(self.cert)} bytes, "
                 f"key={'set' if self.key else 'none'}, name={self.name!r}, "
-                f"skip_verification={bool(self.skip_verification)})")
+                f"skip_verification={bool(self.skip_verification)}"
+                + (f", ciphers={self.ciphers!r})" if self.ciphers else ")"))
 
 
 class _DerError(ValueError):
@@ -302,21 +311,25 @@ cdef inline mg.mg_str _tls_str(bytes b):
 
 
 cdef tuple _tls_prepared(TlsOpts opts):
-    """(ca, cert, key, name) as handed to Mongoose, validated once per set of field values."""
+    """(ca, cert, key, name, ciphers) as handed to the engine, validated once per set of
+    field values."""
     cdef bytes ca = opts.ca if opts.ca is not None else b""
     cdef bytes cert = opts.cert if opts.cert is not None else b""
     cdef bytes key = opts.key if opts.key is not None else b""
     cdef bytes name = opts.name if opts.name is not None else b""
+    cdef bytes ciphers = opts.ciphers if opts.ciphers is not None else b""
     # The fields are public and writable: the cache holds the very objects it checked, so
     # any assignment (even of equal bytes) validates again. A server calls tls_init() with
     # the same TlsOpts for every accepted connection; this saves the parse each time.
     cdef tuple seen = opts._checked_fields
     if (seen is not None and seen[0] is ca and seen[1] is cert and seen[2] is key
-            and seen[3] is name):
+            and seen[3] is name and seen[4] is ciphers):
         return opts._prepared
-    cdef tuple prepared = _tls_check_opts(ca, cert, key, name)
+    cdef tuple prepared = _tls_check_opts(ca, cert, key, name) + (ciphers,)
+    if ciphers:
+        _tls_check_ciphers(ciphers)
     _tls_drop_contexts(opts)  # made from the previous values
-    opts._checked_fields = (ca, cert, key, name)
+    opts._checked_fields = (ca, cert, key, name, ciphers)
     opts._prepared = prepared
     return prepared
 
@@ -350,7 +363,8 @@ cdef int _tls_init(Connection conn, TlsOpts opts) except -1:
     cdef void *ctx
     if mg.CYM_TLS_OPENSSL:
         try:
-            ctx = _tls_shared_context(opts, c.is_client, ca, cert, key if cert else b"")
+            ctx = _tls_shared_context(opts, c.is_client, ca, cert, key if cert else b"",
+                                      prepared[4])
         except BaseException:
             c.is_closing = 1
             raise
@@ -373,7 +387,7 @@ cdef int _tls_init(Connection conn, TlsOpts opts) except -1:
 
 
 cdef void *_tls_shared_context(TlsOpts opts, bint is_client, bytes ca, bytes cert,
-                               bytes key) except NULL:
+                               bytes key, bytes ciphers) except NULL:
     """The OpenSSL context for this TlsOpts and role, made on first use (cym_tls.h)."""
     cdef void *ctx = opts._ctx_client if is_client else opts._ctx_server
     cdef char err[256]
@@ -383,7 +397,8 @@ cdef void *_tls_shared_context(TlsOpts opts, bint is_client, bytes ca, bytes cer
     ctx = mg.cym_tls_ctx_new(1 if is_client else 0, PyBytes_AS_STRING(ca),
                              <size_t>PyBytes_GET_SIZE(ca), PyBytes_AS_STRING(cert),
                              <size_t>PyBytes_GET_SIZE(cert), PyBytes_AS_STRING(key),
-                             <size_t>PyBytes_GET_SIZE(key), err, sizeof(err))
+                             <size_t>PyBytes_GET_SIZE(key), PyBytes_AS_STRING(ciphers),
+                             err, sizeof(err))
     if ctx == NULL:
         raise ValueError(f"TlsOpts: {err.decode('utf-8', 'replace')}")
     if is_client:
@@ -421,6 +436,21 @@ cdef tuple _tls_check_opts(bytes ca, bytes cert, bytes key, bytes name):
     if len(name) > _TLS_MAX_NAME:
         raise ValueError(f"TlsOpts.name is longer than {_TLS_MAX_NAME} bytes")
     return (ca, cert, key, name)
+
+
+cdef int _tls_check_ciphers(bytes ciphers) except -1:
+    """ValueError naming TlsOpts.ciphers unless OpenSSL takes every entry of the list."""
+    cdef char err[256]
+    if not mg.CYM_TLS_OPENSSL:
+        raise ValueError("TlsOpts.ciphers needs the OpenSSL engine (cymongoose.TLS_ENGINE "
+                         "is 'builtin', whose TLS 1.3 suites are fixed)")
+    if b"\x00" in ciphers or not ciphers.isascii():
+        raise ValueError("TlsOpts.ciphers must be an OpenSSL cipher list (ASCII, no NUL)")
+    err[0] = 0
+    if mg.cym_tls_check_ciphers(PyBytes_AS_STRING(ciphers), err, sizeof(err)) != 0:
+        raise ValueError(f"TlsOpts.ciphers {ciphers.decode()!r}: "
+                         f"{err.decode('utf-8', 'replace')}")
+    return 0
 
 
 cdef int _tls_free(Connection conn) except -1:

@@ -48,8 +48,25 @@ cdef tuple _tls_validity(bytes der):
     return _tls_asn1_time(der, validity[0]), _tls_asn1_time(der, validity[1])
 
 
-cdef int _tls_check_cert_file(object path, bytes data, str field) except -1:
-    """ValueError naming `path` unless every certificate in it is readable and valid now."""
+cdef str _tls_subject(bytes der):
+    """The certificate's subject as RFC 4514 text, or "" when the engine cannot say."""
+    cdef size_t n = 0
+    cdef char *text = mg.cym_tls_cert_subject(PyBytes_AS_STRING(der),
+                                              <size_t>PyBytes_GET_SIZE(der), &n)
+    if text == NULL:
+        return ""
+    try:
+        return text[:n].decode("utf-8", "replace")
+    finally:
+        mg.cym_tls_free(text)
+
+
+cdef bytes _tls_check_cert_file(object path, bytes data, str field):
+    """`data` if every certificate in it is readable and valid now, else ValueError naming
+    `path`. A CA bundle (field "ca") is the exception: a certificate in it that has expired
+    or is not valid yet cannot verify anything and is left out with a warning, as nginx
+    (OpenSSL) loads such a bundle and starts; Debian's system bundle has held an expired
+    root. Only a bundle with no usable certificate left is refused."""
     import datetime
     try:
         _tls_check_certs(data, field)
@@ -57,25 +74,44 @@ cdef int _tls_check_cert_file(object path, bytes data, str field) except -1:
     except ValueError as exc:
         raise ValueError(f"{path}: not a certificate file: {exc}") from None
     now = _time.time()
+    cdef list kept = []
+    cdef list skipped = []
     for i, der in enumerate(ders):
         where = "" if len(ders) == 1 else f" (certificate {i + 1} of {len(ders)})"
         try:
             not_before, not_after = _tls_validity(der)
         except (_DerError, IndexError, ValueError):
             raise ValueError(f"{path}: malformed certificate{where}") from None
+        problem = None
         if now > not_after:
             when = datetime.datetime.fromtimestamp(not_after, datetime.timezone.utc)
-            raise ValueError(
-                f"{path}: the certificate{where} expired on {when:%Y-%m-%d %H:%M:%S} UTC")
-        if now < not_before:
+            problem = f"expired on {when:%Y-%m-%d %H:%M:%S} UTC"
+        elif now < not_before:
             when = datetime.datetime.fromtimestamp(not_before, datetime.timezone.utc)
-            raise ValueError(f"{path}: the certificate{where} is not valid before "
-                             f"{when:%Y-%m-%d %H:%M:%S} UTC")
-    return 0
+            problem = f"is not valid before {when:%Y-%m-%d %H:%M:%S} UTC"
+        if problem is None:
+            kept.append(der)
+        elif field == "ca":
+            skipped.append((where, der, problem))
+        else:
+            raise ValueError(f"{path}: the certificate{where} {problem}")
+    if not skipped:
+        return data
+    if not kept:
+        where, der, problem = skipped[0]
+        raise ValueError(f"{path}: no usable CA certificate: the certificate{where} {problem}"
+                         + (f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""))
+    for where, der, problem in skipped:
+        # One line each, whatever the subject holds (RFC 4514 escapes kept as they are).
+        subject = "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}"
+                          for ch in _tls_subject(der))
+        _log.warning("TLS: %s: skipping the CA certificate%s%s: it %s", path, where,
+                     f" '{subject}'" if subject else "", problem)
+    return b"".join(_pem("CERTIFICATE", der) for der in kept)
 
 
 cdef TlsOpts _tls_opts_from_files(object ca, object cert, object key, object name,
-                                  bint skip_verification):
+                                  bint skip_verification, object ciphers):
     cdef dict data = {}
     for field, path in (("ca", ca), ("cert", cert), ("key", key)):
         if path is None:
@@ -84,9 +120,9 @@ cdef TlsOpts _tls_opts_from_files(object ca, object cert, object key, object nam
         with open(path, "rb") as f:  # OSError (missing, unreadable) names the file itself
             data[field] = f.read()
         if field != "key":
-            _tls_check_cert_file(path, data[field], field)
+            data[field] = _tls_check_cert_file(path, data[field], field)
     opts = TlsOpts(ca=data.get("ca"), cert=data.get("cert"), key=data.get("key"), name=name,
-                   skip_verification=skip_verification)
+                   skip_verification=skip_verification, ciphers=ciphers)
     try:
         _tls_prepared(opts)
     except ValueError as exc:

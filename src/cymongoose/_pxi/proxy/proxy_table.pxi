@@ -187,7 +187,7 @@ cdef class ProxyTable:
                              f"{TLS_ENGINE!r})")
         prepared = _tls_prepared(opts)
         u = &self._conf.ups[i]
-        u.tls_ctx = _tls_shared_context(opts, True, prepared[0], b"", b"")
+        u.tls_ctx = _tls_shared_context(opts, True, prepared[0], b"", b"", prepared[4])
         u.tls_name = _px_strdup(prepared[3])
         u.tls_verifies = len(prepared[0]) > 0
         u.tls_skip = opts.skip_verification
