@@ -275,8 +275,10 @@ cdef void _px_acquire(_Exchange *ex, uint64_t now) noexcept nogil:
     cdef bint all_down = False
     while True:
         if ex.only != NULL:
+            # The hook's choice is the request's only candidate: as for a route's only
+            # upstream, a passive mark does not hold it out (_px_choose), the active check does.
             u = ex.only if not ((ex.tried >> ex.only.index) & 1) else NULL
-            all_down = u != NULL and not _px_usable(ex.conf, u, now)
+            all_down = u != NULL and u.probe_down
             if all_down:
                 u = NULL
         else:
