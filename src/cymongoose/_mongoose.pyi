@@ -352,6 +352,11 @@ class Connection:
     def is_proxied(self) -> bool:
         """Whether the reverse proxy (`Manager.proxy`) is answering this connection's
         request: it is busy although no handler has it."""
+    log_errors: bool
+    """Whether the core logs this connection's failure on `cymongoose.mongoose` (at ERROR
+    for a connection this process opened, lower for a client's). Default True; set it
+    False when the handler reports `MG_EV_ERROR` itself, as the reverse proxy's health
+    check does. `MG_EV_ERROR` reaches the handler either way."""
     @property
     def is_client(self) -> bool: ...
     @property
