@@ -1,7 +1,8 @@
 """A real HTTP backend in a process of its own, which a test can stop and start again on the
 same port, as a deploy restarts a service: the standard library's threading HTTP server,
 HTTP/1.1 with keep-alive (so a proxy's pooled connections die with it), optionally over TLS
-with a given certificate. Every answer is 200 `backend <path>`; `/slow` waits 0.2 s first."""
+with a given certificate. Every answer is 200 `backend <path>`; a path holding `/slow`
+waits 0.2 s first."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def do_GET(self):
-        if self.path.startswith("/slow"):
+        if "/slow" in self.path:
             time.sleep(0.2)
         body = f"backend {self.path}\n".encode()
         self.send_response(200)
