@@ -109,23 +109,27 @@ def test_a_down_upstream_under_health_checks_is_logged_once_per_change(
     port = free_port()
     # Debug level: Mongoose's line for each probe's connect counts the probes.
     cli = LoggingCLI(tmp_path, "--proxy", f"/={backend.url}", "--proxy-health-path", "/health",
-                     "--proxy-health-interval", "0.05", "--log-level", "debug", "--port",
+                     "--proxy-health-interval", "0.1", "--log-level", "debug", "--port",
                      str(port))
     probe = rf"mg_connect_svc: \d+ -1 tcp://{HOST}:{backend.port}$"
+    failed, passed = "failed its health check", "passes its health check again"
     try:
         cli.wait_port(port)
         cli.wait_lines(probe, 2)
+        # A probe slower than the interval fails too: on a loaded machine the upstream may
+        # go out and back (or be out already) when it stops, a change logged each time.
+        before = cli.wait_lines(failed, 0)
         backend.stop()
-        cli.wait_lines("failed its health check")
-        before = len(cli.wait_lines(probe))
-        cli.wait_lines(probe, before + 10)  # ten more refused probes
+        cli.wait_lines(probe, len(cli.wait_lines(probe)) + 12)  # 10 refused probes at least
+        during = cli.wait_lines(failed, 0)[len(before):]
+        assert len(during) <= 1, during  # (its reason: the probe cut by the stop, or refused)
+        passes = len(cli.wait_lines(passed, 0))
         backend.start()
-        cli.wait_lines("passes its health check again")
-        assert _get(port, "/x") == 200
+        cli.wait_lines(passed, passes + 1)
     finally:
         cli.stop()
         backend.stop()
-    down = [line for line in cli.err.splitlines() if "failed its health check" in line]
-    assert len(down) == 1 and "(Connection refused)" in down[0], cli.err
-    assert len([line for line in cli.err.splitlines() if "health check again" in line]) == 1
-    assert " ERROR " not in cli.err, cli.err
+    changes = [line for line in cli.err.splitlines() if failed in line or passed in line]
+    # Each line is a change: out, back, out, back...
+    assert all((failed if n % 2 == 0 else passed) in line for n, line in enumerate(changes))
+    assert " ERROR " not in cli.err, cli.err  # 0.2.x: one per refused probe
