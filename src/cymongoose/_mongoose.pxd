@@ -58,6 +58,7 @@ cdef struct GilSlot:
     int health_state  # _HEALTH_STARTING, _HEALTH_READY or _HEALTH_DRAINING (Manager.ready)
     void *proxy  # the ProxyConf of Manager.proxy (NULL: no reverse proxy), proxy_table.pxi
     bint refusal_hook  # Manager.refusal_handler is set: proxied requests are reported too
+    bint proxy_log_hook  # Manager.proxy_log_handler is set: it gets them instead
 
 
 cdef struct HttpLimits:
@@ -154,6 +155,7 @@ cdef class Manager:
     cdef object _handler
     cdef object _error_handler
     cdef object _refusal_handler  # see Manager.refusal_handler in the .pyi
+    cdef object _proxy_log_handler  # see Manager.proxy_log_handler in the .pyi
     cdef object _fatal
     cdef set _timers
     cdef bint _wakeup_enabled
@@ -194,6 +196,7 @@ cdef class Connection:
     cdef bint _skip_poll
     cdef bint _head_request
     cdef bint _bound
+    cdef bint _quiet_errors  # Connection.log_errors is False: its owner reports failures
     cdef HttpLimits _limits
     cdef HttpGuard _guard
     # WebSocket close handshake (ws.pxi): the peer's close code (0 = no close frame yet)

@@ -300,6 +300,17 @@ class Manager:
     2 KiB, latin-1; it may be malformed or cut), `body_size` the bytes of the answer's body.
     Exceptions follow the handlers' rules. Default None."""
 
+    proxy_log_handler: (
+        Callable[[Connection, int, str, int, float, str | None, str | None], object] | None)
+    """Called as `proxy_log_handler(conn, status, request_line, body_size, duration_s,
+    referer, user_agent)` once the reverse proxy (`proxy`) finished a request's response,
+    for an access log: `request_line` as the client sent it (latin-1, at most 255 bytes),
+    `body_size` the body bytes relayed to the client, `duration_s` from the request head to
+    the response's last byte handed to the client's connection, `referer` and `user_agent`
+    the client's fields (None when absent). When it is None, proxied requests go to
+    `refusal_handler` instead, with the reason `"proxied"` (and no duration or fields).
+    Exceptions follow the handlers' rules. Default None."""
+
     def metrics(self) -> _Metrics:
         """A snapshot of this Manager's counters, kept in C on the request paths (no
         Python call per request). Still readable after `close()`."""
@@ -378,6 +389,11 @@ class Connection:
     def is_proxied(self) -> bool:
         """Whether the reverse proxy (`Manager.proxy`) is answering this connection's
         request: it is busy although no handler has it."""
+    log_errors: bool
+    """Whether the core logs this connection's failure on `cymongoose.mongoose` (at ERROR
+    for a connection this process opened, lower for a client's). Default True; set it
+    False when the handler reports `MG_EV_ERROR` itself, as the reverse proxy's health
+    check does. `MG_EV_ERROR` reaches the handler either way."""
     @property
     def is_client(self) -> bool: ...
     @property

@@ -133,7 +133,8 @@ class AccessLog:
             logger.info(line)
 
     def log_refusal(self, conn: Any, status: int, reason: str, request_line: str,
-                    body_size: int) -> None:
+                    body_size: int, *, duration_s: float = 0.0,
+                    header: HeaderLookup | None = None) -> None:
         """The record of a request the server answered before any app saw it (malformed,
         over a limit, timed out): `Manager.refusal_handler`'s signature, so a server sets
         `manager.refusal_handler = access_log.log_refusal`. The request line as the client
@@ -147,7 +148,19 @@ class AccessLog:
         target, _, protocol = rest.partition(" ")
         path, _, query = target.partition("?")
         self.log(addr[0] if addr and addr[0] else "-", method or "-", path, query, protocol,
-                 status, body_size, 0.0)
+                 status, body_size, duration_s, header)
+
+    def log_proxied(self, conn: Any, status: int, request_line: str, body_size: int,
+                    duration_s: float, referer: str | None, user_agent: str | None) -> None:
+        """The record of a request the reverse proxy answered: `Manager.proxy_log_handler`'s
+        signature, so a server sets `manager.proxy_log_handler = access_log.log_proxied`.
+        Written as `log_refusal` writes the request line, with the real duration, Referer
+        and User-Agent."""
+        if not self.logger.isEnabledFor(logging.INFO):
+            return
+        fields = {"referer": referer, "user-agent": user_agent}
+        self.log_refusal(conn, status, "proxied", request_line, body_size,
+                         duration_s=duration_s, header=fields.get)
 
     def _time(self) -> str:
         now = int(time.time())

@@ -84,3 +84,46 @@ def test_a_failed_outgoing_connection_is_one_error_line_with_its_peer(
     assert len(lines) == 1, [r.getMessage() for r in lines]
     assert f" to 127.0.0.1:{port}: " in lines[0].getMessage()
     assert errors[0] in lines[0].getMessage()
+
+
+def _refused_connect(caplog: pytest.LogCaptureFixture,
+                     log_errors: bool) -> tuple[list[str], list[str]]:
+    """A client connection to a port nobody listens on: its MG_EV_ERROR texts and the ERROR
+    lines of cymongoose.mongoose."""
+    port = free_port()
+    errors: list[str] = []
+
+    def handler(conn: cymongoose.Connection, ev: int, data: object) -> None:
+        if ev == cymongoose.MG_EV_ERROR:
+            errors.append(str(data))
+
+    old = cymongoose.log_get()
+    cymongoose.log_set(cymongoose.MG_LL_ERROR)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="cymongoose.mongoose"):
+            with Manager(handler) as mgr:
+                conn = mgr.connect(f"tcp://127.0.0.1:{port}")
+                conn.log_errors = log_errors
+                for _ in range(500):
+                    if errors:
+                        break
+                    mgr.poll(10)
+    finally:
+        cymongoose.log_set(old)
+    return errors, [r.getMessage() for r in caplog.records
+                    if r.name == "cymongoose.mongoose" and r.levelno == logging.ERROR]
+
+
+def test_a_refused_connection_names_the_real_errno(caplog: pytest.LogCaptureFixture) -> None:
+    """The reason is the socket's pending error (SO_ERROR), not errno: 0.2.x logged every
+    refused connect as "socket error (Operation now in progress)", the non-blocking
+    connect's EINPROGRESS."""
+    errors, lines = _refused_connect(caplog, True)
+    assert errors == ["socket error: Connection refused"]
+    assert len(lines) == 1 and lines[0].endswith(": socket error: Connection refused"), lines
+
+
+def test_log_errors_false_leaves_the_report_to_the_handler(
+        caplog: pytest.LogCaptureFixture) -> None:
+    errors, lines = _refused_connect(caplog, False)
+    assert errors == ["socket error: Connection refused"] and lines == []

@@ -66,14 +66,17 @@ def test_no_connection_within_the_connect_timeout_is_a_504() -> None:
         lsn.close()
 
 
-def test_every_upstream_down_is_a_503(proxy: Any) -> None:
+def test_every_upstream_marked_down_is_still_tried(proxy: Any) -> None:
+    # Passive marks never leave a route with nothing (test_proxy_passive_health.py): both
+    # are tried again, and refuse again. Only the active check makes it a 503 (below).
     dead = [f"http://{HOST}:{free_port()}" for _ in range(2)]
     p = proxy({"/": dead}, max_fails=1, fail_timeout=30)
     with HttpConnection(p.port) as client:
         assert client.request("GET", "/a").status == 502  # both tried, both refused
         assert [s["up"] for s in p.stats()] == [False, False]
         resp = client.request("GET", "/b")
-        assert (resp.status, resp.body) == (503, b"Service Unavailable\n")
+        assert (resp.status, resp.body) == (502, b"Bad Gateway\n")
+    assert [s["opened"] for s in p.stats()] == [2, 2]
 
 
 def test_an_upstream_failing_its_health_check_is_out_until_it_passes(upstream: Any,

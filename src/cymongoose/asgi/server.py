@@ -195,8 +195,9 @@ class ASGIServer:
             set_guard_options(self._manager, self.config)
             self._counts.metrics = self._manager.add_metric
             self._manager.ready = True  # the lifespan startup is done: healthy from here
-            if self._access is not None:  # requests the core refused are logged too
+            if self._access is not None:  # requests the core refused or proxied are logged too
                 self._manager.refusal_handler = self._access.log_refusal
+                self._manager.proxy_log_handler = self._access.log_proxied
             self._driver = LoopDriver(self._manager, loop)
             self._server_state.kick = self._driver.kick  # a no-op again once it is detached
             self._loop = loop

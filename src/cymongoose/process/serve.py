@@ -222,7 +222,8 @@ def _serve_proxy(config: Config, sock: socket.socket, status: StatusPipe) -> int
     manager = Manager(handler)
     access_log = config.new_access_log()
     if access_log is not None:
-        manager.refusal_handler = access_log.log_refusal  # proxied requests are logged too
+        manager.refusal_handler = access_log.log_refusal
+        manager.proxy_log_handler = access_log.log_proxied  # proxied requests are logged too
     set_guard_options(manager, config)
     try:
         listener = listen_fd(manager, sock, handler, http=True, tls=tls is not None,

@@ -2,7 +2,8 @@
 upstream gets `GET path` on a connection of its own; a 2xx or 3xx status line within the
 timeout keeps it in, anything else (refused, reset, 5xx, silence) takes it out of every
 route until a check passes again. Passive health (failures counted by the data path) works
-beside it in the core.
+beside it in the core. Each change is logged once (WARNING, with the reason when it goes
+out), never each failed probe.
 
 The probes run on the proxy's own loop, a few Python calls per upstream per interval: they
 never wait, and they are off the data path.
@@ -94,7 +95,7 @@ class HealthChecker:
                     self._verdict(probe, ok, "" if ok else
                                   f"answered {line[:64].decode('latin-1')!r}")
             elif ev == MG_EV_ERROR:
-                self._verdict(probe, False, str(data))
+                self._verdict(probe, False, str(data).removeprefix("socket error: "))
             elif ev == MG_EV_CLOSE:
                 self._verdict(probe, False, "closed without a status line")
 
@@ -102,6 +103,10 @@ class HealthChecker:
             probe.conn = self._manager.connect(url, handler, http=False)
         except (OSError, RuntimeError, ValueError) as exc:
             self._verdict(probe, False, str(exc))
+            return
+        # The verdict is logged here, once per change; the core's own line for each failed
+        # probe would repeat it every interval.
+        probe.conn.log_errors = False
 
     def _verdict(self, probe: _Probe, healthy: bool, why: str) -> None:
         if probe.done:

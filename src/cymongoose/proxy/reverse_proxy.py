@@ -37,8 +37,11 @@ class ReverseProxy:
     takes them. Every URL is checked and its host resolved now (ValueError). `route`, when
     given, is asked for every request with (method, path, headers) and answers an upstream
     URL of this proxy (one of the routes', or of `upstreams`) or None to leave the request
-    to the app. With `health_path`, each upstream gets `GET health_path` every
-    `health_interval` seconds and is out of every route while it fails. An https upstream's
+    to the app. `max_fails` failures in a row mark an upstream down for `fail_timeout`
+    seconds: it is held out only while its route has another upstream not marked (a
+    route's only upstream is tried by every request). With `health_path`, each upstream
+    gets `GET health_path` every `health_interval` seconds and is out of every route while
+    it fails. An https upstream's
     certificate is verified against `ca` (a PEM file; default: the system's trust store)
     and its host name, which is also sent as SNI; `tls_verify=False` turns both checks off.
     Upstream names are resolved again every `resolve_interval` seconds (0: never), off the

@@ -115,8 +115,9 @@ class WSGIServer:
         set_guard_options(self._manager, cfg)
         # App threads need the GIL while the loop waits: never wait holding it.
         self._manager.linger_ms = 0
-        if access_log is not None:  # requests the core refused are logged too
+        if access_log is not None:  # requests the core refused or proxied are logged too
             self._manager.refusal_handler = access_log.log_refusal
+            self._manager.proxy_log_handler = access_log.log_proxied
         # What the exchanges, their wsgi.input and the turns share (state.py).
         state = ServerState(self._manager, wsgi_app, float(stream_timeout))
         self._state = state

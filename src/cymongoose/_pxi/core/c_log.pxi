@@ -61,7 +61,9 @@ mg.mg_log_set_fn(_clog_putc, NULL)
 # logging "<id> <fd> <text>" at ERROR. A client that resets or fails its TLS handshake is
 # routine for a server (uvicorn and gunicorn log nothing for a reset): one line with the
 # peer, at DEBUG for a reset and INFO for TLS and other client faults. A connection this
-# process opened (a client, a resolver) still fails at ERROR.
+# process opened (a client, a resolver) still fails at ERROR, unless its owner reports the
+# failure itself: the reverse proxy's upstream connections (its 502 names the reason) and
+# connections whose log_errors is False (its health check), so one failure is one line.
 cdef dict _TLS_REASONS = {
     "http request": "plain HTTP sent to the HTTPS port",
     "https proxy request": "a proxy request sent to the HTTPS port",
@@ -74,9 +76,15 @@ cdef frozenset _RESET_ERRNOS = frozenset([
 
 
 cdef void _on_conn_error(mg.mg_connection *c, const char *text, int err) noexcept nogil:
-    if mg.mg_log_level < mg.MG_LL_ERROR:
+    if (mg.mg_log_level < mg.MG_LL_ERROR
+            or c.fn == <mg.mg_event_handler_t>_px_upstream_event
+            or (c.fn == _on_event and c.fn_data != NULL
+                and (<Connection>c.fn_data)._quiet_errors)):
+        # log_set() asked for silence, as Mongoose's own line would have obeyed; or the
+        # connection's owner reports the failure. (OpenSSL's reason for this line goes too:
+        # it must not be taken for the next one's.)
         mg.cym_tls_reason[0] = 0
-        return  # log_set() asked for silence, as Mongoose's own line would have obeyed
+        return
     if c.mgr.userdata != NULL:
         _take_gil_back(<GilSlot *>c.mgr.userdata)
     _log_conn_error(c, text, err)
@@ -90,12 +98,12 @@ cdef void _log_conn_error(mg.mg_connection *c, const char *text, int err) noexce
         ip, port, is_ip6 = _addr_tuple(&c.rem)
         peer = "-" if not port else f"[{ip}]:{port}" if is_ip6 else f"{ip}:{port}"
         if not c.is_accepted:
-            _clog_logger.error("connection %d to %s: %s%s", c.id, peer, what,
-                               f" ({_os.strerror(err)})" if err and what == "socket error"
-                               else "")
+            # A socket error's text already names its reason (build_fixes.py SOCKET_ERRNO).
+            _clog_logger.error("connection %d to %s: %s", c.id, peer, what)
             return
-        if what == "socket error" or what.startswith("peer RST"):  # the TCP connection
-            # errno is the failure's only when the socket call itself failed last.
+        if what.startswith("socket error") or what.startswith("peer RST"):  # TCP
+            # err: the socket's pending error (SO_ERROR) for a socket error, else errno,
+            # which is the failure's only when the socket call itself failed last.
             _clog_logger.debug("client %s: %s%s", peer,
                                _os.strerror(err) if err in _RESET_ERRNOS else
                                "connection reset",

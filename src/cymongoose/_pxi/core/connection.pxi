@@ -111,6 +111,14 @@ cdef class Connection:
         return self._c != NULL and self._guard.proxy != NULL
 
     @property
+    def log_errors(self):
+        return not self._quiet_errors
+
+    @log_errors.setter
+    def log_errors(self, value):
+        self._quiet_errors = not value
+
+    @property
     def is_client(self):
         return self._c != NULL and self._c.is_client != 0
 

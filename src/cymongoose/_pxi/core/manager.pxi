@@ -216,6 +216,20 @@ cdef class Manager:
         self._gil.refusal_hook = value is not None
 
     @property
+    def proxy_log_handler(self):
+        return self._proxy_log_handler
+
+    @proxy_log_handler.setter
+    def proxy_log_handler(self, value):
+        if value is not None and not callable(value):
+            raise TypeError(
+                "proxy_log_handler must be a callable proxy_log_handler(conn, status, "
+                "request_line, body_size, duration_s, referer, user_agent) or None, not "
+                f"{type(value).__name__}")
+        self._proxy_log_handler = value
+        self._gil.proxy_log_hook = value is not None
+
+    @property
     def proxy(self):
         return self._proxy
 

@@ -75,6 +75,10 @@ cdef struct _Exchange:
     size_t ck_left
     size_t ck_line  # bytes of the current chunk-size or trailer line seen
     size_t resp_body  # body bytes sent to the client (access log)
+    # The client's Referer and User-Agent for Manager.proxy_log_handler (copied only when
+    # it is set: the client's head is gone from its buffer by the time the response ends).
+    char *referer
+    char *user_agent
 
 
 cdef bint _px_idempotent(const char *m, size_t n) noexcept nogil:
@@ -223,6 +227,9 @@ cdef void _px_begin(mg.mg_connection *c, HttpGuard *g, ProxyConf *conf, ProxyGro
     ex.head_req = (g.flags & _GF_HEAD) != 0
     ex.idempotent = _px_idempotent(hm.method.buf, hm.method.len)
     ex.chunk_up = g.body_kind == _BODY_CHUNKED
+    if (<GilSlot *>c.mgr.userdata).proxy_log_hook:
+        ex.referer = _px_field_copy(&hm, b"Referer")
+        ex.user_agent = _px_field_copy(&hm, b"User-Agent")
     n = 0
     while n < head_len and n < sizeof(ex.line) - 1 and c.recv.buf[n] != 13:
         ex.line[n] = <char>c.recv.buf[n]
@@ -250,14 +257,12 @@ cdef void _px_begin(mg.mg_connection *c, HttpGuard *g, ProxyConf *conf, ProxyGro
     g.head_len = 0
     ex.head.p = NULL
     if not _px_build_head(ex, &hm):
-        free(ex.head.p)
-        free(ex)
+        _px_free(ex)
         _refuse(c, g, 503, b"out of memory for a proxied request", (g.flags & _GF_HEAD) != 0,
                 now)
         return
     if _stream_decode(c, g) < 0:
-        free(ex.head.p)
-        free(ex)
+        _px_free(ex)
         return
     g.flags |= _GF_HEAD_OUT
     g.proxy = <void *>ex
@@ -265,6 +270,19 @@ cdef void _px_begin(mg.mg_connection *c, HttpGuard *g, ProxyConf *conf, ProxyGro
     _cut(c, 0, head_len)
     g.body_base = 0
     _px_acquire(ex, now)
+
+
+cdef char *_px_field_copy(mg.mg_http_message *hm, const char *name) noexcept nogil:
+    """A NUL-terminated copy of the client's first `name` field (NULL: absent, or no
+    memory, which the log shows as absent)."""
+    cdef mg.mg_str *v = mg.mg_http_get_header(hm, name)
+    cdef char *out
+    if v == NULL:
+        return NULL
+    out = <char *>calloc(v.len + 1, 1)
+    if out != NULL:
+        memcpy(out, v.buf, v.len)  # calloc'd: NUL-terminated
+    return out
 
 
 cdef bint _px_build_head(_Exchange *ex, mg.mg_http_message *hm) noexcept nogil:
@@ -284,8 +302,10 @@ cdef void _px_acquire(_Exchange *ex, uint64_t now) noexcept nogil:
     cdef bint all_down = False
     while True:
         if ex.only != NULL:
+            # The hook's choice is the request's only candidate: as for a route's only
+            # upstream, a passive mark does not hold it out (_px_choose), the active check does.
             u = ex.only if not ((ex.tried >> ex.only.index) & 1) else NULL
-            all_down = u != NULL and not _px_usable(ex.conf, u, now)
+            all_down = u != NULL and u.probe_down
             if all_down:
                 u = NULL
         else:
@@ -437,6 +457,8 @@ cdef void _px_free(_Exchange *ex) noexcept nogil:
     if ex.uc != NULL:
         _px_detach_upstream(ex)
     free(ex.head.p)
+    free(ex.referer)
+    free(ex.user_agent)
     free(ex)
 
 
@@ -516,22 +538,33 @@ cdef void _px_log_gil(_Exchange *ex, int status, const char *why) noexcept with 
 
 cdef void _px_access_log(_Exchange *ex) noexcept nogil:
     cdef GilSlot *slot = <GilSlot *>ex.client.mgr.userdata
-    if slot.finalizing or slot.manager == NULL or not slot.refusal_hook:
+    cdef uint64_t took
+    if (slot.finalizing or slot.manager == NULL
+            or not (slot.proxy_log_hook or slot.refusal_hook)):
         return
+    # From the request head (_px_begin's _metrics_request_start) to now, when the last byte
+    # of the response went to the client's connection (or the proxy's own 5xx did).
+    took = _now_ns() - ex.g.req_start_ns
     _take_gil_back(slot)
-    _px_access_log_gil(ex)
+    _px_access_log_gil(ex, took)
 
 
-cdef void _px_access_log_gil(_Exchange *ex) noexcept with gil:
-    # The access log learns of proxied requests as of the guard's own answers: through
-    # Manager.refusal_handler, with the request line the client sent.
+cdef void _px_access_log_gil(_Exchange *ex, uint64_t took_ns) noexcept with gil:
+    # The access log learns of proxied requests through Manager.proxy_log_handler, with the
+    # request line the client sent, the duration and the client's Referer and User-Agent;
+    # without one, through Manager.refusal_handler as of the guard's own answers (0.2.x).
     cdef GilSlot *slot = <GilSlot *>ex.client.mgr.userdata
     cdef Manager manager = <Manager>slot.manager
-    if manager._refusal_handler is None:
-        return
     try:
-        manager._refusal_handler(_bind(ex.client), ex.g.resp_status, "proxied",
-                                 ex.line.decode("latin-1"), ex.resp_body)
+        line = ex.line.decode("latin-1")
+        if manager._proxy_log_handler is not None:
+            manager._proxy_log_handler(
+                _bind(ex.client), ex.g.resp_status, line, ex.resp_body, took_ns * 1e-9,
+                ex.referer.decode("latin-1") if ex.referer != NULL else None,
+                ex.user_agent.decode("latin-1") if ex.user_agent != NULL else None)
+        elif manager._refusal_handler is not None:
+            manager._refusal_handler(_bind(ex.client), ex.g.resp_status, "proxied", line,
+                                     ex.resp_body)
     except BaseException as exc:
         _route_exception(manager, exc)
 

@@ -99,6 +99,11 @@ cdef void _px_upstream_event(mg.mg_connection *u, int ev, void *ev_data) noexcep
         if uc.err[0] == 0 and not (u.is_tls and
                                    mg.cym_tls_verify_error(u, uc.err, sizeof(uc.err))):
             if ev_data != NULL:
+                # "socket error: Connection refused" (build_fixes.py SOCKET_ERRNO): the
+                # reason alone reads better in "cannot connect to the upstream (...)".
+                if (strlen(<const char *>ev_data) > 14
+                        and memcmp(ev_data, b"socket error: ", 14) == 0):
+                    ev_data = <void *>(<const char *>ev_data + 14)
                 strncpy(uc.err, <const char *>ev_data, sizeof(uc.err) - 1)
         return
     if ev == mg.MG_EV_CLOSE:
@@ -212,7 +217,11 @@ cdef void _px_unqueue(_Exchange *ex) noexcept nogil:
 cdef void _px_upstream_lost(_Exchange *ex, _UpConn *uc, uint64_t now) noexcept nogil:
     """uc closed while serving ex (which has its client)."""
     cdef bint nothing_sent
-    if ex.state == _X_CONNECTING:
+    if ex.state == _X_CONNECTING or (ex.state == _X_REQUEST and not ex.reused
+                                     and uc.c.is_tls and uc.c.is_tls_hs):
+        # A failed TLS handshake is a failed connect: the request waited for it and never
+        # left, and a second handshake with the same upstream would fail the same way
+        # (a refused certificate), so the route's next upstream is tried, not this one.
         _px_failed(ex.conf, ex.up, now)
         ex.fail_status = 502
         _px_why(ex, b"cannot connect to the upstream", uc.err)

@@ -25,8 +25,9 @@ cdef struct ProxyUpstream:
     char *tls_name
     bint tls_verifies
     bint tls_skip
-    # Health: `fails` consecutive failures; at max_fails the upstream is out until
-    # down_until_ms (passive). probe_down: the active check's last answer was bad.
+    # Health: `fails` consecutive failures; at max_fails the upstream is marked down until
+    # down_until_ms (passive: out only while its route has another usable member, see
+    # _px_choose). probe_down: the active check's last answer was bad (out of every route).
     int fails
     uint64_t down_until_ms
     bint probe_down
@@ -319,19 +320,32 @@ cdef inline bint _px_usable(const ProxyConf *conf, ProxyUpstream *u,
 cdef ProxyUpstream *_px_choose(const ProxyConf *conf, ProxyGroup *grp, uint64_t tried,
                                uint64_t now, bint *all_down) noexcept nogil:
     """The group's next upstream for a request that already tried the `tried` ones; NULL
-    when none is left. all_down: every member is out (health), which is a 503."""
+    when none is left. all_down: the active health check has every member out, a 503.
+
+    Passive marks (max_fails) hold an upstream out only while another member of the group
+    is usable: when every member the active check left in is marked, the request tries
+    them anyway, in the usual order. A passive mark is a guess from past failures; holding
+    out the route's last candidates turns that guess into a certain 503, for fail_timeout
+    after the backend is back (every restart of a lone backend cost 10 s of 503s). nginx
+    1.22 never marks a sole server down either; with several all marked it answers 502 "no
+    live upstreams" until fail_timeout passes, which we do not follow, for the same reason.
+    Only the active check (--proxy-health-path), which asks the backend itself, holds a
+    whole route out."""
     cdef ProxyUpstream *u
     cdef ProxyUpstream *best = NULL
     cdef size_t load, best_load = 0
     cdef int i, k
+    cdef bint any_usable = False
     all_down[0] = True
     for i in range(grp.n):
-        if _px_usable(conf, grp.members[i], now):
+        if not grp.members[i].probe_down:
             all_down[0] = False
+        if _px_usable(conf, grp.members[i], now):
+            any_usable = True
     for k in range(grp.n):
         i = (grp.next + k) % grp.n
         u = grp.members[i]
-        if (tried >> u.index) & 1 or not _px_usable(conf, u, now):
+        if (tried >> u.index) & 1 or u.probe_down or (any_usable and u.down_until_ms > now):
             continue
         if conf.lb == _LB_ROUND_ROBIN:
             grp.next = <unsigned>(i + 1) % grp.n
@@ -354,4 +368,6 @@ cdef void _px_failed(const ProxyConf *conf, ProxyUpstream *u, uint64_t now) noex
 
 
 cdef inline void _px_succeeded(ProxyUpstream *u) noexcept nogil:
+    # It answered: a passive mark (kept while it was tried anyway, _px_choose) ends.
     u.fails = 0
+    u.down_until_ms = 0
