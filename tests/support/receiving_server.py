@@ -106,7 +106,9 @@ def _serve(kind: str, options: dict[str, Any]) -> None:
             listener = mgr.listen("tcp://127.0.0.1:0", tcp)
         else:
             listener = mgr.mqtt_listen("mqtt://127.0.0.1:0", mqtt)
-        print(listener.local_addr[1], flush=True)
+        address = listener.local_addr
+        assert address is not None
+        print(address[1], flush=True)
         while not stop:
             mgr.poll(20)
     print(json.dumps(errors), flush=True)
