@@ -74,7 +74,8 @@ cdef struct HttpLimits:
     uint64_t send_timeout_ms  # a response must make write progress within this (0: never)
     # Lingering close (http_guard.pxi): after a refusal or a response that ends the
     # connection, input is read and discarded until the client has been quiet this long, for
-    # this long at most in all (0: close at once).
+    # this long at most in all (0: close at once); after a refusal, or a failed WebSocket,
+    # linger_timeout_ms at most in all.
     uint64_t linger_timeout_ms
     uint64_t linger_time_ms
     # Not a limit but a listener setting carried the same way: deliver each request's head

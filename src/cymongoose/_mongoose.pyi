@@ -186,7 +186,8 @@ class Manager:
 
     max_recv_size: int
     """Most bytes a raw TCP/UDP or MQTT connection may hold unconsumed in its receive
-    buffer before it is closed with MG_EV_ERROR (default `DEFAULT_MAX_RECV_SIZE`, 16 MiB).
+    buffer before it is closed with MG_EV_ERROR (default `DEFAULT_MAX_RECV_SIZE`, 16 MiB);
+    an MQTT packet whose header declares more is refused as soon as that header arrives.
     HTTP uses its own limits (`set_http_limits`), WebSocket its max message size."""
 
     dns_server: str

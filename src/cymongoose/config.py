@@ -460,9 +460,10 @@ class Config:
     send_timeout_ms: int | None = _limit(
         "window in which a client must take some of its response")
     linger_timeout_ms: int | None = _limit(
-        "closing after a response or refusal: how long a quiet client is waited for")
+        "closing after a response or refusal: how long a quiet client is waited for "
+        "(after a refusal, the most in all)")
     linger_time_ms: int | None = _limit(
-        "closing after a response or refusal: how long the server reads and discards at most")
+        "closing after a response: how long the server reads and discards at most")
 
     worker_socket: int | None = _option(None, "hidden", "", "be a descriptor", kind=int,
                                         optional=True, hidden=True)

@@ -43,6 +43,7 @@ def _compiles(tmp_path: Path, text: bytes) -> subprocess.CompletedProcess[str]:
 def test_pinned_source_is_patched_and_compiles(tmp_path: Path) -> None:
     fixed = _load().apply(_source().encode())
     assert b"cym_accept_burst" in fixed and b"CYM_HANDLER(http_cb)" in fixed
+    assert b"mg_iobuf_resize(io, cym_recv_grow(c, io))" in fixed  # RECV_GROWTH
     r = _compiles(tmp_path, fixed)
     assert r.returncode == 0, r.stderr[-2000:]
 

@@ -212,3 +212,36 @@ def test_lingering_can_be_turned_off() -> None:
         with s:
             assert wait_until(lambda: _closed(server), 10)
         assert cm.Manager().http_limits["linger_time_ms"] == 30_000  # the default stays
+
+
+def test_a_refused_client_that_keeps_trickling_is_closed_within_linger_timeout() -> None:
+    # A client trickling a request head gets its 408 after header_timeout_ms; lingering after
+    # a refusal then ends linger_timeout_ms after the 408 is out, however it keeps trickling
+    # (it held its slot for linger_time_ms, here 60 s, before).
+    with Server(header_timeout_ms=500, linger_timeout_ms=1000, linger_time_ms=60_000) as server:
+        s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        stop = threading.Event()
+
+        def trickle() -> None:  # a byte every 50 ms: neither quiet nor a flood
+            while not stop.wait(0.05):
+                try:
+                    s.send(b"x")
+                except OSError:
+                    return
+
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n")
+        sender = threading.Thread(target=trickle, daemon=True)
+        sender.start()
+        try:
+            got = b""
+            while b"\r\n\r\n" not in got:
+                data = s.recv(4096)
+                assert data, got
+                got += data
+            assert got.startswith(b"HTTP/1.1 408"), got
+            # Lingering with the client still sending, then closed: not after 60 s.
+            assert wait_until(lambda: _closed(server), 10), "still lingering"
+        finally:
+            stop.set()
+            sender.join(5)
+            s.close()

@@ -1,13 +1,16 @@
 """Clients that stop reading (send_timeout_ms) and clients that half-close after their request
 (shutdown(SHUT_WR), `nc -N`): the first are closed and their queued output freed, the second
-get every response they are owed."""
+get every response they are owed. Many ASGI clients that stop reading a stream hold little
+memory while they wait."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 from .support import Server, cm, parse_responses, wait_until
@@ -157,3 +160,83 @@ def test_nc_half_close() -> None:
                              capture_output=True, timeout=20, check=True).stdout
         res = parse_responses(out, ["GET"], True)
         assert res.responses[0].status == 200 and res.responses[0].body == BIG
+
+
+# ASGI: many clients that stop reading a long stream (issue 33, item 11). send() waits while
+# the client's unsent bytes are above the high mark, so each holds about the mark plus one
+# chunk. With a 1 MiB mark, 500 of them took the server from 35 to 592 MB (uvicorn: +53 MB).
+STREAMING_APP = '''
+STREAM = 64 << 20
+CHUNK = b"s" * 65536
+waiting = 0  # streams whose send() is waiting for their client
+
+
+async def app(scope, receive, send):
+    global waiting
+    if scope["type"] != "http":
+        return
+    await receive()
+    if scope["path"] == "/waiting":
+        body = str(waiting).encode()
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+        return
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-length", str(STREAM).encode())]})
+    for _ in range(STREAM // len(CHUNK)):
+        # send() returns at once unless the flow control holds it: a task seen here by
+        # another request (the loop runs one at a time) is one the server is holding back.
+        waiting += 1
+        try:
+            await send({"type": "http.response.body", "body": CHUNK, "more_body": True})
+        finally:
+            waiting -= 1
+    await send({"type": "http.response.body", "body": b""})
+'''
+SLOW_READERS = 500
+# ASan pads every block and holds freed memory back (a 32 MiB quarantine in make asan-test).
+SLOW_READERS_MAX_GROWTH = (200 if os.environ.get("CYMONGOOSE_ASAN") else 100) << 20
+
+
+def _waiting_streams(port: int) -> int:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(b"GET /waiting HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        answer = _read_to_eof(sock, 10)
+    return int(answer.rpartition(b"\r\n\r\n")[2])
+
+
+def test_asgi_slow_readers_hold_bounded_memory(tmp_path: Path) -> None:
+    from support.cli_run import CLI
+    from support.many_clients import raise_own_fd_limit
+    from support.ports import free_port
+    from support.rss import rss_bytes
+
+    (tmp_path / "streams.py").write_text(STREAMING_APP)
+    port = free_port()
+    # The environment is kept whole: under `make asan-test` the server needs the preload.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CYMONGOOSE_")}
+    cli = CLI(tmp_path, "streams:app", "--port", str(port), env=env)
+    raise_own_fd_limit(SLOW_READERS)
+    clients: list[socket.socket] = []
+    try:
+        cli.wait_http(port, "/waiting")
+        assert not cli.worker_pids(), "one serving process was expected"
+        before = rss_bytes(cli.proc.pid)
+        for _ in range(SLOW_READERS):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # and never read
+            clients.append(sock)
+            sock.connect(("127.0.0.1", port))
+            sock.sendall(b"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
+        # Every stream is held back by the flow control (bounded in time: the server fills
+        # what the kernel takes, then the mark, a few MiB per client at most).
+        assert wait_until(lambda: _waiting_streams(port) == SLOW_READERS, 60), \
+            _waiting_streams(port)
+        growth = rss_bytes(cli.proc.pid) - before
+        assert growth <= SLOW_READERS_MAX_GROWTH, \
+            f"RSS grew by {growth >> 20} MiB for {SLOW_READERS} clients that stopped reading"
+    finally:
+        for sock in clients:
+            sock.close()
+        assert cli.stop() == 0, cli.err

@@ -562,6 +562,29 @@ DIRLIST_FOOTER = """\
             "</table></body></html>\\n");  /* cymongoose build fix: no version */
 """
 
+# Mongoose 7.23 grows a full receive buffer by MG_IO_SIZE (ioalloc), allocating a new one and
+# copying what it holds each time: n bytes received whole cost about n^2 / 32 KiB bytes of
+# copying and zeroing. One 15 MiB WebSocket message took 3-9 s of CPU, a raw TCP or MQTT
+# connection the same (issue 33; cymongoose's HTTP guard already grew request bodies itself,
+# http_guard.pxi _grow_recv). Ours doubles it instead, up to the most the connection may hold
+# as cymongoose says (cym_recv_cap_hook: max_body_size for a WebSocket message,
+# Manager.max_recv_size for raw TCP/UDP and MQTT; 0: no cap), and always by at least
+# MG_IO_SIZE, so the check that closes a connection over its limit still sees the excess.
+# Test: tests/protocols/test_receive_growth.py (server CPU for one 15 MiB message).
+RECV_GROWTH = """\
+size_t (*cym_recv_cap_hook)(struct mg_connection *c) = NULL;  /* cymongoose build fix */
+static size_t cym_recv_grow(struct mg_connection *c, struct mg_iobuf *io) {
+  size_t want = io->size < MG_IO_SIZE ? MG_IO_SIZE : io->size * 2, cap;
+  if (io == &c->recv && cym_recv_cap_hook != NULL && want > io->size + MG_IO_SIZE &&
+      (cap = cym_recv_cap_hook(c)) > 0 && want > cap)
+    want = cap;
+  return want < io->size + MG_IO_SIZE ? io->size + MG_IO_SIZE : want;
+}
+"""
+RECV_GROWTH_OLD = "             !mg_iobuf_resize(io, io->size + MG_IO_SIZE)) {\n"
+RECV_GROWTH_NEW = ("             !mg_iobuf_resize(io, cym_recv_grow(c, io))) {"
+                   "  /* cymongoose build fix */\n")
+
 IOLOG_CLOSE = ("  } else if (n <= 0) {\n"
                "    c->is_closing = 1;  // Termination. Don't call mg_error(): #1529\n")
 
@@ -590,6 +613,7 @@ REPLACEMENTS = [
     (TLS_REASON_OLD, TLS_REASON_KEPT),
     (DIRLIST_OLD, DIRLIST),
     (DIRLIST_FOOTER_OLD, DIRLIST_FOOTER),
+    (RECV_GROWTH_OLD, RECV_GROWTH_NEW),
 ]
 
 # (anchor line, code inserted after it)
@@ -598,7 +622,8 @@ FIXES = [
     ("void mg_bzero(volatile unsigned char *buf, size_t len) {\n", FAST_BZERO),
     ('#include "mongoose.h"\n',
      EPOLL_INTEREST + ACCEPT_STATE + READ_EOF_STATE + QUIET_STATE + PARKING
-     + HTTP_PARSE_HOOK_STATE + ACCEPT4_DECL + CONN_ERROR_STATE + DIRLIST_STATE),
+     + HTTP_PARSE_HOOK_STATE + ACCEPT4_DECL + CONN_ERROR_STATE + DIRLIST_STATE
+     + RECV_GROWTH),
     ("void mg_error(struct mg_connection *c, const char *fmt, ...) {\n",
      "  int cym_errno = errno;  /* cymongoose build fix: for cym_conn_error_hook */\n"),
     ("    n = recv(FD(c), (char *) buf, len, MSG_NONBLOCKING);\n",

@@ -10,7 +10,7 @@ from typing import Any
 
 from .._mongoose import ASGIHTTPExchange, HeaderBlock, RequestBodyTooLarge
 from ..errors import ClientDisconnected
-from ..serving.flow_control import SEND_HIGH, SEND_LOW
+from ..serving.flow_control import ASGI_SEND_HIGH, ASGI_SEND_LOW
 from ..serving.reporting import RESPONSE_500, error_log
 from ..serving.request_body import body_refusal
 from ..serving.request_deadline import RESPONSE_504
@@ -47,7 +47,7 @@ class _HTTPCycle(ASGIHTTPExchange):
             self.rx.wake()
 
     def on_write(self) -> None:
-        if self.tx is not None and self.conn.send_len < SEND_LOW:
+        if self.tx is not None and self.conn.send_len < ASGI_SEND_LOW:
             self.tx.wake()
 
     def _need_events(self) -> None:
@@ -199,9 +199,9 @@ class _HTTPCycle(ASGIHTTPExchange):
             self._finish()
             return
         self.server_state.kick()
-        if conn.send_len > SEND_HIGH:
+        if conn.send_len > ASGI_SEND_HIGH:
             self._need_events()
-            while not self.closed and conn.send_len > SEND_LOW:
+            while not self.closed and conn.send_len > ASGI_SEND_LOW:
                 if self.tx is None:
                     self.tx = _Waiter()
                 await self.tx.wait()

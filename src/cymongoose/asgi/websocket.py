@@ -9,7 +9,7 @@ from typing import Any
 
 from .._mongoose import WEBSOCKET_OP_BINARY, WEBSOCKET_OP_TEXT, Connection
 from ..errors import ClientDisconnected
-from ..serving.flow_control import SEND_HIGH, SEND_LOW
+from ..serving.flow_control import ASGI_SEND_HIGH, ASGI_SEND_LOW
 from ..serving.reporting import RESPONSE_500
 from ..typedefs import ASGIMessage
 from .shared import (
@@ -87,7 +87,7 @@ class _WSCycle:
             self._disconnect(code, self.conn.ws_close_reason or "")
 
     def on_write(self) -> None:
-        if self.conn.send_len < SEND_LOW:
+        if self.conn.send_len < ASGI_SEND_LOW:
             self.tx.wake()
 
     def gone(self) -> None:
@@ -224,8 +224,8 @@ class _WSCycle:
     async def _flow(self) -> None:
         self.server_state.kick()
         conn = self.conn
-        if conn.send_len > SEND_HIGH:
-            while self.state != self._DONE and conn.send_len > SEND_LOW:
+        if conn.send_len > ASGI_SEND_HIGH:
+            while self.state != self._DONE and conn.send_len > ASGI_SEND_LOW:
                 await self.tx.wait()
             if self.state == self._DONE:
                 raise ClientDisconnected("the WebSocket is closed")

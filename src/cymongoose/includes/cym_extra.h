@@ -26,6 +26,10 @@ extern int (*cym_peer_eof_hook)(struct mg_connection *c);
 extern void (*cym_conn_error_hook)(struct mg_connection *c, const char *text, int err);
 extern _Thread_local char cym_tls_reason[256];
 
+/* Defined by vendor/mongoose/build_fixes.py (RECV_GROWTH): asked before a full receive buffer
+   doubles, the most it may grow to (0: no cap); it grows by MG_IO_SIZE at least. */
+extern size_t (*cym_recv_cap_hook)(struct mg_connection *c);
+
 /* Defined by vendor/mongoose/build_fixes.py (INTERNALS), checked there at compile time:
    Mongoose's static protocol handlers, and its private c->data fields cymongoose reads. */
 extern const mg_event_handler_t cym_http_cb;

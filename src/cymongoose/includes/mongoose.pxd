@@ -436,6 +436,9 @@ cdef extern from "cym_extra.h" nogil:
     # and the last OpenSSL error text of this thread (empty once read).
     void (*cym_conn_error_hook)(mg_connection *c, const char *text, int err)
     char cym_tls_reason[256]
+    # vendor/mongoose/build_fixes.py RECV_GROWTH: how far a full c->recv may double (0: no
+    # cap; it always grows by MG_IO_SIZE at least).
+    size_t (*cym_recv_cap_hook)(mg_connection *c)
     # vendor/mongoose/build_fixes.py INTERNALS: Mongoose's static protocol handlers (cymongoose
     # runs them behind its own) and accessors for the c->data fields it reads.
     mg_event_handler_t cym_http_cb

@@ -32,6 +32,11 @@ cdef enum:
     _PH_LINGER = 5  # refused: input discarded until the client goes or the linger ends
     _PH_STREAM = 6  # head handed to the handler, body streaming (http_stream.pxi)
 
+cdef enum:
+    # Lingering after a refusal, not after a response (the other _GF_* flags are in
+    # http_request_parser.pxi and http_stream.pxi): see _mark_refused.
+    _GF_REFUSED = 32768
+
 # Mongoose's http_cb (static in mongoose.c, exported by build_fixes.py).
 cdef mg.mg_event_handler_t _mg_http_cb = mg.cym_http_cb
 
@@ -246,6 +251,7 @@ cdef void _refuse(mg.mg_connection *c, HttpGuard *g, int status, const char *why
     c.is_resp = 0
     _reset_front(g)
     _start_linger(c, g, now, True)
+    _mark_refused(g)
 
 
 cdef void _refuse_overload(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nogil:
@@ -266,7 +272,8 @@ cdef void _start_linger(mg.mg_connection *c, HttpGuard *g, uint64_t now,
     the CRLF old clients add after a body). So, as nginx's lingering close: flush, half-close
     (the FIN tells the client the answer is whole), then read and discard until the client
     closes, has been quiet for linger_timeout_ms, has sent more than a request may hold, or
-    linger_time_ms is over (_check_clock, _advance). A TLS connection cannot half-close: it
+    linger_time_ms is over (_check_clock, _advance); after a refusal, linger_timeout_ms at
+    most once it is out (_mark_refused). A TLS connection cannot half-close: it
     closes once flushed, as before, unless `even_tls` (a refusal, a body still arriving):
     then it still reads a while, without the FIN."""
     cdef const HttpLimits *lim = g.limits
@@ -282,6 +289,17 @@ cdef void _start_linger(mg.mg_connection *c, HttpGuard *g, uint64_t now,
     g.phase = _PH_LINGER
     g.linger_until_ms = now + lim.linger_time_ms
     g.deadline_ms = now + lim.linger_timeout_ms
+
+
+cdef void _mark_refused(HttpGuard *g) noexcept nogil:
+    # A response is lingered after for up to linger_time_ms (30 s, nginx's lingering_time), so
+    # that a late pipelined request or the rest of an upload cannot reset it away. A refusal
+    # owes the client less: it was refused for what it sent (or did not send in time), and a
+    # client trickling a byte now and then held its slot for the whole 30 s (issue 33). So once
+    # the refusal is written out, the linger ends within linger_timeout_ms (5 s) whatever the
+    # client sends (_check_clock); an upload refused with a 413 still gets that long to stop.
+    if g.phase == _PH_LINGER:
+        g.flags |= _GF_REFUSED
 
 
 cdef void _response_done(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nogil:
@@ -622,6 +640,11 @@ cdef void _check_clock(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept
         return
     if g.phase == _PH_LINGER:
         if c.send.len == 0:
+            if g.flags & _GF_REFUSED:
+                # The refusal is out: from now on, linger_timeout_ms at most (_mark_refused).
+                g.flags &= ~_GF_REFUSED
+                if g.linger_until_ms > now + lim.linger_timeout_ms:
+                    g.linger_until_ms = now + lim.linger_timeout_ms
             if not (g.flags & _GF_SHUT) and not c.is_tls:
                 # The refusal is out: a FIN tells the client so at once, while we keep
                 # reading so that its late bytes cannot turn our close into a reset.

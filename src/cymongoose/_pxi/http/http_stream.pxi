@@ -173,6 +173,7 @@ cdef int _stream_too_large(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
         c.recv.len = 0  # the body read so far: nobody takes it any more
         c.is_resp = 0
         _linger_unread_body(c, g)
+        _mark_refused(g)  # lingers as after any refusal (http_guard.pxi)
         return -1
     g.body_refused = 1
     _log_event(c, 0, why)

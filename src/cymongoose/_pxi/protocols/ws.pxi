@@ -19,8 +19,9 @@ from libc.stdio cimport snprintf
 # unknown opcodes, masking direction, control-frame size/fragmentation, stray or interleaved
 # continuation frames, invalid close codes, and message size: a frame or reassembled message
 # over the connection's max_body_size (http_limits.pxi; Mongoose itself silently waits forever for
-# a frame over 1 GiB). A violation sends CLOSE 1002 (1009 for size), fires MG_EV_ERROR with
-# the reason, and drains the connection; bytes after a CLOSE frame are ignored.
+# a frame over 1 GiB), refused when its header is read, before its payload arrives. A violation
+# sends CLOSE 1002 (1009 for size), fires MG_EV_ERROR with the reason, and closes after a
+# lingering close (_ws_fail); bytes after a CLOSE frame are ignored.
 # Not checked: UTF-8 validity of TEXT payloads (WsMessage.text decodes with surrogateescape).
 
 # Mongoose's own frame parser (static mg_ws_cb, exported by build_fixes.py): the guard
@@ -353,8 +354,43 @@ cdef size_t _ws_limit(mg.mg_connection *c) noexcept with gil:
     return limit
 
 
+cdef struct _WsLinger:
+    # A failed WebSocket reads and discards what its client still sends (see _ws_fail).
+    uint64_t until  # mg_millis() when it closes, whatever the client is doing
+    size_t left  # bytes still read and discarded; then reading stops until `until`
+    bint shut  # our side is half-closed: the CLOSE frame is out, the FIN after it
+
+
+cdef _WsLinger *_ws_linger(mg.mg_connection *c) noexcept with gil:
+    """The discard state of a connection that just failed, from its limits; NULL: close as
+    soon as the CLOSE frame is out (lingering turned off, or no memory)."""
+    cdef Connection conn
+    cdef _WsLinger *w
+    cdef uint64_t ms
+    if c.fn != _on_event or c.fn_data == NULL:
+        return NULL
+    conn = <Connection>c.fn_data
+    # As after an HTTP refusal (http_guard.pxi _start_linger): linger_timeout_ms in all.
+    ms = conn._limits.linger_timeout_ms
+    if ms == 0 or conn._limits.linger_time_ms == 0:
+        return NULL
+    if conn._limits.linger_time_ms < ms:
+        ms = conn._limits.linger_time_ms
+    w = <_WsLinger *>calloc(1, sizeof(_WsLinger))
+    if w != NULL:
+        w.until = mg.mg_millis() + ms
+        w.left = _ws_limit(c)
+    return w
+
+
 cdef void _ws_fail(mg.mg_connection *c, int code, const char *why) noexcept nogil:
-    """Fail the WebSocket (RFC 6455 §7.1.7): CLOSE with `code`, MG_EV_ERROR, then drain."""
+    """Fail the WebSocket (RFC 6455 §7.1.7): CLOSE with `code`, MG_EV_ERROR, then close.
+    A client still sending (the rest of a message over the limit) would turn an immediate
+    close into a reset that destroys the CLOSE frame before it reads it; so, as the HTTP
+    guard's lingering close, the frame is flushed, our side half-closed, and what arrives
+    discarded until the client closes, for linger_timeout_ms at most; after one more
+    message's worth, reading stops (the websockets library's server also reads on until the
+    client's answer to its 1009)."""
     cdef uint8_t frame[2 + 123]
     cdef char msg[192]
     cdef size_t n = strlen(why)
@@ -368,14 +404,37 @@ cdef void _ws_fail(mg.mg_connection *c, int code, const char *why) noexcept nogi
     c.pfn_data = NULL
     c.recv.len = 0
     mg.mg_ws_send(c, frame, n + 2, mg.WEBSOCKET_OP_CLOSE)
-    c.is_draining = 1  # flush the CLOSE, then close (mg_error would drop it unsent)
+    c.pfn_data = <void *>_ws_linger(c)
+    if c.pfn_data == NULL:
+        c.is_draining = 1  # flush the CLOSE, then close (mg_error would drop it unsent)
     snprintf(msg, sizeof(msg), "WebSocket protocol error: %s (closed with code %d)", why, code)
     mg.mg_call(c, mg.MG_EV_ERROR, msg)
 
 
 cdef void _ws_discard(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
+    cdef _WsLinger *w = <_WsLinger *>c.pfn_data
     if ev == mg.MG_EV_READ:
+        if w != NULL and c.recv.len >= w.left:
+            # A whole message more: the client is not stopping. Reading on would cost CPU,
+            # closing now (its bytes unread) a reset that can destroy the CLOSE frame before
+            # it is read; so stop reading: its sends block until it reads our CLOSE and goes,
+            # or w.until passes.
+            w.left = 0
+            c.is_full = 1
+            _apply_is_full(c)
+        elif w != NULL:
+            w.left -= c.recv.len
         c.recv.len = 0
+    elif ev == mg.MG_EV_POLL and w != NULL:
+        if c.send.len == 0 and not w.shut and not c.is_tls:
+            # The CLOSE frame is out: the FIN after it tells the client nothing else follows.
+            shutdown(<int><size_t>c.fd, SHUT_WR)
+            w.shut = True
+        if mg.mg_millis() >= w.until:
+            c.is_closing = 1
+    elif ev == mg.MG_EV_CLOSE and w != NULL:
+        c.pfn_data = NULL
+        free(w)
 
 
 cdef void _ws_guard(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
