@@ -208,6 +208,19 @@ def _log_format(fmt: str) -> str | None:
     return None
 
 
+def _env_file(path: str) -> str | None:
+    """Read now, so a supervisor stops on a bad file before starting any worker."""
+    from .env_file import read_env_file
+
+    try:
+        read_env_file(path)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return str(exc)
+    return None
+
+
 def _health_path(path: str) -> str | None:
     """The core's own check of a health path (Manager.health_path), so the option and the
     Manager accept the same paths."""
@@ -290,6 +303,12 @@ class Config:
     lifespan: str = _option("auto", "app", "ASGI lifespan protocol: auto runs it unless the "
                             "app refuses it, on requires it, off skips it", _LIFESPAN[1],
                             rule=_LIFESPAN[0], metavar=_LIFESPAN[2])
+    env_file: str | None = _option(
+        None, "app", "set the KEY=VALUE lines of FILE in the environment before the app loads",
+        "be a readable file", kind=str, optional=True, rule=_env_file, metavar="FILE",
+        doc_more="`#` comments, blank lines, `export ` and quoted values as in a `.env` "
+                 "file; a variable already set wins; `CYMONGOOSE_*` lines there do not "
+                 "configure the server (its options are read before)")
     stream_timeout: float = _option(
         5.0, "app", "seconds a WSGI app's streamed write waits for a client that reads "
         "nothing (then TimeoutError)", "be a number of seconds > 0",
@@ -424,6 +443,9 @@ class Config:
         "be a number of MiB (an int >= 1)", kind=int, optional=True, rule=_at_least(1),
         metavar="MIB", doc_default="no limit",
         doc_more="its successor is ready before it drains, as on SIGHUP")
+    server_header: bool = _option(
+        True, "operations", "add `Server: cymongoose` to responses that have none",
+        negatable=True, doc_more="`--no-server-header` leaves it out")
     health_path: str | None = _option(
         None, "operations", "answer GET PATH in the server: 200 once ready, 503 while "
         "draining", "be a path starting with '/', without spaces, '?' or '#'", kind=str,

@@ -30,7 +30,8 @@ import time
 from typing import Any
 
 from ..config import Config
-from ..errors import AppLoadError, ConfigError
+from ..env_file import load_env_file
+from ..errors import AppLoadError, ConfigError, LifespanFailure, StartupFailed
 from ..log_config import configure_logging, keep_server_loggers
 from ..serving.app_loading import load_app
 from ..serving.guard_options import set_guard_options
@@ -56,6 +57,15 @@ def serve_process(config: Config) -> int:
                           config.log_config)
     except ValueError as exc:
         return _fail(status, ConfigError(str(exc)))
+    if config.env_file:
+        try:
+            ignored = load_env_file(config.env_file)
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            return _fail(status, ConfigError(f"--env-file: {exc}"))
+        if ignored:
+            log.warning("--env-file %s sets %s: the server's options were read before it, "
+                        "so only the app sees them (set them in the environment or on the "
+                        "command line)", config.env_file, ", ".join(ignored))
     if "." not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())  # `cymongoose app:app` finds app.py here, as uvicorn
     try:
@@ -87,7 +97,7 @@ def _fail(status: StatusPipe, exc: ConfigError) -> int:
         status.send(f"error {exc}")  # the supervisor prints it, once
     else:
         print(f"cymongoose: {exc}", file=sys.stderr, flush=True)
-    return 2
+    return exc.exit_status
 
 
 def _this_worker(config: Config) -> Config:
@@ -279,6 +289,12 @@ def _serve_asgi(config: Config, app: Any, sock: socket.socket,
         server.on_max_requests = recycle
         try:
             await server.start_socket(sock, tls=config.ssl_certfile is not None)
+        except LifespanFailure as exc:
+            # The app's own failure, already logged with its traceback or its message: a
+            # summary line, not the listener's "cannot serve" (the bind was fine).
+            await server.stop()
+            raise StartupFailed(f"the ASGI app's lifespan startup failed ({exc}); not "
+                                "serving") from None
         except (ValueError, TypeError, RuntimeError, OSError) as exc:
             await server.stop()
             raise ConfigError(f"cannot serve on {url}: {exc}") from None

@@ -40,6 +40,7 @@ from .._mongoose import (
     handles,
     wsgi_environ_base,
 )
+from .. import __version__
 from ..access_log import AccessLog
 from ..config import Config, renamed
 from ..proxy_headers import ProxyHeaders
@@ -59,6 +60,8 @@ from .exchange import _Exchange
 from .loop import ServerLoop
 from .state import ServerState
 from .turns import _STALL_S, _LoopTurns
+
+_SERVER_SOFTWARE = f"cymongoose/{__version__}"
 
 __all__ = ["WSGIServer", "serve"]
 
@@ -123,7 +126,7 @@ class WSGIServer:
         self._outbox = state.outbox
         self._closed = False
         # Date and Server for responses that leave them out, made once a second.
-        self._default_headers = DefaultHeaders()
+        self._default_headers = DefaultHeaders(server=cfg.server_header)
         self._manager.timer_add(1000, self._default_headers.refresh, repeat=True)
         self._bases: dict[int, dict[str, Any]] = {}
         self._base_default: dict[str, Any] = {}
@@ -251,6 +254,8 @@ class WSGIServer:
             "wsgi.file_wrapper": FileWrapper,
             "SERVER_NAME": host,
             "SERVER_PORT": port,
+            # CGI's field (RFC 3875 §4.1.17), as gunicorn and mod_wsgi set it.
+            "SERVER_SOFTWARE": _SERVER_SOFTWARE,
             "SCRIPT_NAME": self._root_path,
         })
 
