@@ -37,6 +37,7 @@ from ..serving.app_loading import load_app
 from ..serving.guard_options import set_guard_options
 from .interface import detect_interface
 from .listening_socket import close_listener, listener_url, open_listener
+from .starting import StartingResponder, starting_responder
 from .status_pipe import StatusPipe
 from .worker_metrics import share_with_supervisor
 
@@ -73,21 +74,37 @@ def serve_process(config: Config) -> int:
             sock = (socket.socket(fileno=config.worker_socket)
                     if config.worker_socket is not None else open_listener(config))
             return _serve_proxy(config, sock, status)
-        restore_loggers = keep_server_loggers()
+        # With --health-path the port listens (and answers 503) while the app loads; a
+        # worker's supervisor does that for it (starting.py).
+        sock = None
+        starting = None
+        if config.health_path and config.worker_socket is None:
+            sock = open_listener(config)
+            starting = starting_responder(config, sock)
         try:
-            app = load_app(config.app, factory=config.factory)
-        except AppLoadError as exc:
-            raise ConfigError(str(exc)) from None
-        finally:
-            restore_loggers()
-        interface = config.interface if config.interface != "auto" else detect_interface(app)
-        sock = (socket.socket(fileno=config.worker_socket) if config.worker_socket is not None
-                else open_listener(config))
-        if interface == "asgi":
-            return _serve_asgi(config, app, sock, status)
-        if interface == "raw":
-            return _serve_raw(config, app, sock, status)
-        return _serve_wsgi(config, app, sock, status)
+            restore_loggers = keep_server_loggers()
+            try:
+                app = load_app(config.app, factory=config.factory)
+            except AppLoadError as exc:
+                raise ConfigError(str(exc)) from None
+            finally:
+                restore_loggers()
+            interface = (config.interface if config.interface != "auto"
+                         else detect_interface(app))
+            if sock is None:
+                sock = (socket.socket(fileno=config.worker_socket)
+                        if config.worker_socket is not None else open_listener(config))
+            if interface == "asgi":
+                return _serve_asgi(config, app, sock, status, starting)
+            if interface == "raw":
+                return _serve_raw(config, app, sock, status, starting)
+            return _serve_wsgi(config, app, sock, status, starting)
+        except BaseException:
+            if starting is not None:
+                starting.close()
+                if sock is not None:
+                    close_listener(config, sock)  # opened here for it: a --uds file goes
+            raise
     except ConfigError as exc:
         return _fail(status, exc)
 
@@ -144,7 +161,7 @@ def _stopped(config: Config, sock: socket.socket) -> int:
 
 
 def _serve_wsgi(config: Config, app: Any, sock: socket.socket,
-                status: StatusPipe) -> int:
+                status: StatusPipe, starting: StartingResponder | None) -> int:
     from ..static_files import StaticFiles
     from ..wsgi import WSGIServer
 
@@ -160,6 +177,8 @@ def _serve_wsgi(config: Config, app: Any, sock: socket.socket,
     except (ValueError, TypeError, RuntimeError, OSError) as exc:
         server.close()
         raise ConfigError(f"cannot serve on {listener_url(config, sock)}: {exc}") from None
+    if starting is not None:
+        starting.close()  # the server listens: its health path says 503 until run() starts
     share_with_supervisor(server.manager, config.worker_metrics)
     url = listener_url(config, sock)
     _adopted(config, sock)
@@ -176,7 +195,7 @@ def _serve_wsgi(config: Config, app: Any, sock: socket.socket,
 
 
 def _serve_raw(config: Config, app: Any, sock: socket.socket,
-               status: StatusPipe) -> int:
+               status: StatusPipe, starting: StartingResponder | None) -> int:
     from .._mongoose import MG_EV_ACCEPT, Manager, listen_fd
 
     if (config.static or config.access_log or config.proxy_headers
@@ -197,6 +216,8 @@ def _serve_raw(config: Config, app: Any, sock: socket.socket,
     except (ValueError, TypeError, RuntimeError, OSError) as exc:
         manager.close()
         raise ConfigError(f"cannot serve on {listener_url(config, sock)}: {exc}") from None
+    if starting is not None:
+        starting.close()
     share_with_supervisor(manager, config.worker_metrics)
     log.info("serving %s (raw handler) on %s", config.app, listener_url(config, sock))
     _adopted(config, sock)
@@ -263,7 +284,7 @@ def _serve_proxy(config: Config, sock: socket.socket, status: StatusPipe) -> int
 
 
 def _serve_asgi(config: Config, app: Any, sock: socket.socket,
-                status: StatusPipe) -> int:
+                status: StatusPipe, starting: StartingResponder | None) -> int:
     try:
         # Imported by name: the ASGI server may be missing from a partial install.
         asgi: Any = importlib.import_module("cymongoose.asgi")
@@ -298,6 +319,8 @@ def _serve_asgi(config: Config, app: Any, sock: socket.socket,
         except (ValueError, TypeError, RuntimeError, OSError) as exc:
             await server.stop()
             raise ConfigError(f"cannot serve on {url}: {exc}") from None
+        if starting is not None:
+            starting.close()  # the lifespan startup is done and the server listens
         share_with_supervisor(server.manager, config.worker_metrics)
         _adopted(config, sock)
         loop = asyncio.get_running_loop()

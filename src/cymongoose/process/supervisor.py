@@ -40,6 +40,7 @@ from ..errors import ConfigError, StartupFailed
 from ..log_config import configure_logging
 from .listening_socket import close_listener, open_listener
 from .metrics_listener import MetricsListener
+from .starting import StartingResponder, starting_responder
 from .worker_metrics import MetricsSlot
 
 __all__ = ["Supervisor"]
@@ -92,6 +93,12 @@ class Supervisor:
         self.gone_metrics: dict[str, Any] | None = None  # counted by exited workers
         self.metrics: MetricsListener | None = None
         self.rss_checked = time.monotonic()
+        self.starting: StartingResponder | None = None  # answers until a worker is ready
+
+    def _stop_starting(self) -> None:
+        if self.starting is not None:
+            self.starting.close()
+            self.starting = None
 
     def run(self) -> int:
         try:
@@ -99,10 +106,17 @@ class Supervisor:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         self.sock = open_listener(self.config)
+        try:
+            # --health-path: 503 from the moment the port listens until a worker is ready.
+            self.starting = starting_responder(self.config, self.sock)
+        except BaseException:
+            close_listener(self.config, self.sock)
+            raise
         if self.config.metrics:
             try:
                 self.metrics = MetricsListener(self.config, self._metrics_document)
             except ConfigError:
+                self._stop_starting()
                 close_listener(self.config, self.sock)
                 raise
             log.info("metrics of all the workers at %s", self.metrics.url)
@@ -125,6 +139,7 @@ class Supervisor:
                 signal.signal(s, h)
             os.close(sig_r)
             os.close(sig_w)
+            self._stop_starting()
             close_listener(self.config, self.sock)
             if self.metrics is not None:
                 self.metrics.close()
@@ -279,6 +294,7 @@ class Supervisor:
             text = line.decode("utf-8", "replace")
             if text == "ready" or text.startswith("ready "):
                 w.ready = True
+                self._stop_starting()  # a worker answers now, its health path included
                 self.early_kills = 0
                 self.interface = text[6:] or self.interface
                 old, w.replaces = w.replaces, None

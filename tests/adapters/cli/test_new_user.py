@@ -165,7 +165,9 @@ def test_health_and_refusals_the_core_makes_carry_a_date(tmp_path: Path) -> None
     port = free_port()
     cli = CLI(tmp_path, "cli_app:app", "--port", str(port), "--health-path", "/healthz")
     try:
-        cli.wait_http(port)
+        # The port answers 503 from the start: wait for the app's readiness.
+        assert wait_until(lambda: (r := _probe(port, "/healthz")) is not None
+                          and r.status == 200, 30), cli.err
         assert parsedate_to_datetime(_request(port, path="/healthz").headers["Date"])
         with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
             s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n")
@@ -177,5 +179,83 @@ def test_health_and_refusals_the_core_makes_carry_a_date(tmp_path: Path) -> None
                 got += chunk
         assert got.startswith(b"HTTP/1.1 400 ") and b"\r\nDate: " in got, got
         assert wait_until(lambda: cli.proc.poll() is None)
+    finally:
+        assert cli.stop() == 0, cli.err
+
+
+SLOW_ASGI = '''
+import asyncio
+import pathlib
+
+
+async def app(scope, receive, send):
+    if scope["type"] == "lifespan":
+        await receive()
+        while not pathlib.Path("go").exists():  # the test says when start-up ends
+            await asyncio.sleep(0.02)
+        await send({"type": "lifespan.startup.complete"})
+        await receive()
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"app"})
+'''
+
+SLOW_WSGI = '''
+import pathlib
+import time
+
+pathlib.Path("importing").write_text("yes")
+for _ in range(6000):  # the import ends when the test says so (at most 60 s)
+    if pathlib.Path("go").exists():
+        break
+    time.sleep(0.01)
+
+
+def app(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"app"]
+'''
+
+
+def _probe(port: int, path: str) -> http.client.HTTPResponse | None:
+    try:
+        return _request(port, path=path)
+    except OSError:
+        return None  # refused, or not answered within the timeout
+
+
+@pytest.mark.parametrize("kind,workers", [("asgi", []), ("wsgi", []),
+                                          ("wsgi", ["--workers", "2"])],
+                         ids=["asgi-lifespan", "wsgi-import", "wsgi-import-supervised"])
+def test_health_path_answers_503_from_the_moment_the_port_listens(
+        tmp_path: Path, kind: str, workers: list[str]) -> None:
+    (tmp_path / "slow_app.py").write_text(SLOW_ASGI if kind == "asgi" else SLOW_WSGI)
+    port = free_port()
+    cli = CLI(tmp_path, "slow_app:app", "--port", str(port), "--health-path", "/healthz",
+              *workers)
+    try:
+        # Before: refused (WSGI import) or left waiting (ASGI lifespan), never 503.
+        assert wait_until(lambda: _probe(port, "/healthz") is not None, 30), cli.err
+        health = _probe(port, "/healthz")
+        assert health is not None and health.status == 503, cli.err
+        assert health.read() == b"" and health.headers["Cache-Control"] == "no-store"
+        other = _probe(port, "/anything")
+        assert other is not None and other.status == 503
+        assert other.headers["Retry-After"] == "1" and other.headers["Date"]
+        (tmp_path / "go").write_text("go")
+        # While the server takes over, a request gets the app's answer or the 503 of the
+        # start-up, never a reset.
+        outcomes: list[int] = []
+
+        def app_answers() -> bool:
+            r = _probe(port, "/")
+            outcomes.append(0 if r is None else r.status)
+            return outcomes[-1] == 200
+
+        assert wait_until(app_answers, 30), (outcomes, cli.err)
+        assert set(outcomes) <= {503, 200}, outcomes
+        health = _probe(port, "/healthz")
+        assert health is not None and health.status == 200
     finally:
         assert cli.stop() == 0, cli.err
