@@ -209,16 +209,10 @@ def _log_format(fmt: str) -> str | None:
 
 
 def _env_file(path: str) -> str | None:
-    """Read now, so a supervisor stops on a bad file before starting any worker."""
-    from .env_file import read_env_file
-
-    try:
-        read_env_file(path)
-    except OSError as exc:
-        return exc.strerror or str(exc)
-    except (ValueError, UnicodeDecodeError) as exc:
-        return str(exc)
-    return None
+    # Its lines are read where the app loads (process/env_file.py), which names a bad one.
+    if not os.path.isfile(path):
+        return "no such file"
+    return None if os.access(path, os.R_OK) else "not readable"
 
 
 def _health_path(path: str) -> str | None:
@@ -448,9 +442,10 @@ class Config:
         negatable=True, doc_more="`--no-server-header` leaves it out")
     health_path: str | None = _option(
         None, "operations", "answer GET PATH in the server: 200 once ready, 503 while "
-        "draining", "be a path starting with '/', without spaces, '?' or '#'", kind=str,
+        "starting or draining", "be a path starting with '/', without spaces, '?' or '#'", kind=str,
         optional=True, rule=_health_path, metavar="PATH",
-        doc_more="e.g. `/healthz`, for a load balancer or Kubernetes probes")
+        doc_more="e.g. `/healthz`, for a load balancer or Kubernetes probes; the port "
+                 "then listens while the app loads, see [Operations](operations.md#health)")
 
     max_header_count: int | None = _limit("request header fields at most (431 past it)")
     max_header_size: int | None = _limit("bytes of a request head at most (431)")

@@ -1,5 +1,6 @@
 """One serving process of the command line: open (or inherit) the listening socket, load
-the app, tell which interface it speaks, and serve it until SIGTERM/SIGINT.
+the app, tell which interface it speaks, and serve it until SIGTERM/SIGINT. With
+--health-path the socket is opened first and answers 503 while the app loads (starting.py).
 
 A worker started by a supervisor (supervisor.py) gets the shared socket and a status pipe as
 descriptors, and reports on the pipe, one line each: `ready <interface>`, `error <message>`
@@ -30,11 +31,11 @@ import time
 from typing import Any
 
 from ..config import Config
-from ..env_file import load_env_file
 from ..errors import AppLoadError, ConfigError, LifespanFailure, StartupFailed
 from ..log_config import configure_logging, keep_server_loggers
 from ..serving.app_loading import load_app
 from ..serving.guard_options import set_guard_options
+from .env_file import load_env_file
 from .interface import detect_interface
 from .listening_socket import close_listener, listener_url, open_listener
 from .starting import StartingResponder, starting_responder
@@ -71,13 +72,13 @@ def serve_process(config: Config) -> int:
         sys.path.insert(0, os.getcwd())  # `cymongoose app:app` finds app.py here, as uvicorn
     try:
         if config.app is None:  # cli.parse_args allows it with --proxy only
-            sock = (socket.socket(fileno=config.worker_socket)
-                    if config.worker_socket is not None else open_listener(config))
-            return _serve_proxy(config, sock, status)
+            proxy_sock = (socket.socket(fileno=config.worker_socket)
+                          if config.worker_socket is not None else open_listener(config))
+            return _serve_proxy(config, proxy_sock, status)
         # With --health-path the port listens (and answers 503) while the app loads; a
         # worker's supervisor does that for it (starting.py).
-        sock = None
-        starting = None
+        sock: socket.socket | None = None
+        starting: StartingResponder | None = None
         if config.health_path and config.worker_socket is None:
             sock = open_listener(config)
             starting = starting_responder(config, sock)

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .. import __version__
 from .._mongoose import (
     MG_EV_CLOSE,
     MG_EV_HTTP_HDRS,
@@ -40,7 +41,6 @@ from .._mongoose import (
     handles,
     wsgi_environ_base,
 )
-from .. import __version__
 from ..access_log import AccessLog
 from ..config import Config, renamed
 from ..proxy_headers import ProxyHeaders
