@@ -187,3 +187,35 @@ def test_a_wrong_status_type_names_the_argument(server_thread: Any) -> None:
     assert wire.startswith(b"HTTP/1.1 200") and wire.endswith(b"fine")
     assert messages == ["status_code must be an int, not str"] * 2 + [
         "status_code must be an int, not float", "status_code must be an int, not NoneType"]
+
+
+def test_other_integer_arguments_name_themselves_too(server_thread: Any, tmp_path: Any) -> None:
+    st = server_thread()
+    messages: list[str] = []
+    with pytest.raises(TypeError, match=r"^milliseconds must be an int, not str$"):
+        st.manager.timer_add("10", lambda: None)  # type: ignore[arg-type]
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"abc")
+
+    def handler(conn: Connection, ev: int, msg: Any) -> None:
+        if ev == MG_EV_HTTP_MSG:
+            conn.http_begin(200, [("Content-Length", "3")])
+            with open(path, "rb") as f:
+                for kwargs in ({"offset": "0"}, {"count": 1.5}):
+                    try:
+                        conn.http_sendfile(f.fileno(), **kwargs)  # type: ignore[arg-type]
+                    except TypeError as exc:
+                        messages.append(str(exc))
+                try:
+                    conn.http_sendfile(str(f.fileno()))  # type: ignore[arg-type]
+                except TypeError as exc:
+                    messages.append(str(exc))
+                conn.http_sendfile(f.fileno())
+            conn.http_end()
+
+    port = st.listen(handler=handler)
+    st.start()
+    wire = _talk(port, b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    assert wire.startswith(b"HTTP/1.1 200") and wire.endswith(b"abc"), wire
+    assert messages == ["offset must be an int, not str", "count must be an int, not float",
+                        "fd must be an int, not str"]

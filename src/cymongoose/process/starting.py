@@ -64,12 +64,18 @@ class StartingResponder:
         while not self._stop.is_set():
             self._manager.poll(_POLL_MS)
 
-    def close(self) -> None:
+    def close(self, ready: bool = False) -> None:
         """Stop accepting, answer the requests of the connections accepted already (the
         real server may have been accepting beside it for a moment: a connection taken
-        here just before must get its 503, not a reset), then close."""
+        here just before must get its answer, not a reset), then close. `ready`: a server
+        that answers 200 took over (a supervisor's worker), so the health path says 200
+        from now on here too, and a probe never sees 200 then 503."""
         if self._stop.is_set():
             return
+        if ready:
+            # Set while the thread may be polling: one int store the guard reads (a
+            # probe gets one answer or the other, both true now), not worth a wake-up.
+            self._manager.ready = True
         self._stop.set()
         self._thread.join()
         self._listener.close()

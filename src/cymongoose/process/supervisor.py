@@ -95,9 +95,9 @@ class Supervisor:
         self.rss_checked = time.monotonic()
         self.starting: StartingResponder | None = None  # answers until a worker is ready
 
-    def _stop_starting(self) -> None:
+    def _stop_starting(self, ready: bool = False) -> None:
         if self.starting is not None:
-            self.starting.close()
+            self.starting.close(ready)
             self.starting = None
 
     def run(self) -> int:
@@ -294,7 +294,7 @@ class Supervisor:
             text = line.decode("utf-8", "replace")
             if text == "ready" or text.startswith("ready "):
                 w.ready = True
-                self._stop_starting()  # a worker answers now, its health path included
+                self._stop_starting(ready=True)  # a worker answers now, health included
                 self.early_kills = 0
                 self.interface = text[6:] or self.interface
                 old, w.replaces = w.replaces, None

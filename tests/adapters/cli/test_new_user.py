@@ -260,3 +260,18 @@ def test_health_path_answers_503_from_the_moment_the_port_listens(
         assert health is not None and health.status == 200
     finally:
         assert cli.stop() == 0, cli.err
+
+
+def test_the_proxy_s_own_502_carries_a_date(tmp_path: Path) -> None:
+    port = free_port()
+    dead = free_port()  # nothing listens there: every request is answered 502 by the proxy
+    cli = CLI(tmp_path, "--port", str(port), "--proxy", f"/=http://127.0.0.1:{dead}",
+              "--health-path", "/healthz")
+    try:
+        assert wait_until(lambda: (r := _probe(port, "/healthz")) is not None
+                          and r.status == 200, 30), cli.err
+        resp = _request(port, path="/x")
+        assert resp.status == 502
+        assert parsedate_to_datetime(resp.headers["Date"]).tzinfo is not None
+    finally:
+        assert cli.stop() == 0, cli.err

@@ -273,10 +273,16 @@ cdef class Connection:
     def http_write(self, data):
         _http_write(self, data)
 
-    def http_sendfile(self, int fd, long long offset=0, long long count=-1):
-        if count < 0:
-            count = _os.fstat(fd).st_size - offset
-        _http_sendfile(self, fd, offset, count)
+    def http_sendfile(self, fd, offset=0, count=-1):
+        cdef long long fl = _int_arg(fd, "fd")
+        if not 0 <= fl <= 2147483647:
+            raise ValueError(f"fd must be an open file descriptor, not {fl}")
+        cdef int f = <int>fl
+        cdef long long o = _int_arg(offset, "offset")
+        cdef long long n = _int_arg(count, "count")
+        if n < 0:
+            n = _os.fstat(f).st_size - o
+        _http_sendfile(self, f, o, n)
 
     def http_end(self):
         return _http_end(self)

@@ -460,8 +460,11 @@ cdef class Manager:
     def sntp_connect(self, str url not None, handler=None):
         return _sntp_connect(self, url, handler)
 
-    def timer_add(self, int milliseconds, callback, *, repeat=False, run_now=False):
-        return _timer_add(self, milliseconds, callback, repeat, run_now)
+    def timer_add(self, milliseconds, callback, *, repeat=False, run_now=False):
+        cdef long long ms = _int_arg(milliseconds, "milliseconds")
+        if not -2147483648 <= ms <= 2147483647:
+            raise OverflowError(f"milliseconds out of range: {ms}")
+        return _timer_add(self, <int>ms, callback, repeat, run_now)
 
     def wakeup(self, unsigned long connection_id, bytes data=b""):
         self._ensure_open()
