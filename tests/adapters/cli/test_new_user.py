@@ -87,8 +87,10 @@ def test_an_upload_over_the_body_limit_is_logged_at_warning_once(tmp_path: Path)
     finally:
         assert cli.stop() == 0, cli.err
     warnings = [ln for ln in cli.err.splitlines() if "WARNING" in ln and "413" in ln]
-    # One line for the three (rate-limited), naming the option that sets the limit.
-    assert len(warnings) == 1, cli.err
+    # One line for the three (at most one per 10 s; a later one, should the machine be
+    # that slow, counts the 413s it did not tell), naming the option that sets the limit.
+    assert 1 <= len(warnings) < 3, cli.err
+    assert all("more 413s since the last such warning" in w for w in warnings[1:]), warnings
     assert "--max-body-size" in warnings[0] and "1 KiB" in warnings[0], warnings
 
 
