@@ -198,6 +198,7 @@ cdef class Connection:
     cdef bint _head_request
     cdef bint _bound
     cdef bint _quiet_errors  # Connection.log_errors is False: its owner reports failures
+    cdef bint _close_called  # close() was called: no response may start any more (http.pxi)
     cdef HttpLimits _limits
     cdef HttpGuard _guard
     # WebSocket close handshake (ws.pxi): the peer's close code (0 = no close frame yet)

@@ -226,7 +226,11 @@ class Manager:
         """Listen on `tcp://`, `udp://`, `http://`, `https://`, `ws://` or `wss://` URL.
 
         `http=None` turns HTTP parsing on for http/https/ws/wss. Port 0 picks a free port:
-        read it from `local_addr[1]`. Accepted connections inherit `handler`.
+        read it from `local_addr[1]`. Accepted connections inherit `handler`. `ValueError`
+        for a URL Mongoose would misread: no scheme or one it does not know (it would listen
+        on plain TCP), and an http/https/ws/wss URL without a port (it would bind 80/443).
+        Mongoose's other schemes are accepted too: `mqtt://`, `mqtts://`, `ssl://`,
+        `tls://`, `tcps://`.
 
         `stream_body=True` (HTTP only): each request arrives as MG_EV_HTTP_HDRS once its
         head is in, and its body is read with `Connection.body_read()` as it arrives
@@ -250,7 +254,9 @@ class Manager:
     def connect(
         self, url: str, handler: _Handler | None = None, *, http: bool | None = None
     ) -> Connection:
-        """Start an outbound connection and return at once (MG_EV_CONNECT when up)."""
+        """Start an outbound connection and return at once (MG_EV_CONNECT when up).
+        `ValueError` for a URL without a scheme Mongoose knows (as `listen()`); the port may
+        be left to the scheme."""
 
     def ws_connect(self, url: str, handler: _Handler | None = None) -> Connection:
         """Connect and send a WebSocket upgrade; MG_EV_WS_OPEN on success."""
@@ -365,8 +371,9 @@ class Manager:
     def wakeup(self, connection_id: int, data: bytes = b"") -> bool:
         """Thread-safe: deliver `data` as MG_EV_WAKEUP to the connection with that id.
 
-        Every accepted message is delivered, in order, many per poll. False when wakeup is
-        not enabled or the id is 0; `ValueError` over `WAKEUP_MAX_PAYLOAD`."""
+        Every accepted message is delivered, in order, many per poll. False when the id is
+        0, and when wakeup is not enabled (then with a `RuntimeWarning`, once per calling
+        line: the message can never arrive); `ValueError` over `WAKEUP_MAX_PAYLOAD`."""
 
 @final
 class Connection:
@@ -482,7 +489,10 @@ class Connection:
         `Content-Type: text/plain` unless `headers` has a content type; names and values
         (str, or converted with str()) are sent as UTF-8. A header name that is not an RFC
         9110 token, a value with a control character other than tab (CR, LF and NUL among
-        them) and a status outside 200-999 raise `ValueError`."""
+        them) and a status outside 200-999 raise `ValueError`; a status that is not an int,
+        `TypeError` naming `status_code`. One response per request: `RuntimeError` when this
+        request was already answered (by any of reply, reply_json, serve_file, serve_dir,
+        http_respond, http_begin), when no request is waiting, or after `close()`."""
 
     def reply_json(
         self, data: Any, status_code: int = 200, headers: dict[Any, Any] | None = None

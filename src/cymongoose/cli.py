@@ -11,7 +11,8 @@ wins. Which process does what:
   never imports the app;
 - `--reload`: this process watches the files and restarts a serving child on changes.
 
-A wrong app, a bad option or a port in use is one line on stderr and exit status 2.
+A wrong app, a bad option or a port in use is one line on stderr and exit status 2; an ASGI
+app whose lifespan startup fails, exit status 3 (as uvicorn).
 """
 
 from __future__ import annotations
@@ -108,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return serve_process(config)
     except ConfigError as exc:
         print(f"cymongoose: {exc}", file=sys.stderr, flush=True)
-        return EXIT_USAGE
+        return exc.exit_status  # EXIT_USAGE, or 3 when the app's startup failed
 
 
 if __name__ == "__main__":

@@ -218,6 +218,13 @@ def _log_format(fmt: str) -> str | None:
     return None
 
 
+def _env_file(path: str) -> str | None:
+    # Its lines are read where the app loads (process/env_file.py), which names a bad one.
+    if not os.path.isfile(path):
+        return "no such file"
+    return None if os.access(path, os.R_OK) else "not readable"
+
+
 def _health_path(path: str) -> str | None:
     """The core's own check of a health path (Manager.health_path), so the option and the
     Manager accept the same paths."""
@@ -300,6 +307,12 @@ class Config:
     lifespan: str = _option("auto", "app", "ASGI lifespan protocol: auto runs it unless the "
                             "app refuses it, on requires it, off skips it", _LIFESPAN[1],
                             rule=_LIFESPAN[0], metavar=_LIFESPAN[2])
+    env_file: str | None = _option(
+        None, "app", "set the KEY=VALUE lines of FILE in the environment before the app loads",
+        "be a readable file", kind=str, optional=True, rule=_env_file, metavar="FILE",
+        doc_more="`#` comments, blank lines, `export ` and quoted values as in a `.env` "
+                 "file; a variable already set wins; `CYMONGOOSE_*` lines there do not "
+                 "configure the server (its options are read before)")
     stream_timeout: float = _option(
         5.0, "app", "seconds a WSGI app's streamed write waits for a client that reads "
         "nothing (then TimeoutError)", "be a number of seconds > 0",
@@ -442,11 +455,15 @@ class Config:
         "be a number of MiB (an int >= 1)", kind=int, optional=True, rule=_at_least(1),
         metavar="MIB", doc_default="no limit",
         doc_more="its successor is ready before it drains, as on SIGHUP")
+    server_header: bool = _option(
+        True, "operations", "add `Server: cymongoose` to responses that have none",
+        negatable=True, doc_more="`--no-server-header` leaves it out")
     health_path: str | None = _option(
         None, "operations", "answer GET PATH in the server: 200 once ready, 503 while "
-        "draining", "be a path starting with '/', without spaces, '?' or '#'", kind=str,
+        "starting or draining", "be a path starting with '/', without spaces, '?' or '#'", kind=str,
         optional=True, rule=_health_path, metavar="PATH",
-        doc_more="e.g. `/healthz`, for a load balancer or Kubernetes probes")
+        doc_more="e.g. `/healthz`, for a load balancer or Kubernetes probes; the port "
+                 "then listens while the app loads, see [Operations](operations.md#health)")
 
     max_header_count: int | None = _limit("request header fields at most (431 past it)")
     max_header_size: int | None = _limit("bytes of a request head at most (431)")

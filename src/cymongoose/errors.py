@@ -3,13 +3,24 @@ the one a user fixes (a bad option, a port in use) and the ones both servers rai
 
 from __future__ import annotations
 
-__all__ = ["AppLoadError", "ClientDisconnected", "ConfigError", "LifespanFailure"]
+__all__ = ["AppLoadError", "ClientDisconnected", "ConfigError", "LifespanFailure",
+           "StartupFailed"]
 
 
 class ConfigError(ValueError):
     """A problem the user can fix: an option's value, a file, a port. The command line prints
     it as one line and exits with status 2; the servers' keyword arguments raise it as the
     `ValueError` it is."""
+
+    exit_status = 2
+
+
+class StartupFailed(ConfigError):
+    """The app itself refused to start (its ASGI lifespan startup failed): the command line
+    prints one line and exits with status 3, as uvicorn does, so a process manager can tell
+    a broken app from a bad option."""
+
+    exit_status = 3
 
 
 class AppLoadError(Exception):

@@ -62,8 +62,9 @@ def _apply_file(path: str) -> None:
                     try:
                         yaml: Any = importlib.import_module("yaml")  # optional: cli extra
                     except ImportError:
-                        raise ValueError("--log-config: YAML needs PyYAML "
-                                         "(pip install 'cymongoose[cli]')") from None
+                        # The except below adds "--log-config 'x.yaml': " once.
+                        raise ValueError("YAML needs PyYAML (pip install 'cymongoose[cli]', "
+                                         "or use a .json file)") from None
                     config = yaml.safe_load(fh)
             if not isinstance(config, dict):
                 raise ValueError("the file does not hold a mapping")

@@ -98,4 +98,6 @@ def test_limits_and_disabled_wakeup() -> None:
     with pytest.raises(RuntimeError):
         mgr.wakeup(1, b"x")
     with Manager() as plain:
-        assert plain.wakeup(_target(plain).id, b"x") is False
+        # False, as in 0.2.x, and said once (issue 33): the wake can never arrive.
+        with pytest.warns(RuntimeWarning, match=r"enable_wakeup=True"):
+            assert plain.wakeup(_target(plain).id, b"x") is False

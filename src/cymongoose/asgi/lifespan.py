@@ -36,7 +36,9 @@ class _Lifespan:
         await asyncio.wait({waiter, self._task}, return_when=asyncio.FIRST_COMPLETED)
         waiter.cancel()
         if self._failure is not None:
-            raise LifespanFailure(self._failure)
+            # Its last line: the whole of it (a traceback, as Starlette sends) is logged.
+            lines = [line for line in self._failure.splitlines() if line.strip()]
+            raise LifespanFailure(lines[-1].strip() if lines else self._failure)
         if not self._started.is_set():  # the app returned or raised without an answer
             self.supported = False
             if self._mode == "on":
@@ -64,8 +66,13 @@ class _Lifespan:
         except BaseException as exc:
             if isinstance(exc, asyncio.CancelledError):
                 raise
+            if self._failure is not None:
+                # It said lifespan.startup.failed (logged in _send) and raised after: its
+                # message already holds the failure (Starlette's, its traceback), so the
+                # traceback is not logged a second time; uvicorn does the same.
+                return
             if self._started.is_set() or self._mode == "on":
-                self._failure = self._failure or f"{type(exc).__name__}: {exc}"
+                self._failure = f"{type(exc).__name__}: {exc}"
                 report_exception("ASGI lifespan failed", exc)
             else:
                 error_log.info("ASGI lifespan protocol unsupported by the app (it raised %s); "
@@ -80,6 +87,7 @@ class _Lifespan:
             self._started.set()
         elif kind == "lifespan.startup.failed":
             self._failure = str(message.get("message", "")) or "lifespan startup failed"
+            error_log.error("ASGI lifespan startup failed: %s", self._failure)
             self._started.set()
         elif kind == "lifespan.shutdown.complete":
             self._shut.set()

@@ -125,7 +125,7 @@ class ASGIServer:
         self._tasks: set[asyncio.Task[None]] = on_quiet.tasks
         # Date and Server for responses that leave them out: the exchanges read the blocks
         # (updated in place) from their state.
-        self._default_headers = DefaultHeaders(lowercase=True)
+        self._default_headers = DefaultHeaders(lowercase=True, server=cfg.server_header)
         server_state.default_headers = self._default_headers.blocks
         self._date_timer: asyncio.TimerHandle | None = None
         self._stopping = False

@@ -1,5 +1,6 @@
 """One serving process of the command line: open (or inherit) the listening socket, load
-the app, tell which interface it speaks, and serve it until SIGTERM/SIGINT.
+the app, tell which interface it speaks, and serve it until SIGTERM/SIGINT. With
+--health-path the socket is opened first and answers 503 while the app loads (starting.py).
 
 A worker started by a supervisor (supervisor.py) gets the shared socket and a status pipe as
 descriptors, and reports on the pipe, one line each: `ready <interface>`, `error <message>`
@@ -30,12 +31,14 @@ import time
 from typing import Any
 
 from ..config import Config
-from ..errors import AppLoadError, ConfigError
+from ..errors import AppLoadError, ConfigError, LifespanFailure, StartupFailed
 from ..log_config import configure_logging, keep_server_loggers
 from ..serving.app_loading import load_app
 from ..serving.guard_options import set_guard_options
+from .env_file import load_env_file
 from .interface import detect_interface
 from .listening_socket import close_listener, listener_url, open_listener
+from .starting import StartingResponder, starting_responder
 from .status_pipe import StatusPipe
 from .worker_metrics import share_with_supervisor
 
@@ -56,28 +59,53 @@ def serve_process(config: Config) -> int:
                           config.log_config)
     except ValueError as exc:
         return _fail(status, ConfigError(str(exc)))
+    if config.env_file:
+        try:
+            ignored = load_env_file(config.env_file)
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            return _fail(status, ConfigError(f"--env-file: {exc}"))
+        if ignored:
+            log.warning("--env-file %s sets %s: the server's options were read before it, "
+                        "so only the app sees them (set them in the environment or on the "
+                        "command line)", config.env_file, ", ".join(ignored))
     if "." not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())  # `cymongoose app:app` finds app.py here, as uvicorn
     try:
         if config.app is None:  # cli.parse_args allows it with --proxy only
-            sock = (socket.socket(fileno=config.worker_socket)
-                    if config.worker_socket is not None else open_listener(config))
-            return _serve_proxy(config, sock, status)
-        restore_loggers = keep_server_loggers()
+            proxy_sock = (socket.socket(fileno=config.worker_socket)
+                          if config.worker_socket is not None else open_listener(config))
+            return _serve_proxy(config, proxy_sock, status)
+        # With --health-path the port listens (and answers 503) while the app loads; a
+        # worker's supervisor does that for it (starting.py).
+        sock: socket.socket | None = None
+        starting: StartingResponder | None = None
+        if config.health_path and config.worker_socket is None:
+            sock = open_listener(config)
+            starting = starting_responder(config, sock)
         try:
-            app = load_app(config.app, factory=config.factory)
-        except AppLoadError as exc:
-            raise ConfigError(str(exc)) from None
-        finally:
-            restore_loggers()
-        interface = config.interface if config.interface != "auto" else detect_interface(app)
-        sock = (socket.socket(fileno=config.worker_socket) if config.worker_socket is not None
-                else open_listener(config))
-        if interface == "asgi":
-            return _serve_asgi(config, app, sock, status)
-        if interface == "raw":
-            return _serve_raw(config, app, sock, status)
-        return _serve_wsgi(config, app, sock, status)
+            restore_loggers = keep_server_loggers()
+            try:
+                app = load_app(config.app, factory=config.factory)
+            except AppLoadError as exc:
+                raise ConfigError(str(exc)) from None
+            finally:
+                restore_loggers()
+            interface = (config.interface if config.interface != "auto"
+                         else detect_interface(app))
+            if sock is None:
+                sock = (socket.socket(fileno=config.worker_socket)
+                        if config.worker_socket is not None else open_listener(config))
+            if interface == "asgi":
+                return _serve_asgi(config, app, sock, status, starting)
+            if interface == "raw":
+                return _serve_raw(config, app, sock, status, starting)
+            return _serve_wsgi(config, app, sock, status, starting)
+        except BaseException:
+            if starting is not None:
+                starting.close()
+                if sock is not None:
+                    close_listener(config, sock)  # opened here for it: a --uds file goes
+            raise
     except ConfigError as exc:
         return _fail(status, exc)
 
@@ -87,7 +115,7 @@ def _fail(status: StatusPipe, exc: ConfigError) -> int:
         status.send(f"error {exc}")  # the supervisor prints it, once
     else:
         print(f"cymongoose: {exc}", file=sys.stderr, flush=True)
-    return 2
+    return exc.exit_status
 
 
 def _this_worker(config: Config) -> Config:
@@ -134,7 +162,7 @@ def _stopped(config: Config, sock: socket.socket) -> int:
 
 
 def _serve_wsgi(config: Config, app: Any, sock: socket.socket,
-                status: StatusPipe) -> int:
+                status: StatusPipe, starting: StartingResponder | None) -> int:
     from ..static_files import StaticFiles
     from ..wsgi import WSGIServer
 
@@ -150,6 +178,8 @@ def _serve_wsgi(config: Config, app: Any, sock: socket.socket,
     except (ValueError, TypeError, RuntimeError, OSError) as exc:
         server.close()
         raise ConfigError(f"cannot serve on {listener_url(config, sock)}: {exc}") from None
+    if starting is not None:
+        starting.close()  # the server listens: its health path says 503 until run() starts
     share_with_supervisor(server.manager, config.worker_metrics)
     url = listener_url(config, sock)
     _adopted(config, sock)
@@ -166,7 +196,7 @@ def _serve_wsgi(config: Config, app: Any, sock: socket.socket,
 
 
 def _serve_raw(config: Config, app: Any, sock: socket.socket,
-               status: StatusPipe) -> int:
+               status: StatusPipe, starting: StartingResponder | None) -> int:
     from .._mongoose import MG_EV_ACCEPT, Manager, listen_fd
 
     if (config.static or config.access_log or config.proxy_headers
@@ -187,6 +217,8 @@ def _serve_raw(config: Config, app: Any, sock: socket.socket,
     except (ValueError, TypeError, RuntimeError, OSError) as exc:
         manager.close()
         raise ConfigError(f"cannot serve on {listener_url(config, sock)}: {exc}") from None
+    if starting is not None:
+        starting.close()
     share_with_supervisor(manager, config.worker_metrics)
     log.info("serving %s (raw handler) on %s", config.app, listener_url(config, sock))
     _adopted(config, sock)
@@ -254,7 +286,7 @@ def _serve_proxy(config: Config, sock: socket.socket, status: StatusPipe) -> int
 
 
 def _serve_asgi(config: Config, app: Any, sock: socket.socket,
-                status: StatusPipe) -> int:
+                status: StatusPipe, starting: StartingResponder | None) -> int:
     try:
         # Imported by name: the ASGI server may be missing from a partial install.
         asgi: Any = importlib.import_module("cymongoose.asgi")
@@ -280,9 +312,17 @@ def _serve_asgi(config: Config, app: Any, sock: socket.socket,
         server.on_max_requests = recycle
         try:
             await server.start_socket(sock, tls=config.ssl_certfile is not None)
+        except LifespanFailure as exc:
+            # The app's own failure, already logged with its traceback or its message: a
+            # summary line, not the listener's "cannot serve" (the bind was fine).
+            await server.stop()
+            raise StartupFailed(f"the ASGI app's lifespan startup failed ({exc}); not "
+                                "serving") from None
         except (ValueError, TypeError, RuntimeError, OSError) as exc:
             await server.stop()
             raise ConfigError(f"cannot serve on {url}: {exc}") from None
+        if starting is not None:
+            starting.close()  # the lifespan startup is done and the server listens
         share_with_supervisor(server.manager, config.worker_metrics)
         _adopted(config, sock)
         loop = asyncio.get_running_loop()

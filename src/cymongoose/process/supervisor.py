@@ -36,10 +36,11 @@ import time
 from typing import Any
 
 from ..config import Config
-from ..errors import ConfigError
+from ..errors import ConfigError, StartupFailed
 from ..log_config import configure_logging
 from .listening_socket import close_listener, open_listener
 from .metrics_listener import MetricsListener
+from .starting import StartingResponder, starting_responder
 from .worker_metrics import MetricsSlot
 
 __all__ = ["Supervisor"]
@@ -92,6 +93,12 @@ class Supervisor:
         self.gone_metrics: dict[str, Any] | None = None  # counted by exited workers
         self.metrics: MetricsListener | None = None
         self.rss_checked = time.monotonic()
+        self.starting: StartingResponder | None = None  # answers until a worker is ready
+
+    def _stop_starting(self, ready: bool = False) -> None:
+        if self.starting is not None:
+            self.starting.close(ready)
+            self.starting = None
 
     def run(self) -> int:
         try:
@@ -99,10 +106,17 @@ class Supervisor:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         self.sock = open_listener(self.config)
+        try:
+            # --health-path: 503 from the moment the port listens until a worker is ready.
+            self.starting = starting_responder(self.config, self.sock)
+        except BaseException:
+            close_listener(self.config, self.sock)
+            raise
         if self.config.metrics:
             try:
                 self.metrics = MetricsListener(self.config, self._metrics_document)
             except ConfigError:
+                self._stop_starting()
                 close_listener(self.config, self.sock)
                 raise
             log.info("metrics of all the workers at %s", self.metrics.url)
@@ -125,6 +139,7 @@ class Supervisor:
                 signal.signal(s, h)
             os.close(sig_r)
             os.close(sig_w)
+            self._stop_starting()
             close_listener(self.config, self.sock)
             if self.metrics is not None:
                 self.metrics.close()
@@ -169,9 +184,11 @@ class Supervisor:
         deadline: float | None = None
         announced = False
         while True:
-            if not announced and all(w.ready for w in self.workers):
+            if self.stopping:
+                announced = True  # a stop before every worker was ready: nothing to announce
+            elif not announced and self.workers and all(w.ready for w in self.workers):
                 announced = True  # after start-up: a failed start prints only its error
-                log.info("%d workers of %s ready (supervisor pid %d)", len(self.workers),
+                log.info("%s of %s ready (supervisor pid %d)", _workers(len(self.workers)),
                          self.config.app or "a reverse proxy", os.getpid())
             fds = [sig_r] + [w.status_fd for w in self.workers]
             if self.metrics is not None:
@@ -213,7 +230,7 @@ class Supervisor:
     def _on_signal(self, signum: int) -> None:
         if signum in (signal.SIGTERM, signal.SIGINT):
             if not self.stopping:
-                log.info("stopping: draining %d workers", len(self.workers))
+                log.info("stopping: draining %s", _workers(len(self.workers)))
                 self.stopping = True
                 self.sock.close()  # the workers hold the socket until they stop accepting
                 for w in self.workers:
@@ -223,11 +240,11 @@ class Supervisor:
             self.rolling = [w for w in self.workers if not w.retiring]
         elif signum == signal.SIGTTIN:
             self.target += 1
-            log.info("SIGTTIN: %d workers", self.target)
+            log.info("SIGTTIN: %s", _workers(self.target))
             self._spawn()
         elif signum == signal.SIGTTOU and self.target > 1:
             self.target -= 1
-            log.info("SIGTTOU: %d workers", self.target)
+            log.info("SIGTTOU: %s", _workers(self.target))
             live = [w for w in self.workers if not w.retiring]
             if live:
                 self._retire(live[-1])
@@ -277,6 +294,7 @@ class Supervisor:
             text = line.decode("utf-8", "replace")
             if text == "ready" or text.startswith("ready "):
                 w.ready = True
+                self._stop_starting(ready=True)  # a worker answers now, health included
                 self.early_kills = 0
                 self.interface = text[6:] or self.interface
                 old, w.replaces = w.replaces, None
@@ -317,8 +335,11 @@ class Supervisor:
                 self.early_kills += 1
                 if w.error or code >= 0 or self.early_kills >= _MAX_EARLY_KILLS:
                     self._kill_all()
-                    raise ConfigError(w.error or f"worker {w.proc.pid} exited with {how} "
-                                      "before it was ready")
+                    # Status 3: the app's startup failed (serve.py), which the supervisor
+                    # passes on, as a single server would exit.
+                    failed = StartupFailed if code == StartupFailed.exit_status else ConfigError
+                    raise failed(w.error or f"worker {w.proc.pid} exited with {how} "
+                                 "before it was ready")
             if time.monotonic() - w.started > _STABLE_S:
                 self.crashes = 0
             delay = 0.0 if self.crashes == 0 else min(_MAX_BACKOFF_S,
@@ -348,6 +369,10 @@ class Supervisor:
                 w.proc.wait(5)
             except subprocess.TimeoutExpired:
                 pass
+
+
+def _workers(n: int) -> str:
+    return f"{n} worker" if n == 1 else f"{n} workers"
 
 
 def _rss_mib(pid: int) -> float | None:

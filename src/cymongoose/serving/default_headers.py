@@ -40,14 +40,15 @@ class DefaultHeaders:
     The owner calls `refresh()` once a second. The list is updated in place, so the core
     and the response paths may keep a reference to it."""
 
-    __slots__ = ("blocks", "closing", "_date", "_names")
+    __slots__ = ("blocks", "closing", "_date", "_names", "_server")
 
-    def __init__(self, *, lowercase: bool = False) -> None:
+    def __init__(self, *, lowercase: bool = False, server: bool = True) -> None:
         # WSGI apps write `Date:` and ASGI apps `date:`; the added fields follow each style.
         names = (b"date", b"server", b"connection") if lowercase else \
             (b"Date", b"Server", b"Connection")
         self._names = names
         self._date = DateHeader()
+        self._server = server  # False: --no-server-header, no Server field is added
         #: Every response closes its connection (the server stops, or was recycled), so
         #: a client that keeps its connection busy moves on to another worker.
         self.closing = False
@@ -57,9 +58,9 @@ class DefaultHeaders:
     def refresh(self) -> None:
         date_name, server_name, connection_name = self._names
         date = (date_name, self._date.get())
-        server = (server_name, SERVER_NAME)
+        server = [(server_name, SERVER_NAME)] if self._server else []
         close = [(connection_name, b"close")] if self.closing else []
-        fields: list[list[tuple[bytes, bytes]]] = [[], [date], [server], [date, server]]
+        fields: list[list[tuple[bytes, bytes]]] = [[], [date], server, [date, *server]]
         self.blocks[:] = [HeaderBlock(lst + close) if lst or close else None
                           for lst in fields]
 

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .. import __version__
 from .._mongoose import (
     MG_EV_CLOSE,
     MG_EV_HTTP_HDRS,
@@ -60,6 +61,8 @@ from .exchange import _Exchange
 from .loop import ServerLoop
 from .state import ServerState
 from .turns import _STALL_S, _LoopTurns
+
+_SERVER_SOFTWARE = f"cymongoose/{__version__}"
 
 __all__ = ["WSGIServer", "serve"]
 
@@ -125,7 +128,7 @@ class WSGIServer:
         self._outbox = state.outbox
         self._closed = False
         # Date and Server for responses that leave them out, made once a second.
-        self._default_headers = DefaultHeaders()
+        self._default_headers = DefaultHeaders(server=cfg.server_header)
         self._manager.timer_add(1000, self._default_headers.refresh, repeat=True)
         self._bases: dict[int, dict[str, Any]] = {}
         self._base_default: dict[str, Any] = {}
@@ -256,6 +259,8 @@ class WSGIServer:
             "wsgi.file_wrapper": FileWrapper,
             "SERVER_NAME": host,
             "SERVER_PORT": port,
+            # CGI's field (RFC 3875 §4.1.17), as gunicorn and mod_wsgi set it.
+            "SERVER_SOFTWARE": _SERVER_SOFTWARE,
             "SCRIPT_NAME": self._root_path,
         })
 

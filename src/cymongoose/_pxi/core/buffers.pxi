@@ -48,6 +48,19 @@ cdef object _buffer_source(object data, str argname):
     return _coerce_bytes(data, argname)
 
 
+cdef long long _int_arg(object value, str argname) except? -1:
+    """An integer argument, with its name in the error: a typed `int` parameter's own
+    message is only "an integer is required", which leaves the caller guessing which."""
+    if type(value) is int:
+        return value
+    if not isinstance(value, bool):
+        try:
+            return value.__index__()
+        except AttributeError:
+            pass
+    raise TypeError(f"{argname} must be an int, not {type(value).__name__}")
+
+
 cdef inline bytes _utf8(str s):
     return s.encode("utf-8")
 

@@ -56,6 +56,14 @@ cdef inline object _check_handler(object handler, str argname):
     return handler
 
 
+cdef int _status_arg(object value) except? -1:
+    # Range-checked before narrowing to a C int, so 2**32 + 200 is refused, not 200.
+    cdef long long n = _int_arg(value, "status_code")
+    if not 0 <= n <= 999:
+        raise ValueError(f"status_code must be between 200 and 999, not {n}")
+    return <int>n
+
+
 @cython.final
 cdef class Connection:
     """One Mongoose connection. Made by the Manager; the same object is passed to every
@@ -236,6 +244,7 @@ cdef class Connection:
         # asyncio's transport.close() does; with nothing queued the close is immediate.
         if self._c == NULL:
             return
+        self._close_called = True
         self._unpark()
         if self._c.send.len > 0 and not self._c.is_closing:
             self._c.is_draining = 1
@@ -255,11 +264,11 @@ cdef class Connection:
         mg.mg_error(self._c, "%.*s", <int>min(len(m), 1 << 20), <const char *>m)
 
     # HTTP (http.pxi)
-    def reply(self, int status_code, body=b"", headers=None):
-        _http_reply(self, status_code, body, headers)
+    def reply(self, status_code, body=b"", headers=None):
+        _http_reply(self, _status_arg(status_code), body, headers)
 
-    def reply_json(self, data, int status_code=200, headers=None):
-        _http_reply_json(self, data, status_code, headers)
+    def reply_json(self, data, status_code=200, headers=None):
+        _http_reply_json(self, data, _status_arg(status_code), headers)
 
     # directory_listing is off by default, as nginx's autoindex: a listing shows every name
     # in the directory (backups, files nobody meant to publish), so it is the caller's
@@ -274,23 +283,31 @@ cdef class Connection:
                    str extra_headers not None="", str mime_types not None=""):
         _http_serve_file(self, message, path, extra_headers, mime_types)
 
-    def http_begin(self, int status_code, headers=None, *, reason=None, more_headers=None):
-        _http_begin(self, status_code, headers, reason, more_headers)
+    def http_begin(self, status_code, headers=None, *, reason=None, more_headers=None):
+        _http_begin(self, _status_arg(status_code), headers, reason,
+                    more_headers)
 
     def http_write(self, data):
         _http_write(self, data)
 
-    def http_sendfile(self, int fd, long long offset=0, long long count=-1):
-        if count < 0:
-            count = _os.fstat(fd).st_size - offset
-        _http_sendfile(self, fd, offset, count)
+    def http_sendfile(self, fd, offset=0, count=-1):
+        cdef long long fl = _int_arg(fd, "fd")
+        if not 0 <= fl <= 2147483647:
+            raise ValueError(f"fd must be an open file descriptor, not {fl}")
+        cdef int f = <int>fl
+        cdef long long o = _int_arg(offset, "offset")
+        cdef long long n = _int_arg(count, "count")
+        if n < 0:
+            n = _os.fstat(f).st_size - o
+        _http_sendfile(self, f, o, n)
 
     def http_end(self):
         return _http_end(self)
 
-    def http_respond(self, int status_code, headers=None, body=b"", *, reason=None,
+    def http_respond(self, status_code, headers=None, body=b"", *, reason=None,
                      more_headers=None):
-        return _http_respond(self, status_code, headers, body, reason, more_headers)
+        return _http_respond(self, _status_arg(status_code), headers, body,
+                             reason, more_headers)
 
     @property
     def response_started(self):

@@ -321,8 +321,8 @@ cdef bytes _RESPONSE_500 = (
     b"HTTP/1.1 500 Internal Server Error\r\n"
     b"Content-Type: text/plain; charset=utf-8\r\n"
     b"Content-Length: 21\r\n"
-    b"Connection: close\r\n\r\n"
-    b"Internal Server Error")
+    b"Connection: close\r\n")
+cdef bytes _RESPONSE_500_END = b"\r\nInternal Server Error"  # after the Date line
 
 
 cdef void _answer_failed_request(mg.mg_connection *c, size_t send_mark) noexcept:
@@ -331,8 +331,12 @@ cdef void _answer_failed_request(mg.mg_connection *c, size_t send_mark) noexcept
     # written: the response is half-framed and can't be completed, so close now.
     if not c.is_accepted or c.is_closing or c.is_websocket or not c.is_resp:
         return
+    cdef char date[_DATE_LINE_SIZE]
     if c.send.len == send_mark:
         mg.mg_send(c, PyBytes_AS_STRING(_RESPONSE_500), PyBytes_GET_SIZE(_RESPONSE_500))
+        mg.mg_send(c, date, _date_line(date))
+        mg.mg_send(c, PyBytes_AS_STRING(_RESPONSE_500_END),
+                   PyBytes_GET_SIZE(_RESPONSE_500_END))
         c.is_resp = 0
         c.is_draining = 1
     else:

@@ -474,12 +474,21 @@ cdef class Manager:
     def sntp_connect(self, str url not None, handler=None):
         return _sntp_connect(self, url, handler)
 
-    def timer_add(self, int milliseconds, callback, *, repeat=False, run_now=False):
-        return _timer_add(self, milliseconds, callback, repeat, run_now)
+    def timer_add(self, milliseconds, callback, *, repeat=False, run_now=False):
+        cdef long long ms = _int_arg(milliseconds, "milliseconds")
+        if not -2147483648 <= ms <= 2147483647:
+            raise OverflowError(f"milliseconds out of range: {ms}")
+        return _timer_add(self, <int>ms, callback, repeat, run_now)
 
     def wakeup(self, unsigned long connection_id, bytes data=b""):
         self._ensure_open()
-        if not self._wakeup_enabled or connection_id == 0:
+        if not self._wakeup_enabled:
+            # False is 0.2.x's answer (API.md), kept; but a wake that can never arrive is a
+            # bug to tell: once per calling line, as Python shows a RuntimeWarning.
+            _warnings.warn("Manager.wakeup() does nothing on this Manager: create it with "
+                           "Manager(enable_wakeup=True)", RuntimeWarning, stacklevel=2)
+            return False
+        if connection_id == 0:
             return False
         if len(data) > WAKEUP_MAX_PAYLOAD:
             raise ValueError(
@@ -629,9 +638,46 @@ cdef int _wait_budget(mg.mg_mgr *mgr, int timeout_ms) noexcept nogil:
     return budget
 
 
+# The schemes Mongoose gives a meaning to (mg_listen/mg_connect: udp:// is UDP, everything
+# else TCP; mg_url_is_ssl: https, wss, mqtts, ssl, tls, tcps mark TLS; mg_url_port: the
+# default ports). Mongoose reads any other text as TCP, so "htp://" became a raw listener.
+cdef frozenset _URL_SCHEMES = frozenset((
+    "tcp", "udp", "http", "https", "ws", "wss", "mqtt", "mqtts", "ssl", "tls", "tcps"))
+cdef str _URL_SCHEMES_TEXT = ("tcp://, udp://, http://, https://, ws://, wss://, mqtt://, "
+                              "mqtts://, ssl://, tls://, tcps://")
+
+
+cdef int _check_url(str url, bint listen) except -1:
+    """Refuse a URL Mongoose would misread: an unknown (or missing) scheme, and a listening
+    HTTP/WebSocket URL without a port, which would bind the scheme's default (80, 443)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        # A bare host:port is TCP, as in 0.2.x (drop-in compatible); anything else without
+        # "://" ("http//host:80") is a typo that Mongoose would also have taken as TCP.
+        if "/" not in url:
+            return 0
+        raise ValueError(f"url {url!r} has no scheme: write one of {_URL_SCHEMES_TEXT}")
+    if scheme not in _URL_SCHEMES:
+        if scheme.lower() in _URL_SCHEMES:
+            raise ValueError(f"url {url!r}: write the scheme in lower case ({scheme.lower()}://)")
+        raise ValueError(f"url {url!r} has an unknown scheme {scheme + '://'!r}: use one of "
+                         f"{_URL_SCHEMES_TEXT}")
+    if listen and url.startswith(_HTTP_SCHEMES):
+        hostport = rest.partition("/")[0]
+        if hostport.startswith("["):  # [IPv6]:port
+            port = hostport.partition("]")[2][1:] if "]:" in hostport else ""
+        else:
+            port = hostport.rpartition(":")[2] if ":" in hostport else ""
+        if not port.isdigit():
+            raise ValueError(f"url {url!r} has no port: write the one to listen on "
+                             f"({scheme}://host:8000, or :0 for a free one)")
+    return 0
+
+
 cdef Connection _open(Manager manager, str url, object handler, object http, bint listen):
     manager._ensure_open()
     _check_handler(handler, "handler")
+    _check_url(url, listen)
     cdef bytes burl = _utf8_no_nul(url, "url")
     cdef bint use_http = (url.startswith(_HTTP_SCHEMES) if http is None else bool(http))
     cdef Connection conn = Connection.__new__(Connection)

@@ -108,10 +108,7 @@ cdef int _send_response(Connection conn, int status_code, object headers, bint j
                         bytes body) except -1:
     """Frame and queue one complete response. Every header is validated before anything is
     written, so a refused header leaves the connection untouched."""
-    conn._ensure_open()
-    if conn._guard.resp_state != 0:
-        raise RuntimeError("a response was started with http_begin(): finish it with "
-                           "http_write()/http_end()")
+    _check_response_start(conn, "reply_json()" if json_type else "reply()")
     cdef mg.mg_connection *c = conn._c
     # Found by fuzzing: reply(100) sent a lone interim response, and the client waited on.
     _check_status(status_code)
@@ -272,7 +269,7 @@ cdef int _http_reply(Connection conn, int status_code, object body, object heade
 
 cdef int _http_reply_json(Connection conn, object data, int status_code,
                           object headers) except -1:
-    conn._ensure_open()
+    _check_response_start(conn, "reply_json()")
     _send_response(conn, status_code, headers, True, _json.dumps(data).encode("utf-8"))
     return 0
 
@@ -300,7 +297,7 @@ cdef bint _uri_has_nul(const mg.mg_str *uri) noexcept nogil:
 cdef int _http_serve_dir(Connection conn, HttpMessage message, str root_dir,
                          str extra_headers, str mime_types, str page404,
                          bint directory_listing) except -1:
-    conn._ensure_open()
+    _check_response_start(conn, "serve_dir()")
     _check_message(message)
     if _uri_has_nul(&message._hm.uri):
         # The guard refuses such a request before any handler runs (_path_has_encoded_nul);
@@ -331,7 +328,7 @@ cdef int _http_serve_dir(Connection conn, HttpMessage message, str root_dir,
 
 cdef int _http_serve_file(Connection conn, HttpMessage message, str path,
                           str extra_headers, str mime_types) except -1:
-    conn._ensure_open()
+    _check_response_start(conn, "serve_file()")
     _check_message(message)
     cdef bytes bpath = _utf8_no_nul(path, "path")
     cdef bytes extra = _utf8_no_nul(_checked_header_block(extra_headers), "extra_headers")

@@ -194,6 +194,49 @@ cdef void _log_event_gil(mg.mg_connection *c, int status, const char *why) noexc
         pass
 
 
+# A 413 for the body limit is the refusal an honest client meets in normal use (an upload
+# over the 16 MiB default, where uvicorn and gunicorn have no limit), so the operator hears
+# of it at WARNING, with the option to raise; at most once per _BODY_WARN_S, saying how
+# many went untold since, so a flood of uploads cannot flood the log.
+cdef double _BODY_WARN_S = 10.0
+cdef double _body_warned_at = -1e18
+cdef long _body_untold = 0
+
+
+cdef void _warn_body_limit(mg.mg_connection *c, const char *why) noexcept with gil:
+    global _body_warned_at, _body_untold
+    cdef HttpGuard *g
+    try:
+        if not _log.isEnabledFor(30):
+            return
+        now = _time.monotonic()
+        if now - _body_warned_at < _BODY_WARN_S:
+            _body_untold += 1
+            return
+        _body_warned_at = now
+        untold, _body_untold = _body_untold, 0
+        limit = ""
+        if c.pfn == <mg.mg_event_handler_t>_http_guard and c.pfn_data != NULL:
+            g = <HttpGuard *>c.pfn_data
+            limit = f" of {_limit_text_core(g.limits.max_body_size)}"
+        ip, port, _ = _addr_tuple(&c.rem)
+        _log.warning(
+            "answered 413 to %s:%d: %s%s; raise the limit with --max-body-size "
+            "(CYMONGOOSE_MAX_BODY_SIZE, or the max_body_size keyword)%s", ip, port,
+            why.decode("ascii"), limit,
+            f"; {untold} more 413s since the last such warning" if untold else "")
+    except BaseException:
+        pass
+
+
+cdef str _limit_text_core(size_t n):
+    if n >= 1 << 20 and n % (1 << 20) == 0:
+        return f"{n >> 20} MiB"
+    if n >= 1 << 10 and n % (1 << 10) == 0:
+        return f"{n >> 10} KiB"
+    return f"{n} bytes"
+
+
 cdef void _report_refusal(mg.mg_connection *c, int status, const char *why,
                           size_t body_len) noexcept with gil:
     """Manager.refusal_handler(conn, status, reason, request_line, body_size) for a request
@@ -236,8 +279,15 @@ cdef size_t _send_refusal(mg.mg_connection *c, int status, const char *why,
     cdef int i = 0
     while i < _N_REFUSALS - 1 and _REFUSAL_CODES[i] != status:
         i += 1
+    cdef char date[_DATE_LINE_SIZE]
+    cdef size_t split = _REFUSAL_LEN[i][1] - 2  # before the head's final CRLF
     _log_event(c, status, why)
-    mg.mg_send(c, _REFUSAL_DATA[i][head], _REFUSAL_LEN[i][head])
+    if status == 413:
+        _warn_body_limit(c, why)  # _log_event took the GIL back: no switch
+    # The canned head, the Date line (http_date.pxi), then the final CRLF and the body.
+    mg.mg_send(c, _REFUSAL_DATA[i][head], split)
+    mg.mg_send(c, date, _date_line(date))
+    mg.mg_send(c, _REFUSAL_DATA[i][head] + split, _REFUSAL_LEN[i][head] - split)
     return 0 if head else _REFUSAL_LEN[i][0] - _REFUSAL_LEN[i][1]
 
 

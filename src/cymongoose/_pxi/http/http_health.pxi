@@ -53,7 +53,9 @@ cdef void _answer_health(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexce
     cdef int status = 200 if state == _HEALTH_READY else 503
     cdef const char *body = _HEALTH_BODY[state]
     cdef bint head = (g.flags & _GF_HEAD) != 0
+    cdef char date[_DATE_LINE_SIZE]
     mg.mg_send(c, _HEALTH_HEAD[state], strlen(_HEALTH_HEAD[state]))
+    mg.mg_send(c, date, _date_line(date))
     if g.flags & _GF_CLOSE:
         mg.mg_send(c, b"Connection: close\r\n", 19)
     elif g.flags & _GF_KEEPALIVE:

@@ -136,6 +136,37 @@ cdef int _put_headers(mg.mg_connection *c, object headers, int status_code,
     return 0
 
 
+cdef int _check_response_start(Connection conn, str what) except -1:
+    """One response per request, and none after close(): a second response would reach
+    the client as the answer to its next (pipelined) request, and after close() nothing is
+    sent at all. Both were silent in 0.2.x; both are the handler's bug, told at once.
+    A connection the guard does not watch (a client, a plain TCP listener) is not checked:
+    it has no request to answer."""
+    conn._ensure_open()
+    if conn._close_called:
+        raise RuntimeError(f"{what}: close() was already called on this connection, so "
+                           "nothing more is sent on it; answer before closing")
+    cdef HttpGuard *g = &conn._guard
+    cdef mg.mg_connection *c = conn._c
+    if g.resp_state != _RS_IDLE:
+        raise RuntimeError(f"{what}: a response was started with http_begin(): finish it "
+                           "with http_write()/http_end()")
+    if g.phase == _PH_NONE:
+        return 0
+    if g.phase != _PH_RESP and g.phase != _PH_STREAM:
+        raise RuntimeError(f"{what}: no request is waiting for a response on this "
+                           "connection (its last request was already answered)")
+    # Answered: Mongoose clears is_resp when a response is complete, and a served file
+    # keeps its sender in c->pfn (or, once the handler returned, in g.inner) until sent.
+    # Before MG_EV_HTTP_MSG (a buffered request's MG_EV_HTTP_HDRS) is_resp is not set yet.
+    if (g.inner != NULL or c.pfn == _mg_file_sender
+            or (not c.is_resp and (g.phase == _PH_STREAM
+                                   or (g.flags & (_GF_DELIVERED | _GF_STREAM)) != 0))):
+        raise RuntimeError(f"{what}: this request was already answered; each request gets "
+                           "exactly one response")
+    return 0
+
+
 cdef int _check_status(int status_code) except -1:
     """A final status: an interim one (1xx) would leave the client waiting for the real
     answer, and four digits are no status at all."""
@@ -147,18 +178,20 @@ cdef int _check_status(int status_code) except -1:
 
 
 cdef int _http_begin(Connection conn, int status_code, object headers, object reason,
-                     object more_headers=None, Py_ssize_t body_len=-1) except -1:
+                     object more_headers=None, Py_ssize_t body_len=-1,
+                     str what="http_begin()") except -1:
     """Write the head. `body_len` >= 0: the whole body is that long and comes right after
     (http_respond), so a missing Content-Length is added rather than chunking."""
-    conn._ensure_open()
+    _check_response_start(conn, what)
     cdef mg.mg_connection *c = conn._c
     cdef HttpGuard *g = &conn._guard
     if g.phase != _PH_RESP and g.phase != _PH_STREAM:
         raise RuntimeError(
-            "no request is waiting for a response on this connection (http_begin() answers "
+            f"{what}: no request is waiting for a response on this connection (it answers "
             "a request received on an HTTP listener)")
-    if g.resp_state != _RS_IDLE or not c.is_resp:
-        raise RuntimeError("this request's response was already started")
+    if not c.is_resp:
+        raise RuntimeError(f"{what}: this request was already answered; each request gets "
+                           "exactly one response")
     _check_status(status_code)
     cdef bytes status
     if reason is None:
@@ -245,7 +278,8 @@ cdef object _http_respond(Connection conn, int status_code, object headers, obje
     cdef HttpGuard *g = &conn._guard
     cdef size_t before = conn._c.send.len
     try:
-        _http_begin(conn, status_code, headers, reason, more_headers, view.len)
+        _http_begin(conn, status_code, headers, reason, more_headers, view.len,
+                    "http_respond()")
         # With a whole body the framing is its length (or none, for HEAD, 204, 304).
         if g.resp_framing == _RF_LENGTH:
             if <size_t>view.len != g.resp_left:

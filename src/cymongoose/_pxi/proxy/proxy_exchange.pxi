@@ -479,6 +479,7 @@ cdef void _px_fail(_Exchange *ex, int status, const char *why, uint64_t now) noe
     cdef const char *reason = (b"Bad Gateway" if status == 502 else b"Service Unavailable"
                                if status == 503 else b"Gateway Timeout")
     cdef char body[64]
+    cdef char date[_DATE_LINE_SIZE]
     cdef PxBuf b
     _px_log(ex, status, why)
     if ex.uc != NULL:
@@ -491,7 +492,10 @@ cdef void _px_fail(_Exchange *ex, int status, const char *why, uint64_t now) noe
     _pb_num(&b, <size_t>status)
     _pb_str(&b, b" ")
     _pb_str(&b, reason)
-    _pb_str(&b, b"\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ")
+    _pb_str(&b, b"\r\n")
+    _date_line(date)  # http_date.pxi; an empty string when the clock cannot be read
+    _pb_str(&b, date)
+    _pb_str(&b, b"Content-Type: text/plain; charset=utf-8\r\nContent-Length: ")
     _pb_num(&b, strlen(body))
     if not (g.flags & _GF_BODY_DONE):
         g.flags |= _GF_CLOSE  # the rest of the body will not be read: the connection ends
