@@ -56,7 +56,7 @@ def test_wheel_ships_what_runs(wheel: Path) -> None:
     assert [n for n in names if re.fullmatch(r"cymongoose/_mongoose\..*\.so", n)]
     assert metadata["License-Expression"] == "GPL-2.0-only"
     assert metadata["Version"] == SOURCE_VERSION
-    assert "pip install cymongoose" in metadata.get_payload()  # the README as the page
+    assert "pip install 'cymongoose>=0.3'" in metadata.get_payload()  # the README as the page
     tag = "cp{}{}".format(*sys.version_info[:2])
     assert tags and all(re.fullmatch(rf"{tag}-{tag}-manylinux_2_\d+_\w+", t) for t in tags), tags
 
