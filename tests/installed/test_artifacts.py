@@ -37,6 +37,10 @@ def test_sdist_is_whole(sdist: Path) -> None:
     # Built from a clean clone: nothing of a working tree's build products.
     assert not [n for n in names if n.startswith(("build/", ".venv", "dist/", "site/"))
                 or n.endswith((".so", ".pyc"))]
+    # Nor the data only the long runs use ([tool.scikit-build] sdist.exclude).
+    assert not [n for n in names if n.startswith(("tests/fuzz/corpus/", "tests/fuzz/results/",
+                                                  "tests/reliability/results/"))
+                or (n.startswith("tests/benchmarks/results/") and n.endswith(".png"))]
     assert info["Version"] == SOURCE_VERSION
 
 
