@@ -8,8 +8,9 @@ source distribution that carries the two amalgamated files and their sha256. Thi
 2. else, if CYMONGOOSE_MONGOOSE_DIR names a directory holding the two files, copies them
    from there after checking that mongoose.h declares the pinned MG_VERSION (a user's own
    copy may be patched, so its hashes are reported, not enforced);
-3. else downloads the pinned artifact with pip (no dependencies, source only), extracts
-   only the two files, verifies both hashes and writes them here.
+3. else downloads the pinned artifact with pip (no dependencies, source only; a pip found
+   as pip_command() says, run without the build frontend's variables), extracts only the
+   two files, verifies both hashes and writes them here.
 
 Any mismatch stops with a message that says what was expected and what to do.
 Only the standard library is used, so it runs before any environment exists.
