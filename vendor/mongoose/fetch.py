@@ -78,7 +78,8 @@ def copy_from_user_dir(source: Path) -> None:
 # from outside it (BackendInvalid); newer hooks use the _PYPROJECT_HOOKS_ names; pip's build
 # isolation hides the outer environment's packages, pip included, with PYTHONPATH (a
 # sitecustomize) and PYTHONNOUSERSITE, and shares its build tracker by PIP_BUILD_TRACKER
-# (PIP_REQ_TRACKER before pip 22.1); uv runs the backend in its own virtual environment.
+# (PIP_REQ_TRACKER before pip 22.1); uv runs the backend in a virtual environment of its
+# own (VIRTUAL_ENV) and passes it UV_INTERNAL__* variables.
 FRONTEND_VARIABLES = (
     "PEP517_BUILD_BACKEND", "PEP517_BACKEND_PATH",
     "_PYPROJECT_HOOKS_BUILD_BACKEND", "_PYPROJECT_HOOKS_BACKEND_PATH",
