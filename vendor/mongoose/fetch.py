@@ -74,17 +74,18 @@ def copy_from_user_dir(source: Path) -> None:
 
 
 # What a build frontend sets for the build backend it runs, and which must not reach the pip
-# we start: pip 23.x (pep517 hooks) reads PEP517_BACKEND_PATH and refuses any backend loaded
-# from outside it (BackendInvalid); newer hooks use the _PYPROJECT_HOOKS_ names; pip's build
-# isolation hides the outer environment's packages, pip included, with PYTHONPATH (a
-# sitecustomize) and PYTHONNOUSERSITE, and shares its build tracker by PIP_BUILD_TRACKER
-# (PIP_REQ_TRACKER before pip 22.1); uv runs the backend in a virtual environment of its
-# own (VIRTUAL_ENV) and passes it UV_INTERNAL__* variables.
+# we start. The hook runner of pip 23.x (pep517) reads PEP517_BACKEND_PATH, and that of pip
+# 26 (pyproject_hooks) _PYPROJECT_HOOKS_BACKEND_PATH_JSON: an inner pip building the pinned
+# artifact's metadata finds the outer build's backend path there and refuses its own backend
+# (BackendInvalid, backend-unavailable). Whole prefixes go, for the names of later versions.
+# pip's build isolation also hides the outer environment's packages, pip included, with
+# PYTHONPATH (a sitecustomize) and PYTHONNOUSERSITE, and shares its build tracker by
+# PIP_BUILD_TRACKER (PIP_REQ_TRACKER before pip 22.1); uv runs the backend in a virtual
+# environment of its own (VIRTUAL_ENV) and passes it UV_INTERNAL__* variables.
 FRONTEND_VARIABLES = (
-    "PEP517_BUILD_BACKEND", "PEP517_BACKEND_PATH",
-    "_PYPROJECT_HOOKS_BUILD_BACKEND", "_PYPROJECT_HOOKS_BACKEND_PATH",
     "PIP_BUILD_TRACKER", "PIP_REQ_TRACKER", "PYTHONPATH", "PYTHONNOUSERSITE", "VIRTUAL_ENV",
 )
+FRONTEND_PREFIXES = ("PEP517_", "_PYPROJECT_HOOKS_", "UV_INTERNAL__")
 
 
 def clean_environment() -> dict[str, str]:
@@ -93,7 +94,7 @@ def clean_environment() -> dict[str, str]:
     index or PIP_NO_INDEX, still apply)."""
     return {
         key: value for key, value in os.environ.items()
-        if key not in FRONTEND_VARIABLES and not key.startswith("UV_INTERNAL__")
+        if key not in FRONTEND_VARIABLES and not key.startswith(FRONTEND_PREFIXES)
     }
 
 
