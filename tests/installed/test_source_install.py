@@ -5,6 +5,10 @@ build environment: pip's sets PEP517_BACKEND_PATH, which pip 23.x's inner `pip d
 read as its own and died with BackendInvalid; uv's has no pip at all. The uv builds run with
 every pip on this machine hidden, as on a machine where only uv is installed.
 
+A current pip (upgraded from the index) builds a small project whose backend runs the same
+fetch.py, under pip's build isolation as ours: pip 26's hook runner names the backend path
+_PYPROJECT_HOOKS_BACKEND_PATH_JSON, which failed the same way.
+
 These need the package index (build requirements and the pinned artifact) and build the
 extension twice: `make test-installed` runs them. On a 2-core machine at load 8 they took
 290 s (pip), 387 s (uv pip install) and 32 s (uv build --sdist); each prints its own time."""
@@ -17,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -191,3 +196,52 @@ def test_uv_build_of_a_clone_with_no_pip_anywhere(
     with tarfile.open(sdist) as tar:
         names = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
     assert {"vendor/mongoose/mongoose.c", "vendor/mongoose/mongoose.h"} <= names
+
+
+# A backend, loaded from the project's own backend-path as ours is, whose wheel is empty but
+# whose build runs vendor/mongoose/fetch.py the way CMakeLists.txt does.
+FETCHING_BACKEND = """
+import base64, hashlib, subprocess, sys, zipfile
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    subprocess.run([sys.executable, "vendor/mongoose/fetch.py"], check=True)
+    name = "fetchprobe-0-py3-none-any.whl"
+    files = {"fetchprobe-0.dist-info/METADATA": "Metadata-Version: 2.1\\nName: fetchprobe\\n"
+             "Version: 0\\n", "fetchprobe-0.dist-info/WHEEL": "Wheel-Version: 1.0\\n"
+             "Generator: probe\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"}
+    record = []
+    with zipfile.ZipFile(f"{wheel_directory}/{name}", "w") as whl:
+        for path, text in files.items():
+            whl.writestr(path, text)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest())
+            record.append(f"{path},sha256={digest.rstrip(b'=').decode()},{len(text)}")
+        record.append("fetchprobe-0.dist-info/RECORD,,")
+        whl.writestr("fetchprobe-0.dist-info/RECORD", "\\n".join(record) + "\\n")
+    return name
+"""
+
+
+def test_a_current_pips_build_isolation_runs_the_fetch(tmp_path: Path) -> None:
+    """Cheap (no compile): the fetch itself, under the newest pip's build isolation."""
+    project = tmp_path / "project"
+    (project / "backend").mkdir(parents=True)
+    (project / "vendor" / "mongoose").mkdir(parents=True)
+    for name in ("fetch.py", "pin.json"):
+        shutil.copy(ROOT / "vendor" / "mongoose" / name, project / "vendor" / "mongoose" / name)
+    (project / "backend" / "fetching_backend.py").write_text(FETCHING_BACKEND)
+    (project / "pyproject.toml").write_text(textwrap.dedent("""\
+        [build-system]
+        requires = []
+        build-backend = "fetching_backend"
+        backend-path = ["backend"]
+        """))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    env = _environment(f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    _run([str(python), "-m", "pip", "install", "--quiet", "--upgrade", "pip"], env, tmp_path)
+    print("current", _run([str(python), "-m", "pip", "--version"], env, tmp_path).strip())
+    out = _run([str(python), "-m", "pip", "install", "--disable-pip-version-check", "--verbose",
+                str(project)], env, tmp_path)
+    assert re.search(r"fetch\.py: Mongoose \S+ ready", out), out[-4000:]
+    assert (project / "vendor" / "mongoose" / "mongoose.c").is_file()
