@@ -10,8 +10,9 @@ fetch.py, under pip's build isolation as ours: pip 26's hook runner names the ba
 _PYPROJECT_HOOKS_BACKEND_PATH_JSON, which failed the same way.
 
 These need the package index (build requirements and the pinned artifact) and build the
-extension twice: `make test-installed` runs them. On a 2-core machine at load 8 they took
-290 s (pip), 387 s (uv pip install) and 32 s (uv build --sdist); each prints its own time."""
+extension twice: `make test-installed` runs them, in 5 to 12 minutes on a shared 2-core
+machine (pip 159-290 s, uv pip install 82-387 s, uv build --sdist 13-32 s, the current pip
+about 20 s); each prints its own time."""
 
 from __future__ import annotations
 
