@@ -37,6 +37,10 @@ def test_sdist_is_whole(sdist: Path) -> None:
     # Built from a clean clone: nothing of a working tree's build products.
     assert not [n for n in names if n.startswith(("build/", ".venv", "dist/", "site/"))
                 or n.endswith((".so", ".pyc"))]
+    # Nor the data only the long runs use ([tool.scikit-build] sdist.exclude).
+    assert not [n for n in names if n.startswith(("tests/fuzz/corpus/", "tests/fuzz/results/",
+                                                  "tests/reliability/results/"))
+                or (n.startswith("tests/benchmarks/results/") and n.endswith(".png"))]
     assert info["Version"] == SOURCE_VERSION
 
 
@@ -56,7 +60,7 @@ def test_wheel_ships_what_runs(wheel: Path) -> None:
     assert [n for n in names if re.fullmatch(r"cymongoose/_mongoose\..*\.so", n)]
     assert metadata["License-Expression"] == "GPL-2.0-only"
     assert metadata["Version"] == SOURCE_VERSION
-    assert "pip install cymongoose" in metadata.get_payload()  # the README as the page
+    assert "pip install 'cymongoose>=0.3'" in metadata.get_payload()  # the README as the page
     tag = "cp{}{}".format(*sys.version_info[:2])
     assert tags and all(re.fullmatch(rf"{tag}-{tag}-manylinux_2_\d+_\w+", t) for t in tags), tags
 

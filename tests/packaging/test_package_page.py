@@ -9,6 +9,7 @@ the container recipe of docs/deployment.md installs cymongoose from a wheel.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -79,10 +80,17 @@ def test_readme_links_into_the_repository_use_its_base_and_existing_files() -> N
     assert not missing, f"README.md links files that are not in the checkout: {missing}"
 
 
-def test_readme_says_how_to_install() -> None:
+def test_readme_says_how_to_install_the_version_it_describes() -> None:
+    """The index holds 0.2.5 (no command line, no `cli` extra): an install line without a
+    version would install that; with `>=0.3` pip refuses until 0.3 is published."""
     readme = _text(ROOT / "README.md")
-    assert re.search(r"^\s*pip install cymongoose\s*(#.*)?$", readme, re.M), \
-        "README.md has no `pip install cymongoose` line"
+    lines = re.findall(r"^\s*pip install\b.*\bcymongoose\b.*$", readme, re.M)
+    assert "pip install 'cymongoose>=0.3'" in [line.strip() for line in lines], \
+        "README.md has no `pip install 'cymongoose>=0.3'` line"
+    unversioned = [line for line in lines
+                   if re.search(r"\bcymongoose(\[\w+\])?(?![\w\[>=<~!-])", line)
+                   and "./" not in line]
+    assert not unversioned, f"install lines that would take 0.2.5 from the index: {unversioned}"
 
 
 def test_changelog_opens_with_this_version() -> None:
@@ -103,3 +111,32 @@ def test_the_container_recipe_installs_cymongoose_from_a_wheel() -> None:
     assert installs, "no Dockerfile line of docs/deployment.md installs cymongoose"
     by_name = [line for line in installs if "--find-links" not in line and ".whl" not in line]
     assert not by_name, f"cymongoose installed by name instead of from a wheel: {by_name}"
+
+
+def _instructions(dockerfile: str) -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of a Dockerfile, continuation lines joined, comments out."""
+    joined = re.sub(r"\\\n\s*", " ", dockerfile)
+    return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1])
+            for line in joined.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_the_container_recipe_runs_unprivileged_with_static_files_and_a_health_check() -> None:
+    """A non-root USER before CMD; Django's collectstatic into the directory --static serves;
+    a HEALTHCHECK that asks the path the server answers itself (--health-path)."""
+    page = _text(ROOT / "docs" / "deployment.md")
+    (block,) = re.findall(r"^```dockerfile\n(.*?)^```", page, re.M | re.S)
+    steps = _instructions(block)
+    kinds = [kind for kind, _ in steps]
+    users = [args.strip() for kind, args in steps if kind == "USER"]
+    assert users and users[-1] not in ("root", "0"), "the recipe runs as root"
+    assert kinds.index("USER") < kinds.index("CMD")
+    runs = [args for kind, args in steps if kind == "RUN"]
+    assert [r for r in runs if "manage.py collectstatic --noinput" in r], "no collectstatic"
+    (cmd,) = [args for kind, args in steps if kind == "CMD"]
+    argv = json.loads(cmd)
+    health = argv[argv.index("--health-path") + 1]
+    static_dir = argv[argv.index("--static") + 1].split("=", 1)[1]
+    (check,) = [args for kind, args in steps if kind == "HEALTHCHECK"]
+    assert re.search(rf"CMD \[.*'http://127\.0\.0\.1:8000{re.escape(health)}'", check), check
+    assert static_dir in block.split("collectstatic", 1)[0].rsplit("\n", 2)[-2], (
+        "the collectstatic comment names a directory --static does not serve")

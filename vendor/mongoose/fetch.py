@@ -8,8 +8,9 @@ source distribution that carries the two amalgamated files and their sha256. Thi
 2. else, if CYMONGOOSE_MONGOOSE_DIR names a directory holding the two files, copies them
    from there after checking that mongoose.h declares the pinned MG_VERSION (a user's own
    copy may be patched, so its hashes are reported, not enforced);
-3. else downloads the pinned artifact with pip (no dependencies, source only), extracts
-   only the two files, verifies both hashes and writes them here.
+3. else downloads the pinned artifact with pip (no dependencies, source only; a pip found
+   as pip_command() says, run without the build frontend's variables), extracts only the
+   two files, verifies both hashes and writes them here.
 
 Any mismatch stops with a message that says what was expected and what to do.
 Only the standard library is used, so it runs before any environment exists.
@@ -72,36 +73,83 @@ def copy_from_user_dir(source: Path) -> None:
         shutil.copyfile(source / name, HERE / name)
 
 
-def pip_command() -> list[str]:
-    """A pip that can download: this interpreter's, else one on PATH."""
-    probe = subprocess.run(
-        [sys.executable, "-m", "pip", "--version"], capture_output=True, check=False
-    )
-    if probe.returncode == 0:
-        return [sys.executable, "-m", "pip"]
-    for candidate in ("pip3", "pip"):
-        found = shutil.which(candidate)
-        if found:
-            return [found]
+# What a build frontend sets for the build backend it runs, and which must not reach the pip
+# we start. The hook runner of pip 23.x (pep517) reads PEP517_BACKEND_PATH, and that of pip
+# 26 (pyproject_hooks) _PYPROJECT_HOOKS_BACKEND_PATH_JSON: an inner pip building the pinned
+# artifact's metadata finds the outer build's backend path there and refuses its own backend
+# (BackendInvalid, backend-unavailable). Whole prefixes go, for the names of later versions.
+# pip's build isolation also hides the outer environment's packages, pip included, with
+# PYTHONPATH (a sitecustomize) and PYTHONNOUSERSITE, and shares its build tracker by
+# PIP_BUILD_TRACKER (PIP_REQ_TRACKER before pip 22.1); uv runs the backend in a virtual
+# environment of its own (VIRTUAL_ENV) and passes it UV_INTERNAL__* variables.
+FRONTEND_VARIABLES = (
+    "PIP_BUILD_TRACKER", "PIP_REQ_TRACKER", "PYTHONPATH", "PYTHONNOUSERSITE", "VIRTUAL_ENV",
+)
+FRONTEND_PREFIXES = ("PEP517_", "_PYPROJECT_HOOKS_", "UV_INTERNAL__")
+
+
+def clean_environment() -> dict[str, str]:
+    """This process's environment without what a build frontend set for its backend, so the
+    pip we start behaves as it would from the user's shell (their PIP_* settings, such as an
+    index or PIP_NO_INDEX, still apply)."""
+    return {
+        key: value for key, value in os.environ.items()
+        if key not in FRONTEND_VARIABLES and not key.startswith(FRONTEND_PREFIXES)
+    }
+
+
+def _runs(command: list[str], env: dict[str, str]) -> bool:
+    try:
+        probe = subprocess.run(command + ["--version"], capture_output=True, env=env,
+                               check=False, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return probe.returncode == 0
+
+
+def pip_command(env: dict[str, str]) -> list[str]:
+    """A pip that can download, found without the user installing anything:
+    1. this interpreter's (under pip's build isolation, the environment pip runs from);
+    2. the base interpreter's, when this one is a virtual environment without pip (a uv or
+       `python -m build --installer uv` build environment);
+    3. pip3 or pip on PATH;
+    4. uv's pip, when uv runs this build (it names itself in $UV) or is on PATH: `uv tool
+       run` brings pip from the index uv is configured with.
+    """
+    interpreters = [sys.executable]
+    base = getattr(sys, "_base_executable", None)
+    if base and os.path.realpath(base) != os.path.realpath(sys.executable):
+        interpreters.append(base)
+    candidates = [[python, "-m", "pip"] for python in interpreters]
+    candidates += [[found] for found in map(shutil.which, ("pip3", "pip")) if found]
+    uv = env.get("UV") or shutil.which("uv")
+    if uv:
+        candidates.append([uv, "tool", "run", "--quiet", "--from", "pip", "pip"])
+    for command in candidates:
+        if _runs(command, env):
+            return command
     raise FetchError(
-        "no pip found to download the pinned Mongoose sources; install pip, or set "
+        "no pip found to download the pinned Mongoose sources (tried this interpreter, its "
+        "base interpreter, pip3/pip on PATH and uv); install pip or uv, or set "
         f"{ENV_DIR} to a directory holding mongoose.c and mongoose.h {PIN['version']}"
     )
 
 
 def download_pinned(workdir: Path) -> Path:
     name = PIN["artifact"].split("==")[0]
+    env = clean_environment()
     # Source only for the artifact itself; its build requirements may come as wheels, which
     # keeps this to seconds instead of compiling cmake from source.
-    command = pip_command() + [
+    command = pip_command(env) + [
         "download", "--no-deps", "--no-binary", name, "--dest", str(workdir),
         "--disable-pip-version-check", "--quiet", PIN["artifact"],
     ]
-    result = subprocess.run(command, capture_output=True, text=True, check=False)
+    result = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     archives = sorted(workdir.glob("*.tar.gz"))
     if result.returncode != 0 or not archives:
         raise FetchError(
-            f"downloading {PIN['artifact']} failed (exit {result.returncode}):\n"
+            f"downloading {PIN['artifact']} failed (exit {result.returncode}, "
+            f"{' '.join(command[:3])}):\n"
             f"{result.stderr.strip()}\nCheck network access to the package index, or set "
             f"{ENV_DIR} to a local Mongoose {PIN['version']} copy."
         )
