@@ -51,15 +51,17 @@ _ATOM = re.compile(r"%\(([^)]*)\)")
 
 # Each atom as an expression over log()'s arguments; the format is compiled once into a
 # function returning the tuple of its values (no per-atom call or dict per request). Every
-# text atom is escaped (log_escape: one C scan when there is nothing to escape), the
-# client's address too: a trusted proxy's address may carry an IPv6 zone of any text.
+# text atom a client chose is escaped (log_escape: one C scan, and the same object back,
+# when there is nothing to escape); an absent header costs no call. The client address is
+# the socket's or one proxy_headers.py parsed as an IP address (no IPv6 zone): no text.
 _EXPR = {
-    "h": "log_escape(client) if client else '-'", "l": "'-'",
+    "h": "client or '-'", "l": "'-'",
     "u": "log_escape(user) if user else '-'", "t": "self._time()",
     "r": "log_escape(f\"{method} {target} {protocol}\")", "m": "log_escape(method)",
     "U": "log_escape(path)", "q": "log_escape(query)", "H": "log_escape(protocol)",
     "s": "status", "B": "size", "b": "size or '-'",
-    "f": "log_escape(lookup('referer') or '-')", "a": "log_escape(lookup('user-agent') or '-')",
+    "f": "log_escape(_v) if (_v := lookup('referer')) else '-'",
+    "a": "log_escape(_v) if (_v := lookup('user-agent')) else '-'",
     "T": "int(duration_s)", "M": "int(duration_s * 1000)",
     "D": "int(duration_s * 1000000)", "L": "'%.6f' % duration_s", "p": "self._pid",
 }
@@ -91,14 +93,16 @@ class AccessLog:
                 exprs.append(_EXPR[atom])
             elif (atom.startswith("{") and atom.endswith("}i")
                   and _HEADER_NAME.match(atom[1:-2])):
-                exprs.append(f"log_escape(lookup({atom[1:-2].lower()!r}) or '-')")
+                exprs.append(f"log_escape(_v) if (_v := lookup({atom[1:-2].lower()!r})) "
+                             "else '-'")
             else:
                 raise ValueError(f"access-log format: unknown atom %({atom})s; the atoms are "
                                  f"{', '.join(sorted(_EXPR))} and {{header-name}}i")
         self._fmt = _ATOM.sub("%", fmt)  # positional: one value per atom, in order
         source = ("lambda self, client, method, path, query, protocol, status, size, "
-                  f"duration_s, lookup, user, target: ({', '.join(exprs)},)")
-        self._values = eval(source)  # noqa: S307 - built only from the fixed _EXPR table
+                  f"duration_s, lookup, user, target: ({', '.join(f'({e})' for e in exprs)},)")
+        # Built only from the fixed _EXPR table; its one global is the escaping function.
+        self._values = eval(source, {"log_escape": log_escape})  # noqa: S307 - see above
         self._pid = f"<{os.getpid()}>"
         self._tz_second = -1
         self._tz_value = ""
