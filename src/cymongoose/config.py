@@ -498,6 +498,9 @@ class Config:
         for name in ("metrics_address", "metrics_port"):
             if name in self.origins and not self.metrics:
                 raise ConfigError(f"{self._label(name)} needs {self._label('metrics')}")
+        if "proxy_headers_source" in self.origins and not self.proxy_headers:
+            raise ConfigError(f"{self._label('proxy_headers_source')} needs "
+                              f"{self._label('proxy_headers')}")
         for name in ("proxy_connect_timeout", "proxy_read_timeout", "proxy_lb",
                      "proxy_pool_size", "proxy_health_path", "proxy_health_interval",
                      "proxy_ca"):
