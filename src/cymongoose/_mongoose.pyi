@@ -1097,6 +1097,10 @@ def log_escape(text: str) -> str:
     cheaply. What the servers' access and error logs do to every field a client chose; a raw
     handler that logs request fields can use it too."""
 
+def log_escape_fields(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """`values` with every `str` item passed through `log_escape()`; the same tuple when none
+    needs it. The access log's one call per line."""
+
 def wsgi_environ_base(items: dict[str, Any]) -> dict[str, Any]:
     """The base environ of a listener, for `cymongoose.wsgi` (not a user API): `items` plus
     placeholders for what each request sets, with room for its headers."""

@@ -36,7 +36,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from ._mongoose import log_escape
+from ._mongoose import log_escape_fields
 
 __all__ = ["AccessLog", "AccessLogWriter", "DEFAULT_FORMAT", "HeaderLookup"]
 
@@ -50,18 +50,14 @@ _ATOM = re.compile(r"%\(([^)]*)\)")
 
 
 # Each atom as an expression over log()'s arguments; the format is compiled once into a
-# function returning the tuple of its values (no per-atom call or dict per request). Every
-# text atom a client chose is escaped (log_escape: one C scan, and the same object back,
-# when there is nothing to escape); an absent header costs no call. The client address is
-# the socket's or one proxy_headers.py parsed as an IP address (no IPv6 zone): no text.
+# function returning the tuple of its values (no per-atom call or dict per request), and
+# log_escape_fields() escapes its str items in one call (the same tuple back, after a C scan,
+# when nothing needs it): what a client chose, and server-made text, which never changes.
 _EXPR = {
-    "h": "client or '-'", "l": "'-'",
-    "u": "log_escape(user) if user else '-'", "t": "self._time()",
-    "r": "log_escape(f\"{method} {target} {protocol}\")", "m": "log_escape(method)",
-    "U": "log_escape(path)", "q": "log_escape(query)", "H": "log_escape(protocol)",
-    "s": "status", "B": "size", "b": "size or '-'",
-    "f": "log_escape(_v) if (_v := lookup('referer')) else '-'",
-    "a": "log_escape(_v) if (_v := lookup('user-agent')) else '-'",
+    "h": "client or '-'", "l": "'-'", "u": "user or '-'", "t": "self._time()",
+    "r": "f\"{method} {target} {protocol}\"", "m": "method",
+    "U": "path", "q": "query", "H": "protocol", "s": "status", "B": "size",
+    "b": "size or '-'", "f": "lookup('referer') or '-'", "a": "lookup('user-agent') or '-'",
     "T": "int(duration_s)", "M": "int(duration_s * 1000)",
     "D": "int(duration_s * 1000000)", "L": "'%.6f' % duration_s", "p": "self._pid",
 }
@@ -93,16 +89,14 @@ class AccessLog:
                 exprs.append(_EXPR[atom])
             elif (atom.startswith("{") and atom.endswith("}i")
                   and _HEADER_NAME.match(atom[1:-2])):
-                exprs.append(f"log_escape(_v) if (_v := lookup({atom[1:-2].lower()!r})) "
-                             "else '-'")
+                exprs.append(f"lookup({atom[1:-2].lower()!r}) or '-'")
             else:
                 raise ValueError(f"access-log format: unknown atom %({atom})s; the atoms are "
                                  f"{', '.join(sorted(_EXPR))} and {{header-name}}i")
         self._fmt = _ATOM.sub("%", fmt)  # positional: one value per atom, in order
         source = ("lambda self, client, method, path, query, protocol, status, size, "
-                  f"duration_s, lookup, user, target: ({', '.join(f'({e})' for e in exprs)},)")
-        # Built only from the fixed _EXPR table; its one global is the escaping function.
-        self._values = eval(source, {"log_escape": log_escape})  # noqa: S307 - see above
+                  f"duration_s, lookup, user, target: ({', '.join(exprs)},)")
+        self._values = eval(source)  # noqa: S307 - built only from the fixed _EXPR table
         self._pid = f"<{os.getpid()}>"
         self._tz_second = -1
         self._tz_value = ""
@@ -145,8 +139,9 @@ class AccessLog:
                 "referer": lookup("referer"), "user_agent": lookup("user-agent"),
             }, separators=(",", ":"))
         else:
-            line = self._fmt % self._values(self, client, method, path, query, protocol,
-                                            status, size, duration_s, lookup, user, target)
+            line = self._fmt % log_escape_fields(self._values(
+                self, client, method, path, query, protocol, status, size, duration_s, lookup,
+                user, target))
         handlers = logger.handlers
         if (len(handlers) == 1 and type(handlers[0]) is AccessLogWriter
                 and not logger.propagate and not logger.filters):
