@@ -1168,6 +1168,17 @@ class ASGILoop:
     def spawn(self, cycle: Any) -> None: ...
     async def run_app(self, cycle: Any) -> None: ...
 
+def log_escape(text: str) -> str:
+    """`text` made safe to write into a log line, as nginx escapes its access log: control
+    characters (below 0x20, and 0x7f), `"`, `\\` and every character from 0x80 on as
+    `\\xNN` (`\\uNNNN` above 0xFF). Text with nothing to escape is returned as it is,
+    cheaply. What the servers' access and error logs do to every field a client chose; a raw
+    handler that logs request fields can use it too."""
+
+def log_escape_fields(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """`values` with every `str` item passed through `log_escape()`; the same tuple when none
+    needs it. The access log's one call per line."""
+
 def wsgi_environ_base(items: dict[str, Any]) -> dict[str, Any]:
     """The base environ of a listener, for `cymongoose.wsgi` (not a user API): `items` plus
     placeholders for what each request sets, with room for its headers."""

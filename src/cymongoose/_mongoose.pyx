@@ -32,6 +32,7 @@ from .includes cimport mongoose as mg
 
 include "_pxi/core/errors.pxi"
 include "_pxi/core/constants.pxi"
+include "_pxi/core/log_escape.pxi"
 include "_pxi/core/buffers.pxi"
 include "_pxi/core/views.pxi"
 include "_pxi/core/recv_views.pxi"

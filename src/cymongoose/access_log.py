@@ -13,6 +13,13 @@ Format atoms (gunicorn's, so existing log parsers keep working):
 | `B` | body bytes | `b` | body bytes, `-` for 0 | `f` | Referer | `a` | User-Agent |
 | `T` | seconds (int) | `M` | milliseconds (int) | `D` | microseconds (int) |
 | `L` | seconds (decimal) | `p` | `<pid>` | `{name}i` | request header `name` |
+
+Nothing a client chose reaches a line as it came: the request line is the one the client sent
+(its target undecoded, as nginx and gunicorn log it, so `%0d%0a` stays those six
+characters), and every text atom passes through the core's `log_escape()` (control and
+non-ASCII characters, `"` and `\\` as `\\xNN`, as nginx writes them), so a client can
+neither start a line of its own nor end a quoted field. The JSON format leaves escaping to
+`json.dumps()` (ASCII only, control characters as `\\u00NN`), which is exact JSON.
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from ._mongoose import log_escape_fields
+
 __all__ = ["AccessLog", "AccessLogWriter", "DEFAULT_FORMAT", "HeaderLookup"]
 
 DEFAULT_FORMAT = '%(h)s %(l)s %(u)s %(t)s "%(r)s" %(s)s %(b)s "%(f)s" "%(a)s" %(L)s'
@@ -41,10 +50,12 @@ _ATOM = re.compile(r"%\(([^)]*)\)")
 
 
 # Each atom as an expression over log()'s arguments; the format is compiled once into a
-# function returning the tuple of its values (no per-atom call or dict per request).
+# function returning the tuple of its values (no per-atom call or dict per request), and
+# log_escape_fields() escapes its str items in one call (the same tuple back, after a C scan,
+# when nothing needs it): what a client chose, and server-made text, which never changes.
 _EXPR = {
     "h": "client or '-'", "l": "'-'", "u": "user or '-'", "t": "self._time()",
-    "r": "f\"{method} {path}{'?' + query if query else ''} {protocol}\"", "m": "method",
+    "r": "f\"{method} {target} {protocol}\"", "m": "method",
     "U": "path", "q": "query", "H": "protocol", "s": "status", "B": "size",
     "b": "size or '-'", "f": "lookup('referer') or '-'", "a": "lookup('user-agent') or '-'",
     "T": "int(duration_s)", "M": "int(duration_s * 1000)",
@@ -84,7 +95,7 @@ class AccessLog:
                                  f"{', '.join(sorted(_EXPR))} and {{header-name}}i")
         self._fmt = _ATOM.sub("%", fmt)  # positional: one value per atom, in order
         source = ("lambda self, client, method, path, query, protocol, status, size, "
-                  f"duration_s, lookup, user: ({', '.join(exprs)},)")
+                  f"duration_s, lookup, user, target: ({', '.join(exprs)},)")
         self._values = eval(source)  # noqa: S307 - built only from the fixed _EXPR table
         self._pid = f"<{os.getpid()}>"
         self._tz_second = -1
@@ -94,7 +105,7 @@ class AccessLog:
         self._iso_zone = ""
         try:  # a sample request, with the value types real ones have
             self._fmt % self._values(self, "192.0.2.1", "GET", "/", "", "HTTP/1.1", 200, 0,
-                                     0.0, _no_headers, None)
+                                     0.0, _no_headers, None, "/")
         except (TypeError, ValueError) as exc:
             raise ValueError(f"access-log format {fmt!r} is not a valid %-format: "
                              f"{exc}") from None
@@ -107,24 +118,30 @@ class AccessLog:
 
     def log(self, client: str, method: str, path: str, query: str, protocol: str,
             status: int, size: int, duration_s: float, header: HeaderLookup | None = None,
-            user: str | None = None) -> None:
+            user: str | None = None, target: str | None = None) -> None:
         """Emit the record of one answered request. `path` is the decoded path, `query`
         the raw query string (no `?`), `protocol` e.g. `HTTP/1.1`, `size` the body bytes
-        sent, `duration_s` from the request head to the end of the response."""
+        sent, `duration_s` from the request head to the end of the response, `target` the
+        request target as the client sent it (path and query, undecoded: what the request
+        line and the JSON `path` show; when None, `path` and `query` stand for it). Values
+        are written escaped (see the module's docstring)."""
         logger = self.logger
         if not logger.isEnabledFor(logging.INFO):
             return
         lookup = header or _no_headers
+        if target is None:
+            target = f"{path}?{query}" if query else path
         if self._json:
             line = json.dumps({
-                "time": self._iso_time(), "client": client, "method": method, "path": path,
-                "query": query, "protocol": protocol, "status": status, "bytes": size,
-                "duration_ms": round(duration_s * 1000.0, 3),
+                "time": self._iso_time(), "client": client, "method": method,
+                "path": target.partition("?")[0], "query": query, "protocol": protocol,
+                "status": status, "bytes": size, "duration_ms": round(duration_s * 1000.0, 3),
                 "referer": lookup("referer"), "user_agent": lookup("user-agent"),
             }, separators=(",", ":"))
         else:
-            line = self._fmt % self._values(self, client, method, path, query, protocol,
-                                            status, size, duration_s, lookup, user)
+            line = self._fmt % log_escape_fields(self._values(
+                self, client, method, path, query, protocol, status, size, duration_s, lookup,
+                user, target))
         handlers = logger.handlers
         if (len(handlers) == 1 and type(handlers[0]) is AccessLogWriter
                 and not logger.propagate and not logger.filters):
@@ -138,17 +155,17 @@ class AccessLog:
         """The record of a request the server answered before any app saw it (malformed,
         over a limit, timed out): `Manager.refusal_handler`'s signature, so a server sets
         `manager.refusal_handler = access_log.log_refusal`. The request line as the client
-        sent it, escaped as nginx does (control and non-ASCII bytes, and `"`, as `\\xNN`), stands
-        for method, target and protocol; the client is the peer (no proxy header was read)."""
+        sent it (latin-1, one character per byte; escaped when written, as every line is)
+        stands for method, target and protocol; the client is the peer (no proxy header was
+        read)."""
         if not self.logger.isEnabledFor(logging.INFO):
             return
         addr = conn.remote_addr
-        line = request_line.encode("unicode_escape").decode("ascii").replace('"', "\\x22")
-        method, _, rest = line.partition(" ")
+        method, _, rest = request_line.partition(" ")
         target, _, protocol = rest.partition(" ")
         path, _, query = target.partition("?")
         self.log(addr[0] if addr and addr[0] else "-", method or "-", path, query, protocol,
-                 status, body_size, duration_s, header)
+                 status, body_size, duration_s, header, target=target)
 
     def log_proxied(self, conn: Any, status: int, request_line: str, body_size: int,
                     duration_s: float, referer: str | None, user_agent: str | None) -> None:

@@ -284,6 +284,7 @@ _INTERFACE = _one_of("auto", "wsgi", "asgi", "raw")
 _LIFESPAN = _one_of("auto", "on", "off")
 _PROXY_LB = _one_of("round_robin", "least_conn")
 _LOG_LEVEL = _one_of("critical", "error", "warning", "info", "debug")
+_PROXY_HEADERS_SOURCE = _one_of("x-forwarded", "forwarded")  # proxy_headers.SOURCES
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -392,9 +393,15 @@ class Config:
         doc_more="YAML needs `pip install 'cymongoose[cli]'`")
 
     proxy_headers: bool = _option(
-        False, "proxies", "honour X-Forwarded-For/-Proto/-Host and Forwarded from trusted peers",
-        negatable=True,
+        False, "proxies", "honour the trusted peers' X-Forwarded-For/-Proto/-Host (or "
+        "Forwarded, see --proxy-headers-source)", negatable=True,
         doc_more="see [Proxy headers](#proxy-headers)")
+    proxy_headers_source: str = _option(
+        "x-forwarded", "proxies", "the headers the trusted proxy sets, the only ones believed: "
+        "x-forwarded (X-Forwarded-For/-Proto/-Host) or forwarded (RFC 7239 Forwarded)",
+        _PROXY_HEADERS_SOURCE[1], rule=_PROXY_HEADERS_SOURCE[0],
+        metavar=_PROXY_HEADERS_SOURCE[2],
+        doc_more="the other family is ignored, whatever a client puts in it")
     forwarded_allow_ips: str = _option(
         "127.0.0.1", "proxies", "trusted proxies: IPs, CIDR networks or '*'",
         "be IP addresses, CIDR networks or '*', comma-separated", rule=_trusted, metavar="IPS")
@@ -530,6 +537,9 @@ class Config:
         for name in ("metrics_address", "metrics_port"):
             if name in self.origins and not self.metrics:
                 raise ConfigError(f"{self._label(name)} needs {self._label('metrics')}")
+        if "proxy_headers_source" in self.origins and not self.proxy_headers:
+            raise ConfigError(f"{self._label('proxy_headers_source')} needs "
+                              f"{self._label('proxy_headers')}")
         for name in ("proxy_connect_timeout", "proxy_read_timeout", "proxy_lb",
                      "proxy_pool_size", "proxy_health_path", "proxy_health_interval",
                      "proxy_ca"):
@@ -604,7 +614,7 @@ class Config:
             return None
         from .proxy_headers import ProxyHeaders
 
-        return ProxyHeaders(self.forwarded_allow_ips)
+        return ProxyHeaders(self.forwarded_allow_ips, source=self.proxy_headers_source)
 
     def new_reverse_proxy(self) -> ReverseProxy | None:
         """The reverse proxy of the `proxy` routes (hosts resolved now), or None."""

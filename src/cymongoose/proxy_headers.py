@@ -3,9 +3,16 @@ proxies in front of the server, believed only from the addresses an operator tru
 
 Shared by the WSGI and ASGI servers: `ProxyHeaders.resolve()` takes the peer's address and
 the raw header values, and returns what the app should see; each server writes the result into
-its own environ or scope. `Forwarded` (RFC 7239) wins over the `X-Forwarded-*` family when both
-are present, so a client cannot add an `X-Forwarded-For` behind a proxy that only sets
-`Forwarded`.
+its own environ or scope.
+
+One family of headers is the source of truth, never both: the one the trusted proxy sets
+(`source`). A proxy passes on the headers it does not set as the client sent them (nginx
+passes a client's `Forwarded` unchanged), so reading both, or letting one win when present,
+lets a client speak through the proxy. The default is `X-Forwarded-For`/`-Proto`/`-Host`,
+the family nginx and HAProxy recipes set and uvicorn and gunicorn read (they read For and
+Proto; a proxy that does not set -Host must remove it, as docs/deployment.md's recipes do).
+`Forwarded` (RFC 7239) is read instead, and the X- family ignored, only when the operator says
+the proxy sets it (`source="forwarded"`).
 
 How a chain is read: every proxy appends the address it received the request from, so the
 list reads client first, nearest proxy last. The entries are walked from the right; each one
@@ -19,8 +26,12 @@ import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["ProxyHeaders", "ProxiedRequest", "parse_forwarded"]
+__all__ = ["ProxyHeaders", "ProxiedRequest", "SOURCES", "parse_forwarded"]
 
+# The header families a trusted proxy may be said to set (the --proxy-headers-source values).
+SOURCES = ("x-forwarded", "forwarded")
+# What resolve() reads of each, as keyword -> header name: [x-forwarded, forwarded].
+_HEADERS = (("x-forwarded-for", "x-forwarded-proto", "x-forwarded-host"), ("forwarded",))
 _SCHEMES = frozenset(("http", "https", "ws", "wss"))
 _IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -43,9 +54,14 @@ class ProxyHeaders:
     `"*"` (any peer), as a comma-separated string or an iterable. Connections over a Unix
     socket (peer None) come from the local machine and are always trusted."""
 
-    __slots__ = ("_any", "_networks", "_cache")
+    __slots__ = ("_any", "_networks", "_cache", "_forwarded")
 
-    def __init__(self, trusted: str | Iterable[str] = "127.0.0.1") -> None:
+    def __init__(self, trusted: str | Iterable[str] = "127.0.0.1", *,
+                 source: str = "x-forwarded") -> None:
+        if source not in SOURCES:
+            raise ValueError(f"proxy-headers-source: {source!r} is not one of "
+                             f"{', '.join(SOURCES)}")
+        self._forwarded = source == "forwarded"
         items = trusted.split(",") if isinstance(trusted, str) else list(trusted)
         self._any = False
         self._networks: list[_IPNetwork] = []
@@ -63,6 +79,16 @@ class ProxyHeaders:
                     f"forwarded-allow-ips: {item!r} is not an IP address, a CIDR network "
                     "or '*'") from None
         self._cache: dict[str, bool] = {}
+
+    @property
+    def source(self) -> str:
+        """The headers believed: `"x-forwarded"` or `"forwarded"`."""
+        return "forwarded" if self._forwarded else "x-forwarded"
+
+    @property
+    def header_names(self) -> tuple[str, ...]:
+        """The request headers `resolve()` reads (lower-case), by its keyword's name."""
+        return _HEADERS[self._forwarded]
 
     @property
     def any_peer(self) -> bool:
@@ -97,11 +123,12 @@ class ProxyHeaders:
                 x_forwarded_host: str | None = None) -> ProxiedRequest:
         """The client, scheme and host the trusted proxies report for a request that came
         from `peer`; header arguments are the raw field values (repeated fields joined with
-        ", "), None when absent. An untrusted peer's headers are ignored entirely."""
+        ", "), None when absent. An untrusted peer's headers are ignored entirely, and so
+        are those of the family that is not the `source`."""
         if not self.is_trusted(peer):
             return _NOTHING
-        if forwarded:
-            return self._from_forwarded(forwarded)
+        if self._forwarded:
+            return self._from_forwarded(forwarded) if forwarded else _NOTHING
         if not (x_forwarded_for or x_forwarded_proto or x_forwarded_host):
             return _NOTHING
         index = -1
@@ -197,6 +224,11 @@ def _split_node(node: str) -> tuple[str | None, int | None]:
         host, _, port = node.partition(":")
     else:
         host, port = node, ""
+    if "%" in host:
+        # An IPv6 zone ("fe80::1%eth0") names an interface of the proxy's host, nothing the
+        # app can use, and ip_address() takes any text after the "%", quotes and line ends
+        # included: not an address to report.
+        return None, None
     try:
         ipaddress.ip_address(host)
     except ValueError:

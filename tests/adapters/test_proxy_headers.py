@@ -49,7 +49,7 @@ def test_proto_and_host_are_checked() -> None:
 
 
 def test_forwarded_rfc7239() -> None:
-    p = ProxyHeaders("127.0.0.1")
+    p = ProxyHeaders("127.0.0.1", source="forwarded")
     got = p.resolve("127.0.0.1", forwarded='for=192.0.2.60;proto=https;by=203.0.113.43, '
                                            'for="[2001:db8:cafe::17]:4711";host="h.example"',
                     x_forwarded_for="6.6.6.6")
@@ -64,8 +64,44 @@ def test_forwarded_rfc7239() -> None:
 def test_a_port_that_is_not_ascii_digits_is_ignored(port: str) -> None:
     """Found by fuzzing: str.isdigit() takes "²" (latin-1, so a header can carry it), which
     int() refuses; 5,000 digits are past int()'s limit. Either raised out of resolve()."""
-    p = ProxyHeaders()
-    got = p.resolve("127.0.0.1", x_forwarded_for=f"192.0.2.1:{port}")
+    got = ProxyHeaders().resolve("127.0.0.1", x_forwarded_for=f"192.0.2.1:{port}")
     assert got == ProxiedRequest("192.0.2.1", None, None, None)
-    got = p.resolve("127.0.0.1", forwarded=f'for="[2001:db8::1]:{port}"')
+    got = ProxyHeaders(source="forwarded").resolve(
+        "127.0.0.1", forwarded=f'for="[2001:db8::1]:{port}"')
     assert got == ProxiedRequest("2001:db8::1", None, None, None)
+
+
+# What nginx's recipe passes from a client who sent Forwarded (nginx passes it unchanged), and
+# what a proxy that sets Forwarded passes from a client who sent X-Forwarded-*.
+FORGED_FORWARDED = "for=6.6.6.6;proto=https;host=evil.example"
+
+
+def test_one_family_is_believed_the_other_ignored() -> None:
+    """0.3.0 as first written let Forwarded win whenever a request had it: behind nginx,
+    which sets X-Forwarded-* and passes a client's Forwarded on, any client chose its
+    address, scheme and Host."""
+    x = ProxyHeaders()
+    assert x.source == "x-forwarded"
+    assert x.header_names == ("x-forwarded-for", "x-forwarded-proto", "x-forwarded-host")
+    got = x.resolve("127.0.0.1", forwarded=FORGED_FORWARDED, x_forwarded_for="203.0.113.5",
+                    x_forwarded_proto="http")
+    assert got == ProxiedRequest("203.0.113.5", None, "http", None)
+    assert x.resolve("127.0.0.1", forwarded=FORGED_FORWARDED) == ProxiedRequest()
+
+    f = ProxyHeaders(source="forwarded")
+    assert f.header_names == ("forwarded",)
+    got = f.resolve("127.0.0.1", forwarded="for=203.0.113.5;proto=http",
+                    x_forwarded_for="6.6.6.6", x_forwarded_proto="https",
+                    x_forwarded_host="evil.example")
+    assert got == ProxiedRequest("203.0.113.5", None, "http", None)
+    assert f.resolve("127.0.0.1", x_forwarded_for="6.6.6.6") == ProxiedRequest()
+    with pytest.raises(ValueError, match="proxy-headers-source: 'both' is not one of"):
+        ProxyHeaders(source="both")
+
+
+@pytest.mark.parametrize("node", ['fe80::1%eth0', 'fe80::1%"\nforged line', '[fe80::1%x]:80'])
+def test_an_ipv6_zone_is_not_a_client_address(node: str) -> None:
+    """ip_address() takes any text after "%", quotes and line ends included: such an address
+    would have reached REMOTE_ADDR and the access log's client."""
+    got = ProxyHeaders().resolve("127.0.0.1", x_forwarded_for=node)
+    assert got.client_host is None

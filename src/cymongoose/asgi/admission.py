@@ -22,9 +22,6 @@ from .state import ServerState
 from .websocket import _WSCycle
 
 _UNIX_CLIENT = ("127.0.0.1", 0)  # Mongoose reads no address from an AF_UNIX peer
-_PROXY_FIELDS = {b"forwarded": "forwarded", b"x-forwarded-for": "x_forwarded_for",
-                 b"x-forwarded-proto": "x_forwarded_proto",
-                 b"x-forwarded-host": "x_forwarded_host"}
 _WS_EXTENSIONS: dict[str, Any] = {"websocket.http.response": {}}
 
 
@@ -33,7 +30,8 @@ class Admission(ASGILoop):
     Python paths of admission. `requests_exhausted` is called once, when max_requests
     requests were admitted."""
 
-    __slots__ = ("_proxy", "_tls_fields", "requests_left", "requests_exhausted", "unix_base")
+    __slots__ = ("_proxy", "_proxy_fields", "_tls_fields", "requests_left",
+                 "requests_exhausted", "unix_base")
     server_state: ServerState  # the C field, typed ASGIServerState there
 
     def __init__(self, server_state: ServerState, app: Any, *, proxy: ProxyHeaders | None,
@@ -49,6 +47,10 @@ class Admission(ASGILoop):
         self.unix_conns = set()
         self._proxy = proxy
         self._tls_fields = tls_fields  # the scope gets extensions["tls"] on TLS connections
+        # The headers the proxy's source names (and only those: the other family is a
+        # client's), as scope name -> ProxyHeaders.resolve() keyword.
+        self._proxy_fields = {name.encode("latin-1"): name.replace("-", "_")
+                              for name in (proxy.header_names if proxy else ())}
         # Requests left before the server asks to be stopped (a worker recycled after
         # --max-requests); -1: no limit.
         self.requests_left = max_requests or -1
@@ -99,8 +101,9 @@ class Admission(ASGILoop):
         if not self._proxy.is_trusted(peer):
             return  # an untrusted peer's headers are ignored entirely (and not even read)
         fields: dict[str, str] = {}
+        wanted = self._proxy_fields
         for name, value in scope["headers"]:
-            key = _PROXY_FIELDS.get(name)
+            key = wanted.get(name)
             if key is not None:
                 text = value.decode("latin-1")
                 fields[key] = f"{fields[key]}, {text}" if key in fields else text

@@ -10,6 +10,7 @@ import asyncio
 import time
 
 from .._mongoose import Manager
+from ..serving.reporting import asgi_target
 from ..serving.request_deadline import DeadlineCounts, check_interval, log_timeout
 from .http import _HTTPCycle
 
@@ -49,8 +50,7 @@ class ASGIDeadline:
             cycle.time_out()
             self.counts.add("request_timeouts", 1)
             scope = cycle.scope
-            query = scope["query_string"].decode("latin-1")
-            log_timeout(scope["method"], scope["root_path"] + scope["path"]
-                        + ("?" + query if query else ""), "HTTP/" + scope["http_version"],
-                        now - cycle.started, self.timeout, "its app's task is cancelled")
+            log_timeout(scope.get("method", "GET"), asgi_target(scope),
+                        "HTTP/" + scope["http_version"], now - cycle.started, self.timeout,
+                        "its app's task is cancelled")
         self._timer = self._loop.call_later(self._interval, self._check)

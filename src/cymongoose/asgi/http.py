@@ -11,7 +11,7 @@ from typing import Any
 from .._mongoose import ASGIHTTPExchange, HeaderBlock, RequestBodyTooLarge
 from ..errors import ClientDisconnected
 from ..serving.flow_control import ASGI_SEND_HIGH, ASGI_SEND_LOW
-from ..serving.reporting import RESPONSE_500, error_log
+from ..serving.reporting import RESPONSE_500, asgi_target, error_log, request_text
 from ..serving.request_body import body_refusal
 from ..serving.request_deadline import RESPONSE_504
 from ..typedefs import ASGIMessage
@@ -109,8 +109,7 @@ class _HTTPCycle(ASGIHTTPExchange):
         return refusal
 
     def _body_too_large(self, exc: RequestBodyTooLarge) -> None:
-        scope = self.scope
-        error_log.info("%s %s: %s", scope["method"], scope["path"], exc)
+        error_log.info("%s: %s", self._request_text(), exc)
         if not self.complete:
             if exc.answered:
                 self.status, self.sent = 413, 0
@@ -193,9 +192,8 @@ class _HTTPCycle(ASGIHTTPExchange):
             self.sent += len(body)
         if not message.get("more_body", False):
             if not conn.http_end():
-                error_log.error("%s %s: the app sent fewer bytes than its Content-Length; "
-                                "the connection was closed", self.scope["method"],
-                                self.scope["path"])
+                error_log.error("%s: the app sent fewer bytes than its Content-Length; "
+                                "the connection was closed", self._request_text())
             self._finish()
             return
         self.server_state.kick()
@@ -228,10 +226,14 @@ class _HTTPCycle(ASGIHTTPExchange):
         self._finish()
 
     # Errors.
+    def _request_text(self) -> str:
+        """`METHOD target` of this request for an error-log line, escaped."""
+        return request_text(self.scope.get("method", "GET"), asgi_target(self.scope))
+
     def _protocol_error(self, exc: BaseException) -> None:
         self.failed = True
-        self.server_state.report(f"{self.scope['method']} {self.scope['path']}: invalid "
-                                 f"response from the app", exc)
+        self.server_state.report(f"{self._request_text()}: invalid response from the app",
+                                 exc)
         self.abort()
 
     def abort(self) -> None:
@@ -283,12 +285,11 @@ class _HTTPCycle(ASGIHTTPExchange):
             if not self.failed:
                 what = "after its response started; the connection is closed" \
                     if self.head_sent else "; answered 500"
-                self.server_state.report(f"{self.scope['method']} {self.scope['path']}: the "
-                                         f"app failed{' ' if self.head_sent else ''}{what}",
-                                         exc)
+                self.server_state.report(f"{self._request_text()}: the app failed"
+                                         f"{' ' if self.head_sent else ''}{what}", exc)
             self.abort()
         elif not self.complete and not self.closed:
-            error_log.error("%s %s: the app returned without %s", self.scope["method"],
-                            self.scope["path"], "completing its response (connection closed)"
+            error_log.error("%s: the app returned without %s", self._request_text(),
+                            "completing its response (connection closed)"
                             if self.head_sent else "sending a response (answered 500)")
             self.abort()

@@ -12,7 +12,7 @@ from typing import Any
 
 from .._mongoose import ASGIServerState
 from ..access_log import AccessLog
-from ..serving.reporting import report_app_error, report_exception
+from ..serving.reporting import asgi_target, report_app_error, report_exception
 
 
 def _not_started() -> None:
@@ -54,10 +54,11 @@ class ServerState(ASGIServerState):
         client = scope.get("client")
         method = scope.get("method", "GET")  # a WebSocket scope has none: its handshake's
         try:
-            access.log(client[0] if client else "-", method, scope["path"],
-                       scope["query_string"].decode("latin-1"),
+            query = scope["query_string"].decode("latin-1")
+            access.log(client[0] if client else "-", method, scope["path"], query,
                        "HTTP/" + scope["http_version"], cycle.status,
                        0 if method == "HEAD" else cycle.sent,
-                       time.perf_counter() - cycle.started, lookup)
+                       time.perf_counter() - cycle.started, lookup,
+                       target=asgi_target(scope, query))
         except Exception as exc:  # a broken handler or format must not break serving
             report_exception("access log failed", exc)

@@ -10,7 +10,7 @@ from typing import Any
 from .._mongoose import WEBSOCKET_OP_BINARY, WEBSOCKET_OP_TEXT, Connection
 from ..errors import ClientDisconnected
 from ..serving.flow_control import ASGI_SEND_HIGH, ASGI_SEND_LOW
-from ..serving.reporting import RESPONSE_500
+from ..serving.reporting import RESPONSE_500, asgi_target, request_text
 from ..typedefs import ASGIMessage
 from .shared import (
     _HEADERS_500,
@@ -265,8 +265,8 @@ class _WSCycle:
                 conn.set_handler(self.server_state.quiet_handler)
 
     def _protocol_error(self, exc: BaseException) -> None:
-        self.server_state.report(f"WebSocket {self.scope['path']}: invalid message from the "
-                                 f"app", exc)
+        self.server_state.report(f"{request_text('WebSocket', asgi_target(self.scope))}: "
+                                 "invalid message from the app", exc)
         self.app_done(None, quiet=True, code=1011)
 
     def cancelled(self) -> None:
@@ -278,7 +278,9 @@ class _WSCycle:
         state = self.state
         if exc is not None and not isinstance(exc, ClientDisconnected):
             if not quiet:
-                self.server_state.report(f"WebSocket {self.scope['path']}: the app failed", exc)
+                self.server_state.report(
+                    f"{request_text('WebSocket', asgi_target(self.scope))}: the app failed",
+                    exc)
             code = 1011
         try:
             if state == self._CONNECTING:

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from .reporting import error_log
+from .reporting import error_log, request_text
 
 __all__ = ["RESPONSE_504", "DeadlineCounts", "check_interval", "log_timeout"]
 
@@ -24,9 +24,11 @@ def check_interval(timeout: float) -> float:
 
 def log_timeout(method: str, target: str, protocol: str, elapsed: float, timeout: float,
                 what: str) -> None:
-    """The warning on `cymongoose.error` for one request past its deadline."""
-    error_log.warning("%s %s %s: no response after %.3f s (request_timeout %g s): "
-                      "answered 504, %s", method, target, protocol, elapsed, timeout, what)
+    """The warning on `cymongoose.error` for one request past its deadline; `target` as the
+    client sent it (written escaped)."""
+    error_log.warning("%s %s: no response after %.3f s (request_timeout %g s): "
+                      "answered 504, %s", request_text(method, target), protocol, elapsed,
+                      timeout, what)
 
 
 class DeadlineCounts:

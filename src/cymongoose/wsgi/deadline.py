@@ -22,7 +22,7 @@ from collections import deque
 from typing import Protocol
 
 from ..errors import ClientDisconnected
-from ..serving.reporting import error_log
+from ..serving.reporting import error_log, wsgi_target
 from ..serving.request_deadline import DeadlineCounts, log_timeout
 from .exchange import _Exchange
 from .turns import _LoopTurns
@@ -68,10 +68,8 @@ class WSGIDeadline:
             self.counts.add("request_timeouts", 1)
             what = ("its app never ran" if phase == _QUEUED else self._abandon(ex))
             env = ex.environ
-            query = env["QUERY_STRING"]
-            log_timeout(env["REQUEST_METHOD"],
-                        env["SCRIPT_NAME"] + env["PATH_INFO"] + ("?" + query if query else ""),
-                        env["SERVER_PROTOCOL"], now - ex.started, self.timeout, what)
+            log_timeout(env.get("REQUEST_METHOD", "-"), wsgi_target(env),
+                        env.get("SERVER_PROTOCOL", "-"), now - ex.started, self.timeout, what)
 
     def _stop_app(self, ex: _Exchange) -> None:
         """The app's next write or read raises ClientDisconnected, a waiting one now."""

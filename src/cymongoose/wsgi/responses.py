@@ -12,7 +12,13 @@ from typing import Any
 from .._mongoose import HeaderBlock, RequestBodyTooLarge, WSGILoop
 from ..access_log import AccessLog
 from ..serving.flow_control import SEND_LOW
-from ..serving.reporting import RESPONSE_500, error_log, report_exception
+from ..serving.reporting import (
+    RESPONSE_500,
+    error_log,
+    report_exception,
+    request_text,
+    wsgi_target,
+)
 from ..serving.request_body import body_refusal
 from ..serving.request_deadline import RESPONSE_504
 from .exchange import _Exchange
@@ -68,9 +74,9 @@ class ResponseWriter(WSGILoop):
         elif op == _OP_END:
             if not conn.http_end():
                 error_log.error(
-                    "%s %s: the app sent %d bytes, fewer than its Content-Length of %d; "
-                    "the connection was closed", ex.environ["REQUEST_METHOD"],
-                    ex.environ["PATH_INFO"], ex.sent, ex.declared)
+                    "%s: the app sent %d bytes, fewer than its Content-Length of %d; "
+                    "the connection was closed", _request_text(ex.environ), ex.sent,
+                    ex.declared)
             self._finish(ex)
         elif op == _OP_ABORT:
             conn.close()
@@ -92,8 +98,7 @@ class ResponseWriter(WSGILoop):
         """The app's response could not be sent as given (a bad header, too many bytes)."""
         if self._body_refused(ex):
             return  # not the app's fault: the core had answered 413 while it was busy
-        report_exception(f"{ex.environ['REQUEST_METHOD']} {ex.environ['PATH_INFO']}: "
-                         f"invalid response from the app", exc)
+        report_exception(f"{_request_text(ex.environ)}: invalid response from the app", exc)
         conn = ex.conn
         try:
             if conn.response_started:
@@ -139,7 +144,7 @@ class ResponseWriter(WSGILoop):
             ex.input.fail(exc)
         ex.notify_writer()
         env = ex.environ
-        error_log.info("%s %s: %s", env["REQUEST_METHOD"], env["PATH_INFO"], exc)
+        error_log.info("%s: %s", _request_text(env), exc)
         ex.finished = True
         self.live.discard(ex)
         if self._access is not None:
@@ -169,6 +174,11 @@ class ResponseWriter(WSGILoop):
                        env["SERVER_PROTOCOL"], status, 0 if ex.is_head else sent,
                        time.perf_counter() - ex.started,
                        lambda name: env.get(_ENVIRON_KEYS[name]),
-                       env.get("REMOTE_USER"))
+                       env.get("REMOTE_USER"), env.get("RAW_URI"))
         except Exception as exc:  # a broken handler or format must not break serving
             report_exception("access log failed", exc)
+
+
+def _request_text(environ: dict[str, Any]) -> str:
+    """`METHOD target` of a WSGI request for an error-log line, escaped."""
+    return request_text(environ.get("REQUEST_METHOD", "-"), wsgi_target(environ))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._mongoose import WSGILoop
 from ..errors import ClientDisconnected
-from ..serving.reporting import RESPONSE_500, report_app_error
+from ..serving.reporting import RESPONSE_500, report_app_error, request_text, wsgi_target
 from .bodies import FileWrapper
 from .exchange import _Exchange
 from .state import _OP_ABORT, _OP_BEGIN, _OP_END, _OP_FILE, _OP_WHOLE, ServerState
@@ -117,7 +117,7 @@ class AppResults(WSGILoop):
             return  # answered 504 (deadline.py): what the app does next is dropped
         if isinstance(exc, ClientDisconnected) or (ex.closed and isinstance(exc, OSError)):
             return  # the client left: nothing to answer, nothing to log
-        what = f"{ex.environ['REQUEST_METHOD']} {ex.environ['PATH_INFO']}"
+        what = request_text(ex.environ.get("REQUEST_METHOD", "-"), wsgi_target(ex.environ))
         if ex.head_sent:
             self._report(ex, f"{what}: the app failed after its response started; "
                              "the connection is closed", exc)

@@ -306,12 +306,15 @@ class WSGIServer:
 
     def _apply_proxy(self, environ: dict[str, Any], peer: str | None) -> None:
         """Trusted proxy headers (proxy_headers.py) into REMOTE_ADDR, the scheme and Host."""
-        assert self._proxy is not None
-        fwd = self._proxy.resolve(
-            peer, forwarded=environ.get("HTTP_FORWARDED"),
-            x_forwarded_for=environ.get("HTTP_X_FORWARDED_FOR"),
-            x_forwarded_proto=environ.get("HTTP_X_FORWARDED_PROTO"),
-            x_forwarded_host=environ.get("HTTP_X_FORWARDED_HOST"))
+        proxy = self._proxy
+        assert proxy is not None
+        if proxy.source == "forwarded":  # one family only: the other is the client's
+            fwd = proxy.resolve(peer, forwarded=environ.get("HTTP_FORWARDED"))
+        else:
+            fwd = proxy.resolve(
+                peer, x_forwarded_for=environ.get("HTTP_X_FORWARDED_FOR"),
+                x_forwarded_proto=environ.get("HTTP_X_FORWARDED_PROTO"),
+                x_forwarded_host=environ.get("HTTP_X_FORWARDED_HOST"))
         if fwd.client_host is not None:
             environ["REMOTE_ADDR"] = fwd.client_host
             environ["REMOTE_PORT"] = str(fwd.client_port or 0)

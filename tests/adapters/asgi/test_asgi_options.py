@@ -122,7 +122,13 @@ def test_proxy_headers_from_a_trusted_peer() -> None:
                                  ("X-Forwarded-Host", "shop.example")])
         assert (seen["client"], seen["scheme"], seen["host"]) == \
             (["203.0.113.5", 4711], "https", "shop.example")
+        # Forwarded is not this resolver's source: ignored.
         rfc = _scope(run.port, [("Forwarded", 'for="[2001:db8::1]:80";proto=https')])
+        assert (rfc["client"][0], rfc["scheme"]) == ("127.0.0.1", "http")
+    proxy = ProxyHeaders("127.0.0.1", source="forwarded")
+    with running_asgi_server(echo_app, server_kwargs={"proxy_headers": proxy}) as run:
+        rfc = _scope(run.port, [("Forwarded", 'for="[2001:db8::1]:80";proto=https'),
+                                ("X-Forwarded-For", "198.51.100.1")])
         assert (rfc["client"], rfc["scheme"]) == (["2001:db8::1", 80], "https")
 
 

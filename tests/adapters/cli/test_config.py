@@ -105,3 +105,16 @@ def test_a_usage_mistake_is_one_line_and_exit_2(tmp_path: Path) -> None:
     done = run_cli(tmp_path, "cli_app:app", "--no-such-option")
     assert done.returncode == 2
     assert "--no-such-option" in _one_line(done.stderr)
+
+
+def test_a_proxy_headers_source_without_proxy_headers_is_refused(tmp_path: Path) -> None:
+    """Choosing which headers to believe while believing none is a mistake worth a line."""
+    done = run_cli(tmp_path, "cli_app:app", "--proxy-headers-source", "forwarded")
+    assert done.returncode == 2
+    assert _one_line(done.stderr) == "--proxy-headers-source needs --proxy-headers"
+    done = run_cli(tmp_path, "cli_app:app", "--proxy-headers", "--proxy-headers-source", "both")
+    assert done.returncode == 2
+    assert _one_line(done.stderr) == ("--proxy-headers-source must be one of x-forwarded, "
+                                      "forwarded, not 'both'")
+    with pytest.raises(ValueError, match="^proxy_headers_source must be one of x-forwarded, "):
+        Config(proxy_headers=True, proxy_headers_source="both")

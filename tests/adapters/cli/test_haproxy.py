@@ -1,7 +1,8 @@
 """Debian's HAProxy in front of two cymongoose instances (TCP and Unix socket) with the
 configuration of docs/deployment.md: active health checks bring both up, `option forwardfor`
-appends the client to a forged X-Forwarded-For and the app still sees the real client, and
-the scheme of the TLS frontend reaches the app."""
+appends the client to a forged X-Forwarded-For and the app still sees the real client, a
+client's X-Forwarded-Host and Forwarded are removed, and the scheme of the TLS frontend
+reaches the app."""
 
 from __future__ import annotations
 
@@ -18,6 +19,12 @@ from conftest import tool_env, wait_until
 
 pytestmark = pytest.mark.timeout(60)  # haproxy: tools/debian-packages.txt
 
+# What a client can forge about itself; HAProxy appends to X-Forwarded-For (the rightmost
+# untrusted entry is the client), sets X-Forwarded-Proto and removes the rest.
+FORGED = ("X-Forwarded-For: 6.6.6.6\r\nX-Forwarded-Proto: https\r\n"
+          "X-Forwarded-Host: evil.example\r\n"
+          "Forwarded: for=6.6.6.6;proto=https;host=evil.example\r\n")
+
 HAPROXY_CONF = """
 global
     log stderr format raw local0 warning
@@ -33,6 +40,8 @@ frontend www
     bind 127.0.0.1:{https_port} ssl crt {tmp}/site.pem
     http-request set-header X-Forwarded-Proto https if {{ ssl_fc }}
     http-request set-header X-Forwarded-Proto http if !{{ ssl_fc }}
+    http-request del-header X-Forwarded-Host
+    http-request del-header Forwarded
     default_backend cymongoose
 backend cymongoose
     balance roundrobin
@@ -67,15 +76,15 @@ def test_haproxy_in_front_of_a_tcp_and_a_unix_instance(tmp_path: Path) -> None:
         pids: set[str] = set()
 
         def both_up() -> bool:  # health checks passed: round robin reaches both
-            body = proxied_get(http_port, "127.0.0.3", headers="X-Forwarded-For: 6.6.6.6\r\n")
-            pid, remote, scheme = body.decode().split("|")[:3]
-            assert (remote, scheme) == ("127.0.0.3", "http")
+            body = proxied_get(http_port, "127.0.0.3", headers=FORGED)
+            pid, remote, scheme, host = body.decode().split("|")[:4]
+            assert (remote, scheme, host) == ("127.0.0.3", "http", "shop.example")
             pids.add(pid)
             return len(pids) == 2
 
         assert wait_until(both_up, 10)
-        body = proxied_get(https_port, "127.0.0.4", tls=True)
-        assert body.decode().split("|")[1:3] == ["127.0.0.4", "https"]
+        body = proxied_get(https_port, "127.0.0.4", tls=True, headers=FORGED)
+        assert body.decode().split("|")[1:4] == ["127.0.0.4", "https", "shop.example"]
     finally:
         if haproxy is not None:
             haproxy.terminate()

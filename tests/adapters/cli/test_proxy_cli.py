@@ -89,3 +89,22 @@ def test_sigterm_lets_a_proxied_request_in_flight_finish(upstream: Any,
         cli.stop()
     assert cli.proc.returncode == 0, cli.err
     assert "stopping, finishing the requests in flight" in cli.err
+
+
+def test_a_proxied_request_is_logged_escaped(tmp_path: Path) -> None:
+    """A target with `"` and `\\` through a pure proxy whose upstream is down: the error log's
+    warning and the access line both quote the request line escaped (log_escape), so the
+    client cannot close the quoted request early."""
+    port, dead = free_port(), free_port()
+    cli = CLI(tmp_path, "--proxy", f"/=http://127.0.0.1:{dead}", "--access-log",
+              "--port", str(port))
+    try:
+        cli.wait_http(port, "/ready")
+        with HttpConnection(port) as client:
+            client.send_raw(b'GET /x"y\\z HTTP/1.1\r\nHost: h\r\n\r\n')
+            assert client.read_response().status in (502, 503, 504)
+    finally:
+        cli.stop()
+    assert r'"GET /x\x22y\x5cz HTTP/1.1"' in cli.err, cli.err
+    assert 'x"y' not in cli.err + cli.out
+    assert re.search(r'"GET /x\\x22y\\x5cz HTTP/1\.1" 50\d ', cli.out), cli.out

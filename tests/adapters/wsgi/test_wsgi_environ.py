@@ -119,6 +119,22 @@ def test_path_info_is_percent_decoded_as_latin1(served: Served) -> None:
         "/environ/café/")
 
 
+@pytest.mark.parametrize("target", ["/environ/plain", "/environ/a%2Fb%0d%0a?q=%C3%A9&r",
+                                    "/environ/x?", '/environ/q"\\'])
+def test_raw_uri_is_the_target_as_sent(served: Served, target: str) -> None:
+    """RAW_URI, gunicorn's key (the reference here): path and query undecoded, what the
+    access log's request line shows."""
+    env = environ_for(served, raw=f"GET {target} HTTP/1.1\r\nHost: h\r\n\r\n".encode())
+    assert env["RAW_URI"] == target
+
+
+def test_raw_uri_keeps_the_root_path(serve_app: Any) -> None:
+    served = serve_app(root_path="/app")
+    env = environ_for(served, "/app/environ?x=1")
+    assert (env["RAW_URI"], env["SCRIPT_NAME"], env["PATH_INFO"]) == \
+        ("/app/environ?x=1", "/app", "/environ")
+
+
 @pytest.mark.parametrize("path, script, info", [
     ("/app/environ", "/app", "/environ"),
     ("/app/environ/deeper?x=1", "/app", "/environ/deeper"),

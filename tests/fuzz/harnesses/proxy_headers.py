@@ -1,8 +1,9 @@
-"""The proxy-header resolver (X-Forwarded-For/-Proto/-Host and Forwarded, RFC 7239) with
+"""The proxy-header resolver (X-Forwarded-For/-Proto/-Host, or Forwarded, RFC 7239) with
 arbitrary values from a trusted or untrusted peer. Never an exception; an untrusted peer
-changes nothing; the client it names is an address that appears at or right of the
-nearest hop no trusted proxy vouches for (a client cannot forge past a trusted proxy); the
-port, scheme and host are each valid or None."""
+changes nothing; only the family the resolver's source names is read; the client it names
+is an address (no IPv6 zone) that appears at or right of the nearest hop no trusted proxy
+vouches for (a client cannot forge past a trusted proxy); the port, scheme and host are
+each valid or None."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ from cymongoose.proxy_headers import ProxiedRequest, ProxyHeaders, parse_forward
 
 from ..wire import fields
 
-TRUSTS = [ProxyHeaders("127.0.0.1"), ProxyHeaders("10.0.0.0/8, ::1"), ProxyHeaders("*")]
+TRUSTS = [ProxyHeaders("127.0.0.1"), ProxyHeaders("10.0.0.0/8, ::1"), ProxyHeaders("*"),
+          ProxyHeaders("127.0.0.1, ::1", source="forwarded")]
 PEERS = ["127.0.0.1", "10.1.2.3", "::1", "192.0.2.7", None]
 SEEDS = [
     b"\x00\x001.2.3.4, 10.0.0.1\x00https\x00example.com",
     b"\x01\x01[2001:db8::1]:8080, 10.9.9.9:1\x00http, https\x00a, b",
-    b"\x02\x00\x00\x00\x00for=192.0.2.60;proto=http;by=203.0.113.43, for=\"[::1]:80\"",
+    b"\x03\x00\x00\x00\x00for=192.0.2.60;proto=http;by=203.0.113.43, for=\"[::1]:80\"",
     b"\x00\x031.2.3.4:\xb2\x00\x00",
 ]
 SCHEMES = {"http", "https", "ws", "wss"}
@@ -39,9 +41,13 @@ def one_input(data: bytes) -> None:
     if not trust.is_trusted(peer):
         assert got == ProxiedRequest(), got
         return
+    forwarded = trust.source == "forwarded"
+    if not (fwd if forwarded else (xff or proto or host)):
+        assert got == ProxiedRequest(), got  # the other family alone says nothing
     if got.client_host is not None:
         ipaddress.ip_address(got.client_host)
-        if fwd:
+        assert "%" not in got.client_host, got
+        if forwarded:
             nodes = [e.get("for", "") for e in parse_forwarded(fwd)]
         else:
             nodes = _hosts(xff or "")

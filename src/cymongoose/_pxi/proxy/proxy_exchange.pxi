@@ -529,7 +529,7 @@ cdef void _px_log_gil(_Exchange *ex, int status, const char *why) noexcept with 
     try:
         ip, port, _ = _addr_tuple(&ex.client.rem)
         label = ex.up.label.decode("utf-8", "replace") if ex.up != NULL else "-"
-        line = ex.line.decode("latin-1")
+        line = log_escape(ex.line.decode("latin-1"))  # the client's bytes (log_escape.pxi)
         if status:
             _log.warning("proxy: %d for \"%s\" from %s: %s (upstream %s)", status, line, ip,
                          why.decode("utf-8", "replace"), label)

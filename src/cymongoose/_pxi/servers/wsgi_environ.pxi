@@ -27,8 +27,8 @@ cdef list _ENVIRON_SLOT_KEY = [None] * mg.MG_MAX_HTTP_HEADERS
 # Items every request adds to its copy of the base: the base holds a placeholder for each, so
 # the copy replaces values instead of inserting (see wsgi_environ_base()).
 cdef tuple _ENVIRON_PER_REQUEST = ("REQUEST_METHOD", "PATH_INFO", "QUERY_STRING",
-                                   "SERVER_PROTOCOL", "REMOTE_ADDR", "REMOTE_PORT",
-                                   "wsgi.input")
+                                   "RAW_URI", "SERVER_PROTOCOL", "REMOTE_ADDR",
+                                   "REMOTE_PORT", "wsgi.input")
 DEF _ENVIRON_ROOM = 48  # items an environ holds before it has to grow: base and headers
 
 
@@ -123,6 +123,17 @@ cdef dict _wsgi_environ(HttpMessage msg, dict base, Connection conn, str root_pa
     cdef PyObject *prev
     env["REQUEST_METHOD"] = _method_str(hm.method.buf, hm.method.len)
     path = _latin1_path(hm.uri.buf, hm.uri.len)
+    # RAW_URI: the target as the client sent it, path and query undecoded (gunicorn's key);
+    # the access log writes it. Mongoose points query.buf past a '?' (even one with nothing
+    # after it), so the target ends there; without one, the common case, the decoded path is
+    # the same text and its object is shared.
+    if hm.query.buf != NULL:
+        env["RAW_URI"] = PyUnicode_DecodeLatin1(
+            hm.uri.buf, <Py_ssize_t>(hm.query.buf + hm.query.len - hm.uri.buf), NULL)
+    elif memchr(hm.uri.buf, c'%', hm.uri.len) == NULL:
+        env["RAW_URI"] = path
+    else:
+        env["RAW_URI"] = PyUnicode_DecodeLatin1(hm.uri.buf, <Py_ssize_t>hm.uri.len, NULL)
     if root_path:
         if path == root_path or path.startswith(root_path + "/"):
             path = path[len(root_path):]
