@@ -357,7 +357,6 @@ cdef size_t _ws_limit(mg.mg_connection *c) noexcept with gil:
 cdef struct _WsLinger:
     # A failed WebSocket reads and discards what its client still sends (see _ws_fail).
     uint64_t until  # mg_millis() when it closes, whatever the client is doing
-    size_t left  # bytes still read and discarded; then reading stops until `until`
     bint shut  # our side is half-closed: the CLOSE frame is out, the FIN after it
 
 
@@ -379,7 +378,6 @@ cdef _WsLinger *_ws_linger(mg.mg_connection *c) noexcept with gil:
     w = <_WsLinger *>calloc(1, sizeof(_WsLinger))
     if w != NULL:
         w.until = mg.mg_millis() + ms
-        w.left = _ws_limit(c)
     return w
 
 
@@ -388,9 +386,8 @@ cdef void _ws_fail(mg.mg_connection *c, int code, const char *why) noexcept nogi
     A client still sending (the rest of a message over the limit) would turn an immediate
     close into a reset that destroys the CLOSE frame before it reads it; so, as the HTTP
     guard's lingering close, the frame is flushed, our side half-closed, and what arrives
-    discarded until the client closes, for linger_timeout_ms at most; after one more
-    message's worth, reading stops (the websockets library's server also reads on until the
-    client's answer to its 1009)."""
+    discarded until the client closes, for linger_timeout_ms at most (the websockets
+    library's server also reads on until the client's answer to its 1009)."""
     cdef uint8_t frame[2 + 123]
     cdef char msg[192]
     cdef size_t n = strlen(why)
@@ -414,16 +411,12 @@ cdef void _ws_fail(mg.mg_connection *c, int code, const char *why) noexcept nogi
 cdef void _ws_discard(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
     cdef _WsLinger *w = <_WsLinger *>c.pfn_data
     if ev == mg.MG_EV_READ:
-        if w != NULL and c.recv.len >= w.left:
-            # A whole message more: the client is not stopping. Reading on would cost CPU,
-            # closing now (its bytes unread) a reset that can destroy the CLOSE frame before
-            # it is read; so stop reading: its sends block until it reads our CLOSE and goes,
-            # or w.until passes.
-            w.left = 0
-            c.is_full = 1
-            _apply_is_full(c)
-        elif w != NULL:
-            w.left -= c.recv.len
+        # Read on and discard until the client closes or w.until passes. Not reading would
+        # block the client's send, and a client that handles frames only between its sends
+        # (the websockets library's sync client holds one lock across both) would never read
+        # our CLOSE: the close at w.until would then be a reset that loses it. Discarding
+        # costs a recv per buffer, bounded in time by linger_timeout_ms, as the HTTP guard's
+        # lingering close (and nginx's lingering_time).
         c.recv.len = 0
     elif ev == mg.MG_EV_POLL and w != NULL:
         if c.send.len == 0 and not w.shut and not c.is_tls:
