@@ -393,15 +393,19 @@ class Config:
         doc_more="YAML needs `pip install 'cymongoose[cli]'`")
 
     proxy_headers: bool = _option(
-        False, "proxies", "honour the trusted peers' X-Forwarded-For/-Proto/-Host (or "
+        False, "proxies", "honour the trusted peers' X-Forwarded-For/-Proto (or "
         "Forwarded, see --proxy-headers-source)", negatable=True,
         doc_more="see [Proxy headers](#proxy-headers)")
     proxy_headers_source: str = _option(
         "x-forwarded", "proxies", "the headers the trusted proxy sets, the only ones believed: "
-        "x-forwarded (X-Forwarded-For/-Proto/-Host) or forwarded (RFC 7239 Forwarded)",
+        "x-forwarded (X-Forwarded-For/-Proto) or forwarded (RFC 7239 Forwarded)",
         _PROXY_HEADERS_SOURCE[1], rule=_PROXY_HEADERS_SOURCE[0],
         metavar=_PROXY_HEADERS_SOURCE[2],
         doc_more="the other family is ignored, whatever a client puts in it")
+    proxy_headers_host: bool = _option(
+        False, "proxies", "the trusted proxy sets the Host header too: believe its "
+        "X-Forwarded-Host (or Forwarded's host=)", negatable=True,
+        doc_more="off, a client's own X-Forwarded-Host that the proxy passes on is ignored")
     forwarded_allow_ips: str = _option(
         "127.0.0.1", "proxies", "trusted proxies: IPs, CIDR networks or '*'",
         "be IP addresses, CIDR networks or '*', comma-separated", rule=_trusted, metavar="IPS")
@@ -540,6 +544,9 @@ class Config:
         if "proxy_headers_source" in self.origins and not self.proxy_headers:
             raise ConfigError(f"{self._label('proxy_headers_source')} needs "
                               f"{self._label('proxy_headers')}")
+        if self.proxy_headers_host and not self.proxy_headers:
+            raise ConfigError(f"{self._label('proxy_headers_host')} needs "
+                              f"{self._label('proxy_headers')}")
         for name in ("proxy_connect_timeout", "proxy_read_timeout", "proxy_lb",
                      "proxy_pool_size", "proxy_health_path", "proxy_health_interval",
                      "proxy_ca"):
@@ -614,7 +621,8 @@ class Config:
             return None
         from .proxy_headers import ProxyHeaders
 
-        return ProxyHeaders(self.forwarded_allow_ips, source=self.proxy_headers_source)
+        return ProxyHeaders(self.forwarded_allow_ips, source=self.proxy_headers_source,
+                            host=self.proxy_headers_host)
 
     def new_reverse_proxy(self) -> ReverseProxy | None:
         """The reverse proxy of the `proxy` routes (hosts resolved now), or None."""

@@ -8,11 +8,17 @@ its own environ or scope.
 One family of headers is the source of truth, never both: the one the trusted proxy sets
 (`source`). A proxy passes on the headers it does not set as the client sent them (nginx
 passes a client's `Forwarded` unchanged), so reading both, or letting one win when present,
-lets a client speak through the proxy. The default is `X-Forwarded-For`/`-Proto`/`-Host`,
-the family nginx and HAProxy recipes set and uvicorn and gunicorn read (they read For and
-Proto; a proxy that does not set -Host must remove it, as docs/deployment.md's recipes do).
+lets a client speak through the proxy. The default is `X-Forwarded-For` and
+`X-Forwarded-Proto`, what nginx and HAProxy recipes set and what uvicorn and gunicorn read.
 `Forwarded` (RFC 7239) is read instead, and the X- family ignored, only when the operator says
 the proxy sets it (`source="forwarded"`).
+
+The Host the proxy reports (`X-Forwarded-Host`, or `host=` of `Forwarded`) is believed only
+when the operator says the proxy sets it (`host=True`): the usual nginx block sets For and
+Proto and passes a client's `X-Forwarded-Host` on untouched, which would let any client pick
+the Host the app sees. uvicorn and gunicorn never read it; Django (USE_X_FORWARDED_HOST) and
+Werkzeug's ProxyFix (x_host) leave it off by default. One rule for both families keeps the
+option's meaning simple.
 
 How a chain is read: every proxy appends the address it received the request from, so the
 list reads client first, nearest proxy last. The entries are walked from the right; each one
@@ -30,8 +36,10 @@ __all__ = ["ProxyHeaders", "ProxiedRequest", "SOURCES", "parse_forwarded"]
 
 # The header families a trusted proxy may be said to set (the --proxy-headers-source values).
 SOURCES = ("x-forwarded", "forwarded")
-# What resolve() reads of each, as keyword -> header name: [x-forwarded, forwarded].
-_HEADERS = (("x-forwarded-for", "x-forwarded-proto", "x-forwarded-host"), ("forwarded",))
+# What resolve() reads of each, as keyword -> header name: [x-forwarded, forwarded], then
+# the same with the proxy's Host believed (host=True).
+_HEADERS = (("x-forwarded-for", "x-forwarded-proto"), ("forwarded",),
+            ("x-forwarded-for", "x-forwarded-proto", "x-forwarded-host"), ("forwarded",))
 _SCHEMES = frozenset(("http", "https", "ws", "wss"))
 _IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -52,16 +60,21 @@ _NOTHING = ProxiedRequest()
 class ProxyHeaders:
     """Which peers may speak for a client: `trusted` lists IP addresses, CIDR networks and
     `"*"` (any peer), as a comma-separated string or an iterable. Connections over a Unix
-    socket (peer None) come from the local machine and are always trusted."""
+    socket (peer None) come from the local machine and are always trusted. `source` names the
+    headers the proxy sets; `host=True` says it sets the Host one too (`X-Forwarded-Host`, or
+    `host=` of `Forwarded`), which is otherwise ignored."""
 
-    __slots__ = ("_any", "_networks", "_cache", "_forwarded")
+    __slots__ = ("_any", "_networks", "_cache", "_forwarded", "_host")
 
     def __init__(self, trusted: str | Iterable[str] = "127.0.0.1", *,
-                 source: str = "x-forwarded") -> None:
+                 source: str = "x-forwarded", host: bool = False) -> None:
         if source not in SOURCES:
             raise ValueError(f"proxy-headers-source: {source!r} is not one of "
                              f"{', '.join(SOURCES)}")
+        if not isinstance(host, bool):
+            raise TypeError(f"proxy-headers-host: {host!r} is not True or False")
         self._forwarded = source == "forwarded"
+        self._host = host
         items = trusted.split(",") if isinstance(trusted, str) else list(trusted)
         self._any = False
         self._networks: list[_IPNetwork] = []
@@ -86,9 +99,14 @@ class ProxyHeaders:
         return "forwarded" if self._forwarded else "x-forwarded"
 
     @property
+    def host(self) -> bool:
+        """Whether the Host the proxy reports replaces the request's."""
+        return self._host
+
+    @property
     def header_names(self) -> tuple[str, ...]:
         """The request headers `resolve()` reads (lower-case), by its keyword's name."""
-        return _HEADERS[self._forwarded]
+        return _HEADERS[self._forwarded + 2 * self._host]
 
     @property
     def any_peer(self) -> bool:
@@ -124,11 +142,14 @@ class ProxyHeaders:
         """The client, scheme and host the trusted proxies report for a request that came
         from `peer`; header arguments are the raw field values (repeated fields joined with
         ", "), None when absent. An untrusted peer's headers are ignored entirely, and so
-        are those of the family that is not the `source`."""
+        are those of the family that is not the `source`, and X-Forwarded-Host unless
+        `host`."""
         if not self.is_trusted(peer):
             return _NOTHING
         if self._forwarded:
             return self._from_forwarded(forwarded) if forwarded else _NOTHING
+        if not self._host:
+            x_forwarded_host = None
         if not (x_forwarded_for or x_forwarded_proto or x_forwarded_host):
             return _NOTHING
         index = -1
@@ -165,7 +186,7 @@ class ProxyHeaders:
         element = elements[index]
         host, port = _split_node(element["for"]) if "for" in element else (None, None)
         scheme = element.get("proto", "").lower()
-        fwd_host = element.get("host")
+        fwd_host = element.get("host") if self._host else None
         return ProxiedRequest(host, port, scheme if scheme in _SCHEMES else None,
                               fwd_host if fwd_host and _is_host(fwd_host) else None)
 

@@ -41,15 +41,43 @@ def test_x_forwarded_for_chain(xff: str, client: str) -> None:
 
 
 def test_proto_and_host_are_checked() -> None:
-    p = ProxyHeaders()
+    p = ProxyHeaders(host=True)
     got = p.resolve("127.0.0.1", x_forwarded_proto="HTTPS", x_forwarded_host="a.example:8443")
     assert got == ProxiedRequest(None, None, "https", "a.example:8443")
     got = p.resolve("127.0.0.1", x_forwarded_proto="gopher", x_forwarded_host="bad host")
     assert got.scheme is None and got.host is None
 
 
+def test_the_proxys_host_is_believed_only_when_asked() -> None:
+    """nginx's usual block sets X-Forwarded-For/-Proto and passes a client's
+    X-Forwarded-Host on: believed by default (c32a341, a083761), any client chose the Host.
+    uvicorn and gunicorn never read it; Django and Werkzeug's ProxyFix leave it off."""
+    x = ProxyHeaders()
+    assert not x.host
+    assert x.header_names == ("x-forwarded-for", "x-forwarded-proto")
+    got = x.resolve("127.0.0.1", x_forwarded_for="203.0.113.5", x_forwarded_proto="https",
+                    x_forwarded_host="evil.example")
+    assert got == ProxiedRequest("203.0.113.5", None, "https", None)
+    assert x.resolve("127.0.0.1", x_forwarded_host="evil.example") == ProxiedRequest()
+    xh = ProxyHeaders(host=True)
+    assert xh.host
+    assert xh.header_names == ("x-forwarded-for", "x-forwarded-proto", "x-forwarded-host")
+    assert xh.resolve("127.0.0.1", x_forwarded_host="shop.example") == \
+        ProxiedRequest(None, None, None, "shop.example")
+    # The same rule for Forwarded's host=.
+    value = "for=203.0.113.5;proto=https;host=shop.example"
+    assert ProxyHeaders(source="forwarded").resolve("127.0.0.1", forwarded=value) == \
+        ProxiedRequest("203.0.113.5", None, "https", None)
+    both = ProxyHeaders(source="forwarded", host=True)
+    assert both.header_names == ("forwarded",)
+    assert both.resolve("127.0.0.1", forwarded=value) == \
+        ProxiedRequest("203.0.113.5", None, "https", "shop.example")
+    with pytest.raises(TypeError, match="proxy-headers-host: 'yes' is not True or False"):
+        ProxyHeaders(host="yes")  # type: ignore[arg-type]
+
+
 def test_forwarded_rfc7239() -> None:
-    p = ProxyHeaders("127.0.0.1", source="forwarded")
+    p = ProxyHeaders("127.0.0.1", source="forwarded", host=True)
     got = p.resolve("127.0.0.1", forwarded='for=192.0.2.60;proto=https;by=203.0.113.43, '
                                            'for="[2001:db8:cafe::17]:4711";host="h.example"',
                     x_forwarded_for="6.6.6.6")
@@ -82,13 +110,13 @@ def test_one_family_is_believed_the_other_ignored() -> None:
     address, scheme and Host."""
     x = ProxyHeaders()
     assert x.source == "x-forwarded"
-    assert x.header_names == ("x-forwarded-for", "x-forwarded-proto", "x-forwarded-host")
+    assert x.header_names == ("x-forwarded-for", "x-forwarded-proto")
     got = x.resolve("127.0.0.1", forwarded=FORGED_FORWARDED, x_forwarded_for="203.0.113.5",
                     x_forwarded_proto="http")
     assert got == ProxiedRequest("203.0.113.5", None, "http", None)
     assert x.resolve("127.0.0.1", forwarded=FORGED_FORWARDED) == ProxiedRequest()
 
-    f = ProxyHeaders(source="forwarded")
+    f = ProxyHeaders(source="forwarded", host=True)
     assert f.header_names == ("forwarded",)
     got = f.resolve("127.0.0.1", forwarded="for=203.0.113.5;proto=http",
                     x_forwarded_for="6.6.6.6", x_forwarded_proto="https",

@@ -314,7 +314,7 @@ class WSGIServer:
             fwd = proxy.resolve(
                 peer, x_forwarded_for=environ.get("HTTP_X_FORWARDED_FOR"),
                 x_forwarded_proto=environ.get("HTTP_X_FORWARDED_PROTO"),
-                x_forwarded_host=environ.get("HTTP_X_FORWARDED_HOST"))
+                x_forwarded_host=environ.get("HTTP_X_FORWARDED_HOST") if proxy.host else None)
         if fwd.client_host is not None:
             environ["REMOTE_ADDR"] = fwd.client_host
             environ["REMOTE_PORT"] = str(fwd.client_port or 0)

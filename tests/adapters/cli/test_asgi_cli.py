@@ -93,7 +93,7 @@ def test_fastapi_app_on_two_workers(tmp_path: Path) -> None:
 def test_unix_socket_trusts_its_local_proxy(tmp_path: Path) -> None:
     path = str(tmp_path / "asgi.sock")
     cli = _asgi_cli(tmp_path, "asgi_raw:app", "--uds", path, "--proxy-headers",
-                    "--root-path", "/api")
+                    "--proxy-headers-host", "--root-path", "/api")
     try:
         assert wait_until(lambda: unix_answers(path), 20), cli.err
         head, _, body = unix_get(path, "/api/u").partition(b"\r\n\r\n")

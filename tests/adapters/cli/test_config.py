@@ -118,3 +118,16 @@ def test_a_proxy_headers_source_without_proxy_headers_is_refused(tmp_path: Path)
                                       "forwarded, not 'both'")
     with pytest.raises(ValueError, match="^proxy_headers_source must be one of x-forwarded, "):
         Config(proxy_headers=True, proxy_headers_source="both")
+
+
+def test_a_proxy_headers_host_without_proxy_headers_is_refused(tmp_path: Path) -> None:
+    done = run_cli(tmp_path, "cli_app:app", "--proxy-headers-host")
+    assert done.returncode == 2
+    assert _one_line(done.stderr) == "--proxy-headers-host needs --proxy-headers"
+    with pytest.raises(ValueError, match="^proxy_headers_host needs proxy_headers$"):
+        Config(proxy_headers_host=True)
+    assert not Config(proxy_headers_host=False).proxy_headers_host  # off says nothing
+    proxy = Config(proxy_headers=True, proxy_headers_host=True).new_proxy_headers()
+    assert proxy is not None and proxy.host
+    proxy = Config(proxy_headers=True).new_proxy_headers()
+    assert proxy is not None and not proxy.host

@@ -3,7 +3,8 @@ the client's address, scheme and Host reach the app through the trusted proxy he
 what a client forges does not, neither through nginx nor from a peer that talks to an
 instance directly. nginx passes on the headers it does not set as the client sent them: a
 client's `Forwarded` must not count where nginx sets X-Forwarded-*, nor a client's
-X-Forwarded-* where nginx sets `Forwarded` (--proxy-headers-source forwarded). WSGI and ASGI
+X-Forwarded-* where nginx sets `Forwarded` (--proxy-headers-source forwarded), nor a client's
+X-Forwarded-Host unless the operator says nginx sets it (--proxy-headers-host). WSGI and ASGI
 alike, and uvicorn behind the same block for comparison."""
 
 from __future__ import annotations
@@ -143,7 +144,8 @@ def _uvicorn(tmp_path: Path, port: int) -> subprocess.Popen[str]:
 def test_asgi_behind_nginx_a_client_forges_nothing(tmp_path: Path, server: str) -> None:
     """cymongoose's ASGI server and uvicorn (the reference: it reads X-Forwarded-For/-Proto
     only) behind the documented block, and behind c32a341's block, which passes a client's
-    Forwarded on: neither lets the client choose its address, scheme or Host."""
+    Forwarded and X-Forwarded-Host on: neither lets the client choose its address, scheme or
+    Host."""
     (tmp_path / "asgi_echo.py").write_text(ASGI_ECHO)
     app_port, documented_port, before_port = free_port(), free_port(), free_port()
     proc: subprocess.Popen[str] | CLI
@@ -159,9 +161,9 @@ def test_asgi_behind_nginx_a_client_forges_nothing(tmp_path: Path, server: str) 
             documented=DOCUMENTED, before=BEFORE), documented_port, tool_env())
         body = proxied_get(documented_port, "127.0.0.3", headers=FORGED)
         assert body.decode().split("|")[1:] == ["127.0.0.3", "http", "shop.example"]
-        # nginx passes this Forwarded on untouched; only X-Forwarded-* is believed.
-        body = proxied_get(before_port, "127.0.0.4", headers="Forwarded: for=6.6.6.6;"
-                                                                "proto=https;host=evil.example\r\n")
+        # nginx passes this Forwarded and X-Forwarded-Host on untouched; only
+        # X-Forwarded-For/-Proto are believed (nginx overwrites them).
+        body = proxied_get(before_port, "127.0.0.4", headers=FORGED)
         assert body.decode().split("|")[1:] == ["127.0.0.4", "http", "shop.example"]
     finally:
         stop_nginx(nginx)
@@ -201,3 +203,79 @@ def test_behind_a_proxy_that_sets_forwarded(tmp_path: Path) -> None:
     finally:
         stop_nginx(nginx)
         assert cli.stop() == 0, cli.err
+
+
+HOST_SITES = """
+    access_log off;
+    upstream plain {{
+        server 127.0.0.1:{plain_port};
+    }}
+    upstream with_host {{
+        server 127.0.0.1:{host_port};
+    }}
+    server {{
+        listen 127.0.0.1:{ports[0]};
+        location / {{
+            proxy_pass http://plain;{standard}
+        }}
+    }}
+    server {{
+        listen 127.0.0.1:{ports[1]};
+        location / {{
+            proxy_pass http://with_host;{standard}
+        }}
+    }}
+    server {{
+        listen 127.0.0.1:{ports[2]};
+        location / {{
+            proxy_pass http://plain;{sets_host}
+        }}
+    }}
+    server {{
+        listen 127.0.0.1:{ports[3]};
+        location / {{
+            proxy_pass http://with_host;{sets_host}
+        }}
+    }}
+"""
+# A block that hands the upstream an internal Host and the client's in X-Forwarded-Host.
+SETS_HOST = """
+            proxy_set_header Host app.internal;
+            proxy_set_header X-Forwarded-For $remote_addr;
+            proxy_set_header X-Forwarded-Proto $scheme;
+            proxy_set_header X-Forwarded-Host $host;"""
+
+
+@pytest.mark.parametrize("app", ["cli_app:app", "asgi_echo:app"])
+def test_x_forwarded_host_is_believed_only_with_proxy_headers_host(
+        tmp_path: Path, app: str) -> None:
+    """nginx's usual block (`BEFORE`: Host, X-Forwarded-For, X-Forwarded-Proto, nothing
+    cleared) passes a client's X-Forwarded-Host on: with --proxy-headers alone the app's Host
+    stays nginx's `Host $host`; on c32a341 and a083761 it was the client's evil.example.
+    --proxy-headers-host believes X-Forwarded-Host, which is right only behind a proxy that
+    sets it (`SETS_HOST`), and lets a client's through the usual block (why it is off)."""
+    (tmp_path / "asgi_echo.py").write_text(ASGI_ECHO)
+    plain_port, host_port = free_port(), free_port()
+    ports = [free_port() for _ in range(4)]
+    plain = CLI(tmp_path, app, "--port", str(plain_port), "--proxy-headers")
+    with_host = CLI(tmp_path, app, "--port", str(host_port), "--proxy-headers",
+                    "--proxy-headers-host")
+    nginx = None
+    try:
+        plain.wait_http(plain_port)
+        with_host.wait_http(host_port)
+        nginx = start_nginx(tmp_path, HOST_SITES.format(
+            plain_port=plain_port, host_port=host_port, ports=ports, standard=BEFORE,
+            sets_host=SETS_HOST), ports[0], tool_env())
+
+        def seen(port: int) -> list[str]:
+            return proxied_get(port, "127.0.0.6", headers=FORGED).decode().split("|")[1:4]
+
+        assert seen(ports[0]) == ["127.0.0.6", "http", "shop.example"]  # the default
+        assert seen(ports[1]) == ["127.0.0.6", "http", "evil.example"]  # believed: forged
+        assert seen(ports[2]) == ["127.0.0.6", "http", "app.internal"]  # not believed
+        assert seen(ports[3]) == ["127.0.0.6", "http", "shop.example"]  # nginx's $host
+    finally:
+        stop_nginx(nginx)
+        assert plain.stop() == 0, plain.err
+        assert with_host.stop() == 0, with_host.err

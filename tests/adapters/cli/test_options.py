@@ -47,7 +47,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     cli = CLI(tmp, "cli_app:app", "--port", str(port), "--threads", "2",
               "--root-path", "/api", "--static", f"/s={static}", "--max-uri-size", "200",
               "--access-log", "--access-log-file", str(access_log), "--log-level", "warning",
-              env=cli_env(CYMONGOOSE_PROXY_HEADERS="1", CYMONGOOSE_MAX_HEADER_COUNT="8",
+              env=cli_env(CYMONGOOSE_PROXY_HEADERS="1", CYMONGOOSE_PROXY_HEADERS_HOST="1",
+                          CYMONGOOSE_MAX_HEADER_COUNT="8",
                           CYMONGOOSE_FORWARDED_ALLOW_IPS="127.0.0.0/8, ::1"))
     cli.wait_http(port)
     yield Served(port, cli, static, access_log, big)
@@ -60,6 +61,8 @@ def _fields(body: bytes) -> list[str]:
 
 
 def test_x_forwarded_headers_from_a_trusted_proxy(served: Served) -> None:
+    """X-Forwarded-Host counts here because CYMONGOOSE_PROXY_HEADERS_HOST is on (off by
+    default: test_nginx.py)."""
     r = get(served.port, "/api/p", [("X-Forwarded-For", "198.51.100.9, 203.0.113.5"),
                                     ("X-Forwarded-Proto", "https"),
                                     ("X-Forwarded-Host", "shop.example")])

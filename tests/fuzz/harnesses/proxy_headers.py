@@ -1,6 +1,7 @@
 """The proxy-header resolver (X-Forwarded-For/-Proto/-Host, or Forwarded, RFC 7239) with
 arbitrary values from a trusted or untrusted peer. Never an exception; an untrusted peer
-changes nothing; only the family the resolver's source names is read; the client it names
+changes nothing; only the family the resolver's source names is read, and the proxy's host
+only when the resolver believes it (host=True); the client it names
 is an address (no IPv6 zone) that appears at or right of the nearest hop no trusted proxy
 vouches for (a client cannot forge past a trusted proxy); the port, scheme and host are
 each valid or None."""
@@ -13,8 +14,9 @@ from cymongoose.proxy_headers import ProxiedRequest, ProxyHeaders, parse_forward
 
 from ..wire import fields
 
-TRUSTS = [ProxyHeaders("127.0.0.1"), ProxyHeaders("10.0.0.0/8, ::1"), ProxyHeaders("*"),
-          ProxyHeaders("127.0.0.1, ::1", source="forwarded")]
+TRUSTS = [ProxyHeaders("127.0.0.1", host=True), ProxyHeaders("10.0.0.0/8, ::1", host=True),
+          ProxyHeaders("*", host=True), ProxyHeaders("127.0.0.1, ::1", source="forwarded"),
+          ProxyHeaders("*"), ProxyHeaders("*", source="forwarded", host=True)]
 PEERS = ["127.0.0.1", "10.1.2.3", "::1", "192.0.2.7", None]
 SEEDS = [
     b"\x00\x001.2.3.4, 10.0.0.1\x00https\x00example.com",
@@ -42,6 +44,9 @@ def one_input(data: bytes) -> None:
         assert got == ProxiedRequest(), got
         return
     forwarded = trust.source == "forwarded"
+    if not trust.host:
+        assert got.host is None, got  # the proxy's Host: only when believed
+        host = None
     if not (fwd if forwarded else (xff or proto or host)):
         assert got == ProxiedRequest(), got  # the other family alone says nothing
     if got.client_host is not None:
