@@ -113,6 +113,7 @@ def test_wsgi_environ_cgi_variables(manager: Manager, stream: bool) -> None:
         "REQUEST_METHOD": "POST",
         "PATH_INFO": "/x/y",
         "QUERY_STRING": "a=%41&b",
+        "RAW_URI": "/x/y?a=%41&b",  # the target as sent, as gunicorn sets it (for logs)
         "SERVER_PROTOCOL": "HTTP/1.1",
         "REMOTE_ADDR": "127.0.0.1",
         "REMOTE_PORT": str(got.client_port),
