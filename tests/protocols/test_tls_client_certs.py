@@ -15,7 +15,7 @@ from typing import Any
 import certs
 import pytest
 from cryptography import x509
-from support.cli_run import CLI, https_raw_get
+from support.cli_run import CLI, cli_env, https_raw_get
 from support.ports import free_port
 from websockets.asyncio.client import connect as ws_connect
 
@@ -117,7 +117,8 @@ def _serve(pki: Certs, app: str, *more: str) -> tuple[CLI, int]:
     (pki.tmp / "cert_apps.py").write_text(APPS)
     port = free_port()
     cli = CLI(pki.tmp, f"cert_apps:{app}", "--port", str(port), "--ssl-certfile",
-              str(pki.server_cert), "--ssl-keyfile", str(pki.server_key), *more)
+              str(pki.server_cert), "--ssl-keyfile", str(pki.server_key), *more,
+              env=cli_env(keep_asan=True))
     ctx = pki.context()
     if not wait_until(lambda: https_raw_get(port, ctx, "/up") is not None, 30):
         cli.stop()

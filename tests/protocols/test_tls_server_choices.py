@@ -16,7 +16,7 @@ from typing import Any
 
 import certs
 import pytest
-from support.cli_run import CLI, https_raw_get, run_cli
+from support.cli_run import CLI, cli_env, https_raw_get, run_cli
 from support.ports import free_port
 from test_tls import TlsServer, https_get
 
@@ -133,7 +133,8 @@ def test_bad_ciphers_in_config_and_on_the_command_line(tmp_path: Path) -> None:
     leaf = certs.CA().issue()
     leaf.write(tmp_path)
     done = run_cli(tmp_path, "cli_app:app", "--port", str(free_port()), "--ssl-certfile",
-                   "server.crt", "--ssl-keyfile", "server.key", "--ssl-ciphers", "AES128-SAH")
+                   "server.crt", "--ssl-keyfile", "server.key", "--ssl-ciphers", "AES128-SAH",
+                   env=_env())
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "--ssl-ciphers" in lines[0] and "AES128-SAH" in lines[0], lines
@@ -145,9 +146,8 @@ def test_bad_ciphers_in_config_and_on_the_command_line(tmp_path: Path) -> None:
 
 
 def _env(**extra: str) -> dict[str, str]:
-    from support.cli_run import cli_env
-
-    return cli_env(**extra)
+    # tests/protocols runs under make asan-test too: the command needs the preload there.
+    return cli_env(keep_asan=True, **extra)
 
 
 def test_ssl_ciphers_flag_reaches_the_server(tmp_path: Path, ca: certs.CA,
@@ -155,7 +155,8 @@ def test_ssl_ciphers_flag_reaches_the_server(tmp_path: Path, ca: certs.CA,
     rsa_leaf.write(tmp_path)
     port = free_port()
     cli = CLI(tmp_path, "cli_app:app", "--port", str(port), "--ssl-certfile", "server.crt",
-              "--ssl-keyfile", "server.key", "--ssl-ciphers", "ECDHE-RSA-AES256-GCM-SHA384")
+              "--ssl-keyfile", "server.key", "--ssl-ciphers", "ECDHE-RSA-AES256-GCM-SHA384",
+              env=_env())
     ctx = ssl.create_default_context(cafile=str(cafile))
     try:
         assert wait_until(lambda: https_raw_get(port, ctx, "/up") is not None, 30), cli.err
@@ -219,7 +220,7 @@ def test_cli_starts_with_such_a_bundle_and_verifies_clients_against_the_rest(
     client_cert, client_key = good.issue(["client"], client=True).write(tmp_path, "client")
     port = free_port()
     cli = CLI(tmp_path, "cli_app:app", "--port", str(port), "--ssl-certfile", "server.crt",
-              "--ssl-keyfile", "server.key", "--ssl-ca", str(bundle))
+              "--ssl-keyfile", "server.key", "--ssl-ca", str(bundle), env=_env())
     ctx = ssl.create_default_context(cafile=str(ca_path))
     ctx.load_cert_chain(client_cert, client_key)
     try:

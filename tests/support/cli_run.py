@@ -65,12 +65,15 @@ def make_app():
 '''
 
 
-def cli_env(**extra: str) -> dict[str, str]:
-    """This environment without variables that would change the command's behaviour."""
+def cli_env(*, keep_asan: bool = False, **extra: str) -> dict[str, str]:
+    """This environment without variables that would change the command's behaviour.
+    `keep_asan`: keep the AddressSanitizer preload, for a command a test under
+    `make asan-test` starts (an ASan build of the extension refuses to load without it)."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("CYMONGOOSE_") and k not in ("PYTHONPATH",)}
-    env.pop("LD_PRELOAD", None)
-    env.pop("ASAN_OPTIONS", None)
+    if not keep_asan:
+        env.pop("LD_PRELOAD", None)
+        env.pop("ASAN_OPTIONS", None)
     env.update(extra)
     return env
 
@@ -120,8 +123,9 @@ class CLI:
 
     def worker_pids(self) -> list[int]:
         """The supervisor's worker processes (children running with --worker-socket)."""
+        # Without the AddressSanitizer preload of make asan-test: pgrep hangs under it.
         out = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True,
-                             text=True).stdout
+                             text=True, env=cli_env()).stdout
         return [int(p) for p in out.split()]
 
 
