@@ -9,7 +9,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from typing import Any
 from .gunicorn_server import TESTS_DIR
 from .http_client import HttpConnection
 from .ports import HOST, bound_listener
-from .processes import stop_process
+from .processes import stop_process, wait_serving
 from .subprocess_env import child_env
 
 
@@ -126,20 +125,13 @@ class UvicornServer:
                                          stderr=self._log, pass_fds=(listener.fileno(),))
         finally:
             listener.close()
-        deadline = time.monotonic() + self.startup_timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"uvicorn exited at startup:\n{self.log()}")
-            try:
-                with HttpConnection(self.port, timeout=2.0) as c:
-                    if c.request("GET", "/_ctl/ping").status in (200, 404):
-                        return self
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"uvicorn not ready in {self.startup_timeout} s:\n"
-                                   f"{self.log()}")
-            time.sleep(0.05)
+
+        def ready() -> bool:
+            with HttpConnection(self.port, timeout=2.0) as c:
+                return c.request("GET", "/_ctl/ping").status in (200, 404)
+
+        wait_serving(self.proc, "uvicorn", ready, self.startup_timeout, self.log)
+        return self
 
     def log(self) -> str:
         self._log.seek(0)

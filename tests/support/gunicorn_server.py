@@ -5,13 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from types import TracebackType
 
 from .http_client import HttpConnection
 from .ports import bound_listener
-from .processes import stop_process
+from .processes import stop_process, wait_serving
 from .subprocess_env import child_env
 
 TESTS_DIR = Path(__file__).resolve().parent.parent
@@ -57,22 +56,14 @@ class GunicornServer:
         return self
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.startup_timeout
-        while True:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"gunicorn exited at startup:\n{self.log()}")
-            try:
-                with HttpConnection(self.port, timeout=2.0) as c:
-                    target = (self.root_path or "") + self.ready_path
-                    if c.request("GET", target).status == 200:
-                        return
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"gunicorn not ready in {self.startup_timeout} s:\n"
-                                   f"{self.log()}")
-            time.sleep(0.05)
+        assert self.proc is not None
+
+        def ready() -> bool:
+            with HttpConnection(self.port, timeout=2.0) as c:
+                target = (self.root_path or "") + self.ready_path
+                return c.request("GET", target).status == 200
+
+        wait_serving(self.proc, "gunicorn", ready, self.startup_timeout, self.log)
 
     def worker_pids(self) -> list[int]:
         assert self.proc is not None

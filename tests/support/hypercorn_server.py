@@ -7,14 +7,13 @@ import json
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from .http_client import HttpConnection
 from .ports import HOST, bound_listener
-from .processes import stop_process
+from .processes import stop_process, wait_serving
 from .subprocess_env import child_env
 
 TESTS_DIR = Path(__file__).resolve().parent.parent
@@ -47,19 +46,9 @@ class HypercornServer:
                                          pass_fds=(listener.fileno(),))
         finally:
             listener.close()
-        deadline = time.monotonic() + self.startup_timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"hypercorn exited at start-up:\n{self.log()}")
-            try:
-                self.seen()
-                return self
-            except (OSError, AssertionError):
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"hypercorn not ready in {self.startup_timeout} s:\n"
-                                   f"{self.log()}")
-            time.sleep(0.05)
+        wait_serving(self.proc, "hypercorn", lambda: self.seen() is not None,
+                     self.startup_timeout, self.log)
+        return self
 
     def seen(self) -> list[dict[str, Any]]:
         """The requests the app recorded (h2c_app.py), asked over HTTP/1.1."""
