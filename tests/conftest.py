@@ -88,11 +88,15 @@ def recv_polling(mgr: Manager, sock: socket.socket, want: bytes, timeout: float 
 
 
 def wait_until(pred: Callable[[], object], timeout: float = 5.0) -> bool:
-    """Sleep-poll pred() (for state a server thread updates); returns its last truth."""
+    """Sleep-poll pred() (for state a server thread updates); returns its last truth.
+    pred() is called once per check: a predicate that acts (sends a probe, records what it
+    saw) is not asked a second time after it said yes."""
     deadline = time.monotonic() + timeout
-    while not pred() and time.monotonic() < deadline:
+    while True:
+        value = pred()
+        if value or time.monotonic() >= deadline:
+            return bool(value)
         time.sleep(0.005)
-    return bool(pred())
 
 
 class ServerThread(PollThread):
