@@ -186,7 +186,7 @@ def _serve_wsgi(config: Config, app: Any, sock: socket.socket,
 
     def ready() -> None:
         log.info("serving %s (WSGI, %d app threads) on %s", config.app, config.threads, url)
-        status.send("ready wsgi")
+        status.ready("wsgi")
 
     server.on_max_requests = lambda: status.send("recycle")
     server.on_stop = lambda: _exit_after_graceful_timeout(config)
@@ -223,7 +223,7 @@ def _serve_raw(config: Config, app: Any, sock: socket.socket,
     log.info("serving %s (raw handler) on %s", config.app, listener_url(config, sock))
     _adopted(config, sock)
     manager.ready = True  # a raw server stops at once on a signal: no draining state
-    status.send("ready raw")
+    status.ready("raw")
     manager.run()
     return _stopped(config, sock)
 
@@ -269,7 +269,7 @@ def _serve_proxy(config: Config, sock: socket.socket, status: StatusPipe) -> int
     stopping = threading.Event()
     with StopSignals(stopping.set):
         manager.ready = True
-        status.send("ready proxy")
+        status.ready("proxy")
         while not stopping.is_set():
             manager.poll(100)
         manager.ready = False
@@ -329,7 +329,7 @@ def _serve_asgi(config: Config, app: Any, sock: socket.socket,
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
         log.info("serving %s (ASGI) on %s", config.app, url)
-        status.send("ready asgi")
+        status.ready("asgi")
         try:
             await stop.wait()
             log.info("stopping, finishing the requests in flight")

@@ -7,8 +7,9 @@ imported and waited unanswered through an ASGI lifespan start-up (docs/operation
 promised 503).
 
 Used by the serving process around the app's import and the ASGI lifespan startup, and by
-the supervisor until its first worker is ready. Once closed, the connections it accepted
-are closed; connections still in the accept queue go to the real server.
+the supervisor until its first worker is ready: the supervisor stops it accepting before it
+lets that worker accept (status_pipe.py), so the two never take turns on the socket.
+Connections still in the accept queue go to the real server.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ class StartingResponder:
             self._manager.close()
             raise
         self._stop = threading.Event()
+        self._closed = False
         # The thread alone polls the Manager until close() joins it: one user at a time.
         self._thread = threading.Thread(target=self._run, name="cymongoose-starting",
                                         daemon=True)
@@ -64,12 +66,11 @@ class StartingResponder:
         while not self._stop.is_set():
             self._manager.poll(_POLL_MS)
 
-    def close(self, ready: bool = False) -> None:
-        """Stop accepting, answer the requests of the connections accepted already (the
-        real server may have been accepting beside it for a moment: a connection taken
-        here just before must get its answer, not a reset), then close. `ready`: a server
-        that answers 200 took over (a supervisor's worker), so the health path says 200
-        from now on here too, and a probe never sees 200 then 503."""
+    def stop_accepting(self, ready: bool = False) -> None:
+        """Stop taking connections off the socket; the ones accepted already are still
+        answered until close(). `ready`: a server that answers 200 takes over (a
+        supervisor's worker), so the health path says 200 from now on here too, and a
+        probe never sees 200 then 503."""
         if self._stop.is_set():
             return
         if ready:
@@ -79,6 +80,15 @@ class StartingResponder:
         self._stop.set()
         self._thread.join()
         self._listener.close()
+
+    def close(self, ready: bool = False) -> None:
+        """Stop accepting, answer the requests of the connections accepted already (the
+        real server may have been accepting beside it for a moment: a connection taken
+        here just before must get its answer, not a reset), then close."""
+        if self._closed:
+            return
+        self._closed = True
+        self.stop_accepting(ready)
         deadline = time.monotonic() + _DRAIN_S
         while time.monotonic() < deadline and any(
                 not c.is_listening for c in self._manager.connections):

@@ -26,10 +26,12 @@ worker: a worker that dies or restarts loses no connection waiting there.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -149,7 +151,9 @@ class Supervisor:
                     w.metrics.close()
 
     def _spawn(self, replaces: _Worker | None = None) -> _Worker:
-        status_r, status_w = os.pipe()
+        # A socket pair, not a pipe: the worker's `ready` gets a `go` back (status_pipe.py).
+        ours, theirs = socket.socketpair()
+        status_r, status_w = ours.detach(), theirs.detach()
         fd = self.sock.fileno()
         cmd = [sys.executable, "-m", "cymongoose", *self.argv,
                "--worker-socket", str(fd), "--worker-status", str(status_w)]
@@ -294,7 +298,13 @@ class Supervisor:
             text = line.decode("utf-8", "replace")
             if text == "ready" or text.startswith("ready "):
                 w.ready = True
-                self._stop_starting(ready=True)  # a worker answers now, health included
+                # The worker waits for `go` before it accepts: the start-up responder stops
+                # taking connections first, so no client gets its 503 after a worker's 200.
+                if self.starting is not None:
+                    self.starting.stop_accepting(ready=True)
+                with contextlib.suppress(OSError):  # a worker already gone
+                    os.write(w.status_fd, b"go\n")
+                self._stop_starting(ready=True)  # answers what it accepted, then closes
                 self.early_kills = 0
                 self.interface = text[6:] or self.interface
                 old, w.replaces = w.replaces, None

@@ -38,6 +38,7 @@ def app(environ, start_response):
         HOARD.append(b"x" * (1 << 20))  # written, so resident: 1 MiB per request
     elif path == "/wait":
         gate = environ["QUERY_STRING"]  # answered once the test creates this file
+        open(gate + ".in", "w").close()  # the test waits for this: the app has the request
         deadline = time.monotonic() + 30
         while not os.path.exists(gate) and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -102,6 +103,9 @@ def test_while_workers_drain_health_says_503_and_new_clients_are_refused(
         assert wait_until(lambda: get(port, "/healthz").status == 200, 10)
         slow = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         slow.request("GET", f"/wait?{gate}")
+        # The signal comes once a worker runs the app on it: a request still on its way
+        # (accepted, not yet read) is not in flight, and may be closed by the drain.
+        assert wait_until(lambda: (tmp_path / "gate.in").exists(), 20), cli.err
         probe = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
         probe.request("GET", "/healthz")
         assert probe.getresponse().read() == b"ok\n"
