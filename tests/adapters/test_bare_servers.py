@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 import pytest
-from support.http_client import HttpConnection, get
+from support.http_client import HttpConnection, get, recv_head
 from support.ports import HOST, bound_listener
 
 from cymongoose.bare import ProxyServer
@@ -93,12 +93,8 @@ class _SlowUpstream:
         conn, _ = self.sock.accept()
         with conn:
             conn.settimeout(WAIT_S)
-            head = b""
-            while b"\r\n\r\n" not in head:
-                chunk = conn.recv(4096)
-                if not chunk:
-                    return
-                head += chunk
+            if recv_head(conn) is None:
+                return
             self.got.set()
             if self.release.wait(WAIT_S):
                 conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nslow\n")

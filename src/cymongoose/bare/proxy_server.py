@@ -11,13 +11,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .._mongoose import Connection, Manager, listen_fd
+from .._mongoose import Connection, Manager
 from ..config import Config
 from ..errors import ConfigError
 from ..serving.drain import Drain
 from ..serving.fixed_answer import fixed_answer_handler
-from ..serving.guard_options import set_guard_options
 from ..serving.stop_signals import StopSignals
+from .listening import BareServer
 
 __all__ = ["ProxyServer"]
 
@@ -29,7 +29,7 @@ def _not_found_headers() -> dict[str, str]:
     return _NOT_FOUND_HEADERS
 
 
-class ProxyServer:
+class ProxyServer(BareServer):
     """Proxy `config.proxy`'s routes on a Manager of its own, with the config's TLS, HTTP
     limits, access log, --limit-concurrency and --health-path."""
 
@@ -37,39 +37,24 @@ class ProxyServer:
         if config.static or config.request_timeout is not None:
             raise ConfigError("--static and --request-timeout need an app; a pure proxy "
                               "(--proxy without APP) has none")
-        self.config = config
-        self.graceful_timeout = config.graceful_timeout
-        tls = self._tls = config.new_tls()
-        self._handler = fixed_answer_handler(tls, 404, _NOT_FOUND, _not_found_headers)
-        #: Called by run() once a stop signal would be honoured (the health path says 200).
-        self.on_ready: Callable[[], object] | None = None
+        tls = config.new_tls()
         #: Called once by run() when the server starts to drain.
         self.on_stop: Callable[[], object] | None = None
+        self.graceful_timeout = config.graceful_timeout
         self._stopping = threading.Event()
         self._listeners: list[Connection] = []
-        self._manager = Manager(self._handler)
-        try:
-            access_log = config.new_access_log()
-            if access_log is not None:
-                self._manager.refusal_handler = access_log.log_refusal
-                # Proxied requests are logged too.
-                self._manager.proxy_log_handler = access_log.log_proxied
-            set_guard_options(self._manager, config)
-        except BaseException:
-            self._manager.close()
-            raise
+        super().__init__(config, tls, fixed_answer_handler(tls, 404, _NOT_FOUND,
+                                                           _not_found_headers),
+                         prepare=self._log_access)
 
-    @property
-    def manager(self) -> Manager:
-        return self._manager
+    def _log_access(self, manager: Manager) -> None:
+        access_log = self.config.new_access_log()
+        if access_log is not None:  # proxied requests are logged too
+            manager.refusal_handler = access_log.log_refusal
+            manager.proxy_log_handler = access_log.log_proxied
 
     def listen_socket(self, sock: Any, *, tls: bool = False) -> Connection:
-        """Serve on a listening TCP or Unix socket opened elsewhere; the caller keeps and
-        closes `sock`. `tls=True` serves HTTPS with the config's certificate."""
-        if tls and self._tls is None:
-            raise ValueError("tls=True needs a config with ssl_certfile")
-        conn = listen_fd(self._manager, sock, self._handler, http=True, tls=tls,
-                         **self.config.limits())
+        conn = super().listen_socket(sock, tls=tls)
         self._listeners.append(conn)
         return conn
 
@@ -102,5 +87,3 @@ class ProxyServer:
         """Make run() drain and return (within one poll). Thread-safe."""
         self._stopping.set()
 
-    def close(self) -> None:
-        self._manager.close()
