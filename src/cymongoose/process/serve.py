@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..config import Config
-from ..errors import AppLoadError, ConfigError
+from ..errors import AppLoadError, ConfigError, StartupFailed
 from ..log_config import configure_logging, keep_server_loggers
 from ..serving.app_loading import load_app
 from .env_file import load_env_file
@@ -164,14 +164,14 @@ def _serve(config: Config, interface: str, app: Any, sock: socket.socket,
     url = listener_url(config, sock)
     try:
         server.listen_socket(sock, tls=config.ssl_certfile is not None)
-    except ConfigError:  # the app's own start-up failed (ASGI lifespan)
+    except StartupFailed:  # the app's own start-up failed (the ASGI lifespan), not the bind
         server.close()
         raise
     except (ValueError, TypeError, RuntimeError, OSError) as exc:
         server.close()
         raise ConfigError(f"cannot serve on {url}: {exc}") from None
     if starting is not None:
-        starting.close()  # the server listens: its health path says 503 until run() starts
+        starting.close()  # the server listens and answers from here
     share_with_supervisor(server.manager, config.worker_metrics)
     _adopted(config, sock)
 
