@@ -1,6 +1,9 @@
 """One serving process of the command line: open (or inherit) the listening socket, load
 the app, tell which interface it speaks, and serve it until SIGTERM/SIGINT. With
 --health-path the socket is opened first and answers 503 while the app loads (starting.py).
+The interface picks the server from SERVERS (WSGIServer, the ASGI server through
+asgi_run.py, bare/'s RawServer and ProxyServer); every one then goes through the same steps
+(_serve): listen, close the start-up responder, share its counts, report ready, run.
 
 A worker started by a supervisor (supervisor.py) gets the shared socket and a status pipe as
 descriptors, and reports on the pipe, one line each: `ready <interface>`, `error <message>`
@@ -17,7 +20,6 @@ as "not here", a wait as a hang).
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import importlib
 import logging
@@ -27,14 +29,13 @@ import signal
 import socket
 import sys
 import threading
-import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..config import Config
-from ..errors import AppLoadError, ConfigError, LifespanFailure, StartupFailed
+from ..errors import AppLoadError, ConfigError, StartupFailed
 from ..log_config import configure_logging, keep_server_loggers
 from ..serving.app_loading import load_app
-from ..serving.guard_options import set_guard_options
 from .env_file import load_env_file
 from .interface import detect_interface
 from .listening_socket import close_listener, listener_url, open_listener
@@ -42,7 +43,10 @@ from .starting import StartingResponder, starting_responder
 from .status_pipe import StatusPipe
 from .worker_metrics import share_with_supervisor
 
-__all__ = ["serve_process"]
+if TYPE_CHECKING:
+    from .._mongoose import Manager
+
+__all__ = ["SERVERS", "serve_process"]
 
 log = logging.getLogger("cymongoose.error")
 
@@ -74,7 +78,7 @@ def serve_process(config: Config) -> int:
         if config.app is None:  # cli.parse_args allows it with --proxy only
             proxy_sock = (socket.socket(fileno=config.worker_socket)
                           if config.worker_socket is not None else open_listener(config))
-            return _serve_proxy(config, proxy_sock, status)
+            return _serve(config, "proxy", None, proxy_sock, status, None)
         # With --health-path the port listens (and answers 503) while the app loads; a
         # worker's supervisor does that for it (starting.py).
         sock: socket.socket | None = None
@@ -95,11 +99,7 @@ def serve_process(config: Config) -> int:
             if sock is None:
                 sock = (socket.socket(fileno=config.worker_socket)
                         if config.worker_socket is not None else open_listener(config))
-            if interface == "asgi":
-                return _serve_asgi(config, app, sock, status, starting)
-            if interface == "raw":
-                return _serve_raw(config, app, sock, status, starting)
-            return _serve_wsgi(config, app, sock, status, starting)
+            return _serve(config, interface, app, sock, status, starting)
         except BaseException:
             if starting is not None:
                 starting.close()
@@ -155,14 +155,53 @@ def _adopted(config: Config, sock: socket.socket) -> None:
     sock.close()
 
 
-def _stopped(config: Config, sock: socket.socket) -> int:
+def _serve(config: Config, interface: str, app: Any, sock: socket.socket,
+           status: StatusPipe, starting: StartingResponder | None) -> int:
+    """Build the server `interface` names (SERVERS), serve `sock` with it until it stops,
+    with the start-up responder closed once it listens and the supervisor told."""
+    kind = SERVERS[interface]
+    server = kind.build(config, app, status)
+    url = listener_url(config, sock)
+    try:
+        server.listen_socket(sock, tls=config.ssl_certfile is not None)
+    except StartupFailed:  # the app's own start-up failed (the ASGI lifespan), not the bind
+        server.close()
+        raise
+    except (ValueError, TypeError, RuntimeError, OSError) as exc:
+        server.close()
+        raise ConfigError(f"cannot serve on {url}: {exc}") from None
+    if starting is not None:
+        starting.close()  # the server listens and answers from here
+    share_with_supervisor(server.manager, config.worker_metrics)
+    _adopted(config, sock)
+
+    def ready() -> None:
+        log.info("%s on %s", kind.serving(config), url)
+        status.ready(interface)  # returns once the supervisor says this worker may accept
+
+    server.on_ready = ready
+    server.run()
     close_listener(config, sock)
     log.info("stopped")
     return 0
 
 
-def _serve_wsgi(config: Config, app: Any, sock: socket.socket,
-                status: StatusPipe, starting: StartingResponder | None) -> int:
+class _Server(Protocol):
+    """What _serve() asks of a server: WSGIServer, ASGIRun, RawServer, ProxyServer."""
+
+    on_ready: Callable[[], object] | None
+
+    @property
+    def manager(self) -> Manager: ...
+
+    def listen_socket(self, sock: Any, *, tls: bool = False) -> object: ...
+
+    def run(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def _build_wsgi(config: Config, app: Any, status: StatusPipe) -> _Server:
     from ..static_files import StaticFiles
     from ..wsgi import WSGIServer
 
@@ -173,175 +212,63 @@ def _serve_wsgi(config: Config, app: Any, sock: socket.socket,
         server = WSGIServer(app, factory=False, config=_this_worker(config))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    try:
-        server.listen_socket(sock, tls=config.ssl_certfile is not None)
-    except (ValueError, TypeError, RuntimeError, OSError) as exc:
-        server.close()
-        raise ConfigError(f"cannot serve on {listener_url(config, sock)}: {exc}") from None
-    if starting is not None:
-        starting.close()  # the server listens: its health path says 503 until run() starts
-    share_with_supervisor(server.manager, config.worker_metrics)
-    url = listener_url(config, sock)
-    _adopted(config, sock)
-
-    def ready() -> None:
-        log.info("serving %s (WSGI, %d app threads) on %s", config.app, config.threads, url)
-        status.ready("wsgi")
-
     server.on_max_requests = lambda: status.send("recycle")
     server.on_stop = lambda: _exit_after_graceful_timeout(config)
-    server.on_ready = ready
-    server.run()
-    return _stopped(config, sock)
+    return server
 
 
-def _serve_raw(config: Config, app: Any, sock: socket.socket,
-               status: StatusPipe, starting: StartingResponder | None) -> int:
-    from .._mongoose import MG_EV_ACCEPT, Manager, listen_fd
-
-    if (config.static or config.access_log or config.proxy_headers
-            or config.request_timeout is not None):
-        raise ConfigError("--static, --access-log, --proxy-headers and --request-timeout need "
-                          "a WSGI or ASGI app; a raw handler answers requests itself")
-    tls = config.new_tls()
-    handler = app
-    if tls is not None:
-        def handler(conn: Any, ev: int, data: Any) -> None:
-            if ev == MG_EV_ACCEPT:
-                conn.tls_init(tls)
-            app(conn, ev, data)
-    manager = Manager(handler)
-    set_guard_options(manager, config)
-    try:
-        listen_fd(manager, sock, handler, http=True, tls=tls is not None, **config.limits())
-    except (ValueError, TypeError, RuntimeError, OSError) as exc:
-        manager.close()
-        raise ConfigError(f"cannot serve on {listener_url(config, sock)}: {exc}") from None
-    if starting is not None:
-        starting.close()
-    share_with_supervisor(manager, config.worker_metrics)
-    log.info("serving %s (raw handler) on %s", config.app, listener_url(config, sock))
-    _adopted(config, sock)
-    manager.ready = True  # a raw server stops at once on a signal: no draining state
-    status.ready("raw")
-    manager.run()
-    return _stopped(config, sock)
-
-
-def _serve_proxy(config: Config, sock: socket.socket, status: StatusPipe) -> int:
-    """A pure reverse proxy (--proxy without APP): the core answers the routes; anything
-    else is a 404 from a handler that sees only those requests. SIGTERM drains like the app
-    servers: the listener closes, proxied requests in flight finish (within
-    --graceful-timeout), idle connections close."""
-    from .._mongoose import MG_EV_ACCEPT, MG_EV_HTTP_MSG, Manager, handles, listen_fd
-    from ..serving.drain import Drain
-    from ..serving.stop_signals import StopSignals
-
-    if config.static or config.request_timeout is not None:
-        raise ConfigError("--static and --request-timeout need an app; a pure proxy (--proxy "
-                          "without APP) has none")
-    tls = config.new_tls()
-
-    @handles(MG_EV_ACCEPT, MG_EV_HTTP_MSG)
-    def handler(conn: Any, ev: int, data: Any) -> None:
-        if ev == MG_EV_ACCEPT:
-            if tls is not None:
-                conn.tls_init(tls)
-        else:
-            conn.reply(404, "Not Found: no proxy route takes this path\n",
-                       headers={"Content-Type": "text/plain; charset=utf-8"})
-
-    manager = Manager(handler)
-    access_log = config.new_access_log()
-    if access_log is not None:
-        manager.refusal_handler = access_log.log_refusal
-        manager.proxy_log_handler = access_log.log_proxied  # proxied requests are logged too
-    set_guard_options(manager, config)
-    try:
-        listener = listen_fd(manager, sock, handler, http=True, tls=tls is not None,
-                             **config.limits())
-    except (ValueError, TypeError, RuntimeError, OSError) as exc:
-        manager.close()
-        raise ConfigError(f"cannot serve on {listener_url(config, sock)}: {exc}") from None
-    share_with_supervisor(manager, config.worker_metrics)
-    log.info("proxying %s on %s", ", ".join(config.proxy), listener_url(config, sock))
-    _adopted(config, sock)
-    stopping = threading.Event()
-    with StopSignals(stopping.set):
-        manager.ready = True
-        status.ready("proxy")
-        while not stopping.is_set():
-            manager.poll(100)
-        manager.ready = False
-        _exit_after_graceful_timeout(config)
-        drain = Drain(manager, [listener], config.graceful_timeout, time.monotonic(),
-                      min_steps=2)
-        while True:
-            manager.poll(20)
-            now = time.monotonic()
-            if drain.step(now, False) or drain.expired(now):
-                break
-    manager.close()
-    return _stopped(config, sock)
-
-
-def _serve_asgi(config: Config, app: Any, sock: socket.socket,
-                status: StatusPipe, starting: StartingResponder | None) -> int:
+def _build_asgi(config: Config, app: Any, status: StatusPipe) -> _Server:
     try:
         # Imported by name: the ASGI server may be missing from a partial install.
         asgi: Any = importlib.import_module("cymongoose.asgi")
     except ImportError as exc:
         raise ConfigError(f"the ASGI server is not available ({exc})") from None
+    from .asgi_run import ASGIRun
+
     try:
         if config.static:
             from ..static_files import ASGIStaticFiles
 
             app = ASGIStaticFiles(app, config.static_mounts())
-        server = asgi.ASGIServer(app, factory=False, config=_this_worker(config))
+        server = ASGIRun(asgi.ASGIServer(app, factory=False, config=_this_worker(config)),
+                         config.graceful_timeout)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    url = listener_url(config, sock)
+    server.on_max_requests = lambda: status.send("recycle")
+    # Two phases: the drain, then the lifespan shutdown.
+    server.on_stop = lambda: _exit_after_graceful_timeout(config, phases=2)
+    return server
 
-    async def run() -> None:
-        stop = asyncio.Event()
 
-        def recycle() -> None:
-            status.send("recycle")
-            stop.set()
+def _build_raw(config: Config, app: Any, status: StatusPipe) -> _Server:
+    from ..bare import RawServer
 
-        server.on_max_requests = recycle
-        try:
-            await server.start_socket(sock, tls=config.ssl_certfile is not None)
-        except LifespanFailure as exc:
-            # The app's own failure, already logged with its traceback or its message: a
-            # summary line, not the listener's "cannot serve" (the bind was fine).
-            await server.stop()
-            raise StartupFailed(f"the ASGI app's lifespan startup failed ({exc}); not "
-                                "serving") from None
-        except (ValueError, TypeError, RuntimeError, OSError) as exc:
-            await server.stop()
-            raise ConfigError(f"cannot serve on {url}: {exc}") from None
-        if starting is not None:
-            starting.close()  # the lifespan startup is done and the server listens
-        share_with_supervisor(server.manager, config.worker_metrics)
-        _adopted(config, sock)
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, stop.set)
-        log.info("serving %s (ASGI) on %s", config.app, url)
-        status.ready("asgi")
-        try:
-            await stop.wait()
-            log.info("stopping, finishing the requests in flight")
-        finally:
-            _exit_after_graceful_timeout(config, phases=2)  # the drain, then lifespan shutdown
-            await asyncio.wait_for(server.stop(), timeout=config.graceful_timeout + 5)
+    return RawServer(app, config=config)  # it stops at once on a signal: nothing to time
 
-    from ..aio import new_event_loop  # uvloop's when installed
 
-    loop = new_event_loop()
-    try:
-        loop.run_until_complete(run())
-    finally:
-        loop.close()
-    return _stopped(config, sock)
+def _build_proxy(config: Config, app: Any, status: StatusPipe) -> _Server:
+    from ..bare import ProxyServer
+
+    server = ProxyServer(config)
+    server.on_stop = lambda: _exit_after_graceful_timeout(config)
+    return server
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerKind:
+    """How the serving process builds the server of one interface, and what its log says
+    once it serves."""
+
+    build: Callable[[Config, Any, StatusPipe], _Server]
+    serving: Callable[[Config], str]
+
+
+# The interface a worker reports in its `ready` line (and the supervisor's metrics carry)
+# -> its server. "proxy": --proxy without an app.
+SERVERS: dict[str, ServerKind] = {
+    "wsgi": ServerKind(_build_wsgi, lambda c: f"serving {c.app} (WSGI, {c.threads} app "
+                                              "threads)"),
+    "asgi": ServerKind(_build_asgi, lambda c: f"serving {c.app} (ASGI)"),
+    "raw": ServerKind(_build_raw, lambda c: f"serving {c.app} (raw handler)"),
+    "proxy": ServerKind(_build_proxy, lambda c: f"proxying {', '.join(c.proxy)}"),
+}

@@ -18,7 +18,6 @@ import socket
 import threading
 import time
 from email.utils import formatdate
-from typing import Any
 
 from ..config import Config
 
@@ -29,24 +28,20 @@ _DRAIN_S = 1.0  # at most, for a client that connected but has not sent its requ
 _BODY = b"starting\n"
 
 
+def _headers() -> dict[str, str]:
+    return {"Content-Type": "text/plain; charset=utf-8", "Date": formatdate(usegmt=True),
+            "Retry-After": "1", "Connection": "close"}
+
+
 class StartingResponder:
     """Answers on `sock` (which the caller keeps and closes) from construction to close()."""
 
     def __init__(self, config: Config, sock: socket.socket) -> None:
-        from .._mongoose import MG_EV_ACCEPT, MG_EV_HTTP_MSG, Manager, handles, listen_fd
+        from .._mongoose import Manager, listen_fd
+        from ..serving.fixed_answer import fixed_answer_handler
 
         tls = config.new_tls()
-
-        @handles(MG_EV_ACCEPT, MG_EV_HTTP_MSG)
-        def handler(conn: Any, ev: int, data: Any) -> None:
-            if ev == MG_EV_ACCEPT:
-                if tls is not None:
-                    conn.tls_init(tls)
-            else:
-                conn.reply(503, _BODY, {"Content-Type": "text/plain; charset=utf-8",
-                                        "Date": formatdate(usegmt=True),
-                                        "Retry-After": "1", "Connection": "close"})
-
+        handler = fixed_answer_handler(tls, 503, _BODY, _headers)
         self._manager = Manager(handler)
         self._manager.health_path = config.health_path  # ready stays False: 503 starting
         try:

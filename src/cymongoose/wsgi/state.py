@@ -3,7 +3,8 @@ exchanges, their wsgi.input and the loop's turns get this object, never the serv
 
 It holds the outbox, the queue of response steps app threads hand to the loop, with the
 wake-up that makes the loop write them, and the few settings and calls the parts need. The
-server and its loop (loop.py) fill it in as they are built; nothing here holds the server.
+server and its loop (loop.py) put their calls in as they are built; nothing here holds the
+server.
 """
 
 from __future__ import annotations
@@ -35,8 +36,26 @@ def _nothing() -> None:
     pass
 
 
+class _NoTurns:
+    """The turns before the server made its own: nobody owns the loop yet."""
+
+    owner: threading.Thread | None = None
+
+    def owns_loop(self) -> bool:
+        return False
+
+    def hand_off(self) -> None:
+        pass
+
+
+def _not_built(*args: Any) -> None:
+    raise RuntimeError("the WSGI server's loop side is not built yet (server.py, loop.py)")
+
+
 class ServerState:
-    """The state one WSGIServer shares with its exchanges, their wsgi.input and its turns."""
+    """The state one WSGIServer shares with its exchanges, their wsgi.input and its turns.
+    Every field exists from construction; the parts that provide the calls (the turns, the
+    loop side, the server) replace the placeholders as they are built, before any request."""
 
     __slots__ = ("manager", "app", "stream_timeout", "poll_ms", "outbox", "wake_pending",
                  "turns", "run_batch", "drain_outbox", "drain_in_flight", "body_too_large")
@@ -48,17 +67,17 @@ class ServerState:
         self.poll_ms = 100  # run() sets it before the turns start
         self.outbox: collections.deque[tuple[WSGIExchange, int, Any]] = collections.deque()
         self.wake_pending = False  # a wake-up of the loop is on its way
-        # Set once the parts that provide them exist (server.py, loop.py).
-        self.turns: LoopOwnership
-        # The owner's batch: WSGILoop.run_batch(turns, me, app, slots[, once]).
-        self.run_batch: Callable[..., None]
-        # Owner: write the queued response steps (clears wake_pending first).
-        self.drain_outbox: Callable[[], None]
-        # Owner, stopping: finish the requests in flight, then return.
-        self.drain_in_flight: Callable[[], None]
+        # The threads' turns at the loop (server.py sets its _LoopTurns).
+        self.turns: LoopOwnership = _NoTurns()
+        # The owner's batch: WSGILoop.run_batch(turns, me, app, slots[, once]) (loop.py).
+        self.run_batch: Callable[..., None] = _not_built
+        # Owner: write the queued response steps (clears wake_pending first; server.py).
+        self.drain_outbox: Callable[[], None] = _not_built
+        # Owner, stopping: finish the requests in flight, then return (server.py).
+        self.drain_in_flight: Callable[[], None] = _not_built
         # Loop side: an exchange's body went over max_body_size (its first argument is an
-        # exchange.py _Exchange, which imports this module).
-        self.body_too_large: Callable[[Any, RequestBodyTooLarge], None]
+        # exchange.py _Exchange, which imports this module; loop.py).
+        self.body_too_large: Callable[[Any, RequestBodyTooLarge], None] = _not_built
 
     def post(self, ex: WSGIExchange, op: int, arg: Any) -> None:
         """Queue one response step for the loop: its owner writes the outbox after each

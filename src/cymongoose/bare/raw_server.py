@@ -1,0 +1,43 @@
+"""A raw handler `(conn, ev, data)` served on the core's HTTP, the command line's
+`--interface raw`: the handler answers each request itself, so the options that need an
+app protocol (static files, the access log, proxy headers, the request deadline) are
+refused. It stops at once on SIGINT/SIGTERM: nothing is in flight that the handler did not
+answer within its own event, so there is nothing to drain."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._mongoose import MG_EV_ACCEPT
+from ..config import Config
+from ..errors import ConfigError
+from .listening import BareServer
+
+__all__ = ["RawServer"]
+
+
+class RawServer(BareServer):
+    """Serve the raw `handler` on a Manager of its own, with `config`'s TLS, HTTP limits,
+    --limit-concurrency, --health-path and --proxy routes."""
+
+    def __init__(self, handler: Any, *, config: Config) -> None:
+        if (config.static or config.access_log or config.proxy_headers
+                or config.request_timeout is not None):
+            raise ConfigError("--static, --access-log, --proxy-headers and --request-timeout "
+                              "need a WSGI or ASGI app; a raw handler answers requests itself")
+        tls = config.new_tls()
+        if tls is not None:
+            app = handler
+
+            def handler(conn: Any, ev: int, data: Any) -> None:
+                if ev == MG_EV_ACCEPT:
+                    conn.tls_init(tls)
+                app(conn, ev, data)
+        super().__init__(config, tls, handler)
+
+    def run(self, poll_ms: int = 100) -> None:
+        """Serve until SIGINT/SIGTERM (`Manager.run()`), then close."""
+        self._manager.ready = True  # no draining state: a signal stops the server at once
+        if self.on_ready is not None:
+            self.on_ready()
+        self._manager.run(poll_ms)

@@ -1,0 +1,95 @@
+"""The ASGI server driven the way the serving process drives the others (serve.py's tail):
+`listen_socket()` runs the lifespan startup and listens, `run()` serves until SIGINT/SIGTERM
+or --max-requests, then stops it (the drain, then the lifespan shutdown), `close()` frees
+the event loop. All three run on one event loop of its own (uvloop's when installed)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Callable
+from typing import Any
+
+from .._mongoose import Manager
+from ..aio import new_event_loop
+from ..errors import LifespanFailure, StartupFailed
+
+__all__ = ["ASGIRun"]
+
+log = logging.getLogger("cymongoose.error")
+
+
+class ASGIRun:
+    """`server` (an ASGIServer, not started) served on an event loop of its own."""
+
+    def __init__(self, server: Any, graceful_timeout: float) -> None:
+        self._server = server
+        self._graceful_timeout = graceful_timeout
+        #: Called by run() once a stop signal would be honoured.
+        self.on_ready: Callable[[], object] | None = None
+        #: Called once when the server starts to stop.
+        self.on_stop: Callable[[], object] | None = None
+        #: Called once when --max-requests is reached, before the server stops.
+        self.on_max_requests: Callable[[], object] | None = None
+        self._loop = new_event_loop()
+        self._stop: asyncio.Event | None = None
+
+    @property
+    def manager(self) -> Manager:
+        manager: Manager = self._server.manager
+        return manager
+
+    def listen_socket(self, sock: Any, *, tls: bool = False) -> None:
+        """The lifespan startup, then listen on `sock`. StartupFailed when the app's
+        startup fails; the listener's own errors as they are. The server is stopped on
+        either."""
+        self._loop.run_until_complete(self._start(sock, tls))
+
+    async def _start(self, sock: Any, tls: bool) -> None:
+        stop = self._stop = asyncio.Event()
+
+        def recycle() -> None:
+            if self.on_max_requests is not None:
+                self.on_max_requests()
+            stop.set()
+
+        self._server.on_max_requests = recycle
+        try:
+            await self._server.start_socket(sock, tls=tls)
+        except LifespanFailure as exc:
+            # The app's own failure, already logged with its traceback or its message: a
+            # summary line, not the listener's "cannot serve" (the bind was fine).
+            await self._server.stop()
+            raise StartupFailed(f"the ASGI app's lifespan startup failed ({exc}); not "
+                                "serving") from None
+        except (ValueError, TypeError, RuntimeError, OSError):
+            await self._server.stop()
+            raise
+
+    def run(self) -> None:
+        try:
+            self._loop.run_until_complete(self._serve())
+        finally:
+            self.close()
+
+    async def _serve(self) -> None:
+        stop = self._stop
+        assert stop is not None, "listen_socket() first"
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        if self.on_ready is not None:
+            self.on_ready()
+        try:
+            await stop.wait()
+            log.info("stopping, finishing the requests in flight")
+        finally:
+            if self.on_stop is not None:
+                self.on_stop()
+            await asyncio.wait_for(self._server.stop(), timeout=self._graceful_timeout + 5)
+
+    def close(self) -> None:
+        """Free the event loop (the server is stopped by run() or a failed listen)."""
+        if not self._loop.is_closed():
+            self._loop.close()
