@@ -6,14 +6,15 @@ from __future__ import annotations
 import time
 from email.utils import formatdate
 
-from .._mongoose import HeaderBlock
+from .._mongoose import DefaultHeader, HeaderBlock
 
 __all__ = ["DATE", "SERVER", "SERVER_NAME", "DateHeader", "DefaultHeaders"]
 
 SERVER_NAME = b"cymongoose"
-# Bits of the index into DefaultHeaders.blocks: which fields the app's headers leave out.
-DATE = 1
-SERVER = 2
+# Bits of the index into DefaultHeaders.blocks: which fields the app's headers leave out
+# (the core computes it: missing_default_headers()).
+DATE = DefaultHeader.DEFAULT_DATE
+SERVER = DefaultHeader.DEFAULT_SERVER
 
 
 class DateHeader:
