@@ -1,7 +1,5 @@
 """cymongoose: fast, memory-safe Python bindings for the Mongoose networking library."""
 
-from __future__ import annotations
-
 from ._mongoose import *  # noqa: F403 - the extension defines __all__
 from ._mongoose import __all__ as _core_all
 

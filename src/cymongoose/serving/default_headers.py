@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import time
-from email.utils import formatdate
 
 from .._mongoose import DefaultHeader, HeaderBlock
 
@@ -30,6 +29,10 @@ class DateHeader:
         now = time.time()
         second = int(now)
         if second != self._second:
+            # Imported here, once a second at most: email.utils brings socket, datetime and
+            # more, which `import cymongoose.wsgi` (or .asgi) need not pay for.
+            from email.utils import formatdate
+
             self._value = formatdate(now, usegmt=True).encode("ascii")
             self._second = second
         return self._value
