@@ -306,7 +306,7 @@ cdef class WSGIExchange:
     cdef public bint waiting
     cdef public bint is_head
     cdef public bint finished
-    cdef public int stock  # Date (1) and Server (2) still to add to the app's headers
+    cdef public int stock  # DefaultHeader bits still to add to the app's headers
     cdef public bint busy  # the connection has the server's handler for READ/WRITE events
     cdef public double started  # perf_counter() at the head, when WSGILoop.clock_requests
     # The request deadline: run_batch() moves app_phase from 0 (queued) to 1 (running) to 2
@@ -384,7 +384,7 @@ cdef class ASGIServerState:
     # What the per-request objects share (uvicorn's ServerState): each HTTP exchange and each
     # WebSocket cycle gets this object, never the server.
     # Date/Server (and, when stopping, Connection: close) blocks, indexed by
-    # _asgi_stock_index(); updated in place once a second (serving/default_headers.py).
+    # missing_default_headers(); updated in place once a second (serving/default_headers.py).
     cdef public list default_headers
     cdef public object kick  # the LoopDriver's kick(): poll soon (a no-op before start)
     cdef public bint access_log_on  # log_access() is called for each response

@@ -140,8 +140,10 @@ MG_EV_SNTP_TIME: int
 MG_EV_WAKEUP: int
 MG_EV_USER: int
 
+WEBSOCKET_OP_CONTINUE: int
 WEBSOCKET_OP_TEXT: int
 WEBSOCKET_OP_BINARY: int
+WEBSOCKET_OP_CLOSE: int
 WEBSOCKET_OP_PING: int
 WEBSOCKET_OP_PONG: int
 
@@ -988,8 +990,10 @@ __all__ = [
     "MG_EV_SNTP_TIME",
     "MG_EV_WAKEUP",
     "MG_EV_USER",
+    "WEBSOCKET_OP_CONTINUE",
     "WEBSOCKET_OP_TEXT",
     "WEBSOCKET_OP_BINARY",
+    "WEBSOCKET_OP_CLOSE",
     "WEBSOCKET_OP_PING",
     "WEBSOCKET_OP_PONG",
     "MG_LL_NONE",
@@ -1182,6 +1186,29 @@ def log_escape_fields(values: tuple[Any, ...]) -> tuple[Any, ...]:
 def wsgi_environ_base(items: dict[str, Any]) -> dict[str, Any]:
     """The base environ of a listener, for `cymongoose.wsgi` (not a user API): `items` plus
     placeholders for what each request sets, with room for its headers."""
+
+class DefaultHeader(enum.IntEnum):
+    """The fields a server adds to a response whose app left them out, as bits of the index
+    into its default header blocks (`cymongoose.serving.default_headers`)."""
+
+    DEFAULT_DATE = 1
+    DEFAULT_SERVER = 2
+
+def missing_default_headers(headers: Iterable[Sequence[Any]]) -> int:
+    """Which of `DEFAULT_DATE` and `DEFAULT_SERVER` the (name, value) pairs `headers` leave
+    for the server to add (names compared without case; a name that is neither `bytes` nor
+    `str` counts as neither)."""
+
+class OutboxOp(enum.IntEnum):
+    """The steps of a response the WSGI server's app threads queue for its loop (not a user
+    API): `WSGILoop.drain()` writes `OUTBOX_WHOLE` itself, `write_step()` the others."""
+
+    OUTBOX_WHOLE = 0
+    OUTBOX_BEGIN = 1
+    OUTBOX_WRITE = 2
+    OUTBOX_FILE = 3
+    OUTBOX_END = 4
+    OUTBOX_ABORT = 5
 
 @disjoint_base
 class WSGILoop:

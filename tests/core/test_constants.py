@@ -36,6 +36,11 @@ def test_other_constants_match_the_header() -> None:
                  "WEBSOCKET_OP_PONG"):
         value = re.search(rf"#define {name} (\d+)", text)
         assert value and getattr(cymongoose, name) == int(value.group(1))
+    # Every opcode the header defines is exported (the ASGI server sends CLOSE with it).
+    opcodes = re.findall(r"#define (WEBSOCKET_OP_[A-Z]+) (\d+)", text)
+    assert len(opcodes) == 6
+    for name, value in opcodes:
+        assert name in cymongoose.__all__ and getattr(cymongoose, name) == int(value), name
     levels = re.search(r"enum \{ (MG_LL_NONE.*?) \};", text)
     assert levels
     for i, name in enumerate(n.strip() for n in levels.group(1).split(",")):

@@ -8,7 +8,12 @@ import asyncio
 import os
 from typing import Any
 
-from .._mongoose import ASGIHTTPExchange, HeaderBlock, RequestBodyTooLarge
+from .._mongoose import (
+    ASGIHTTPExchange,
+    HeaderBlock,
+    RequestBodyTooLarge,
+    missing_default_headers,
+)
 from ..errors import ClientDisconnected
 from ..serving.flow_control import ASGI_SEND_HIGH, ASGI_SEND_LOW
 from ..serving.reporting import RESPONSE_500, asgi_target, error_log, request_text
@@ -20,7 +25,6 @@ from .shared import (
     _HEADERS_504,
     _RECEIVE_MAX,
     _has_header,
-    _stock_index,
     _Waiter,
 )
 from .state import ServerState
@@ -135,7 +139,7 @@ class _HTTPCycle(ASGIHTTPExchange):
                 # All or nothing: a refused head or body leaves nothing in the send buffer.
                 self.conn.http_respond(self.status, self.headers, body,
                                        more_headers=self.server_state.default_headers[
-                                           _stock_index(self.headers)])  # may raise
+                                           missing_default_headers(self.headers)])  # may raise
                 self.head_sent = True
                 self.sent = len(body)
                 self._finish()
@@ -170,7 +174,7 @@ class _HTTPCycle(ASGIHTTPExchange):
 
     def _begin(self, more: list[tuple[bytes, bytes]] | None = None) -> None:
         stock: HeaderBlock | list[tuple[str | bytes, str | bytes]] | None = \
-            self.server_state.default_headers[_stock_index(self.headers)]
+            self.server_state.default_headers[missing_default_headers(self.headers)]
         if more:
             stock = [*(stock or ()), *more]
         self.conn.http_begin(self.status, self.headers, more_headers=stock)

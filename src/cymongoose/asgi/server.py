@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .._mongoose import Connection, Manager, TlsOpts
+from .._mongoose import WEBSOCKET_OP_CLOSE, Connection, Manager, TlsOpts
 from ..access_log import AccessLog
 from ..aio import LoopDriver, new_event_loop
 from ..config import Config, renamed
@@ -39,7 +39,7 @@ from .deadline import ASGIDeadline
 from .handlers import busy_handler, websocket_handler
 from .lifespan import _Lifespan
 from .state import ServerState
-from .websocket import _WS_OP_CLOSE, _WSCycle
+from .websocket import _WSCycle
 
 __all__ = ["ASGIServer", "serve"]
 
@@ -250,7 +250,7 @@ class ASGIServer:
                 cycle = conn.userdata
                 if isinstance(cycle, _WSCycle) and cycle.state == cycle._OPEN:
                     try:
-                        conn.ws_send((1012).to_bytes(2, "big"), _WS_OP_CLOSE)
+                        conn.ws_send((1012).to_bytes(2, "big"), WEBSOCKET_OP_CLOSE)
                         cycle.state = cycle._CLOSING
                     except RuntimeError:
                         pass

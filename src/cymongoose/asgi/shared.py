@@ -15,20 +15,6 @@ _RESPONSE_403 = b"Forbidden\n"
 _HEADERS_TEXT = [(b"content-type", b"text/plain; charset=utf-8")]
 
 
-def _stock_index(headers: Any) -> int:
-    """Which of Date (1) and Server (2) the app's headers leave for the server to add."""
-    stock = 3
-    for pair in headers:
-        name = pair[0]
-        n = len(name)
-        if n == 4:
-            if name.lower() == b"date":
-                stock &= ~1
-        elif n == 6 and name.lower() == b"server":
-            stock &= ~2
-    return stock
-
-
 def _has_header(headers: Any, lower: bytes) -> bool:
     n = len(lower)
     return any(len(p[0]) == n and p[0].lower() == lower for p in headers)

@@ -7,7 +7,13 @@ import asyncio
 import collections
 from typing import Any
 
-from .._mongoose import WEBSOCKET_OP_BINARY, WEBSOCKET_OP_TEXT, Connection
+from .._mongoose import (
+    WEBSOCKET_OP_BINARY,
+    WEBSOCKET_OP_CLOSE,
+    WEBSOCKET_OP_TEXT,
+    Connection,
+    missing_default_headers,
+)
 from ..errors import ClientDisconnected
 from ..serving.flow_control import ASGI_SEND_HIGH, ASGI_SEND_LOW
 from ..serving.reporting import RESPONSE_500, asgi_target, request_text
@@ -16,12 +22,10 @@ from .shared import (
     _HEADERS_500,
     _HEADERS_TEXT,
     _RESPONSE_403,
-    _stock_index,
     _Waiter,
 )
 from .state import ServerState
 
-_WS_OP_CLOSE = 8
 # Incoming WebSocket messages the app has not received yet: past _WS_QUEUE_HIGH bytes the
 # socket is not read any more, until the app has taken them below _WS_QUEUE_LOW.
 _WS_QUEUE_HIGH = 1 << 20
@@ -106,7 +110,7 @@ class _WSCycle:
 
     def _fail(self, code: int, reason: str) -> None:
         try:
-            self.conn.ws_send(code.to_bytes(2, "big") + reason.encode(), _WS_OP_CLOSE)
+            self.conn.ws_send(code.to_bytes(2, "big") + reason.encode(), WEBSOCKET_OP_CLOSE)
             self.conn.drain()
         except RuntimeError:
             pass
@@ -157,7 +161,7 @@ class _WSCycle:
                 subprotocol = message.get("subprotocol")
                 if subprotocol is not None:
                     headers.append((b"sec-websocket-protocol", subprotocol.encode("latin-1")))
-                stock = self.server_state.default_headers[_stock_index(headers)]
+                stock = self.server_state.default_headers[missing_default_headers(headers)]
                 if stock:
                     headers.extend(stock)
                 self.conn.ws_accept(self.key, headers)
@@ -172,7 +176,7 @@ class _WSCycle:
                     code = message.get("code", 1000)
                     reason = message.get("reason") or ""
                     payload = int(code).to_bytes(2, "big") + reason.encode("utf-8")[:123]
-                    self.conn.ws_send(payload, _WS_OP_CLOSE)
+                    self.conn.ws_send(payload, WEBSOCKET_OP_CLOSE)
                     self.state = self._CLOSING
                     self.close_timer = asyncio.get_running_loop().call_later(
                         _WS_CLOSING_GRACE_S, self._force_close)
@@ -196,7 +200,7 @@ class _WSCycle:
                 if type(body) is not bytes:
                     raise TypeError(f"response bodies are bytes, not {type(body).__name__}")
                 conn = self.conn
-                stock = self.server_state.default_headers[_stock_index(self.headers)]
+                stock = self.server_state.default_headers[missing_default_headers(self.headers)]
                 if not self.head_sent:
                     self.head_sent = True
                     conn.http_begin(self.status, self.headers, more_headers=stock)
@@ -289,7 +293,7 @@ class _WSCycle:
                 else:
                     self._respond_403()
             elif state == self._OPEN:
-                self.conn.ws_send(code.to_bytes(2, "big"), _WS_OP_CLOSE)
+                self.conn.ws_send(code.to_bytes(2, "big"), WEBSOCKET_OP_CLOSE)
                 self.state = self._CLOSING
                 self.close_timer = asyncio.get_running_loop().call_later(
                     _WS_CLOSING_GRACE_S, self._force_close)

@@ -4,16 +4,16 @@
 from __future__ import annotations
 
 import time
-from email.utils import formatdate
 
-from .._mongoose import HeaderBlock
+from .._mongoose import DefaultHeader, HeaderBlock
 
 __all__ = ["DATE", "SERVER", "SERVER_NAME", "DateHeader", "DefaultHeaders"]
 
 SERVER_NAME = b"cymongoose"
-# Bits of the index into DefaultHeaders.blocks: which fields the app's headers leave out.
-DATE = 1
-SERVER = 2
+# Bits of the index into DefaultHeaders.blocks: which fields the app's headers leave out
+# (the core computes it: missing_default_headers()).
+DATE = DefaultHeader.DEFAULT_DATE
+SERVER = DefaultHeader.DEFAULT_SERVER
 
 
 class DateHeader:
@@ -29,6 +29,10 @@ class DateHeader:
         now = time.time()
         second = int(now)
         if second != self._second:
+            # Imported here, once a second at most: email.utils brings socket, datetime and
+            # more, which `import cymongoose.wsgi` (or .asgi) need not pay for.
+            from email.utils import formatdate
+
             self._value = formatdate(now, usegmt=True).encode("ascii")
             self._second = second
         return self._value

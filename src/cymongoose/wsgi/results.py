@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .._mongoose import WSGILoop
+from .._mongoose import WSGILoop, missing_default_headers
 from ..errors import ClientDisconnected
 from ..serving.reporting import RESPONSE_500, report_app_error, request_text, wsgi_target
 from .bodies import FileWrapper
@@ -128,7 +128,7 @@ class AppResults(WSGILoop):
         ex.status = (500, None)
         ex.headers = [("Content-Type", "text/plain; charset=utf-8"), ("Connection", "close")]
         ex.declared = -1
-        ex.stock = 3
+        ex.stock = missing_default_headers(ex.headers)
         self._respond_whole(ex, [RESPONSE_500])
 
     def _report(self, ex: _Exchange, what: str, exc: BaseException) -> None:

@@ -14,11 +14,16 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from .._mongoose import Manager, RequestBodyTooLarge, WSGIExchange
+from .._mongoose import Manager, OutboxOp, RequestBodyTooLarge, WSGIExchange
 from ..typedefs import WSGIApp
 
-# Outbox operations (WSGILoop.drain() in wsgi_exchange.pxi knows WHOLE and FILE by number).
-_OP_WHOLE, _OP_BEGIN, _OP_WRITE, _OP_FILE, _OP_END, _OP_ABORT = range(6)
+# The outbox's operations, declared once in the core (wsgi_exchange.pxi, OutboxOp).
+_OP_WHOLE = OutboxOp.OUTBOX_WHOLE
+_OP_BEGIN = OutboxOp.OUTBOX_BEGIN
+_OP_WRITE = OutboxOp.OUTBOX_WRITE
+_OP_FILE = OutboxOp.OUTBOX_FILE
+_OP_END = OutboxOp.OUTBOX_END
+_OP_ABORT = OutboxOp.OUTBOX_ABORT
 
 
 class LoopOwnership(Protocol):

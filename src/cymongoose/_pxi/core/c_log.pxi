@@ -4,8 +4,6 @@
 # (often without the GIL): characters gather in a per-thread line buffer, and only a complete
 # line takes the GIL, once. How much Mongoose logs is still set by log_set().
 
-import errno as _errno
-import logging as _clog_logging
 
 cdef extern from *:
     """
@@ -17,10 +15,10 @@ cdef extern from *:
     char cym_log_buf[]
     size_t cym_log_len
 
-cdef object _clog_logger = _clog_logging.getLogger("cymongoose.mongoose")
+cdef object _clog_logger = logging_getLogger("cymongoose.mongoose")
 # Mongoose's levels (the digit after the timestamp in each line's prefix) in logging's terms.
-cdef dict _CLOG_LEVELS = {"1": _clog_logging.ERROR, "2": _clog_logging.INFO,
-                          "3": _clog_logging.DEBUG, "4": 5}
+cdef dict _CLOG_LEVELS = {"1": logging_ERROR, "2": logging_INFO,
+                          "3": logging_DEBUG, "4": 5}
 
 
 cdef void _clog_emit(const char *buf, size_t n) noexcept with gil:
@@ -32,7 +30,7 @@ cdef void _clog_emit(const char *buf, size_t n) noexcept with gil:
             level = _CLOG_LEVELS[parts[1]]
             text = f"{parts[2]}: {parts[3]}"
         else:
-            level = _clog_logging.DEBUG  # a hexdump line, or a prefix we do not know
+            level = logging_DEBUG  # a hexdump line, or a prefix we do not know
             text = line
         if _clog_logger.isEnabledFor(level):
             _clog_logger.log(level, text)
@@ -71,8 +69,7 @@ cdef dict _TLS_REASONS = {
 
 
 cdef frozenset _RESET_ERRNOS = frozenset([
-    _errno.ECONNRESET, _errno.EPIPE, _errno.ETIMEDOUT, _errno.ECONNABORTED,
-    _errno.EHOSTUNREACH, _errno.ENETUNREACH])
+    ECONNRESET, EPIPE, ETIMEDOUT, ECONNABORTED, EHOSTUNREACH, ENETUNREACH])
 
 
 cdef void _on_conn_error(mg.mg_connection *c, const char *text, int err) noexcept nogil:
@@ -105,7 +102,7 @@ cdef void _log_conn_error(mg.mg_connection *c, const char *text, int err) noexce
             # err: the socket's pending error (SO_ERROR) for a socket error, else errno,
             # which is the failure's only when the socket call itself failed last.
             _clog_logger.debug("client %s: %s%s", peer,
-                               _os.strerror(err) if err in _RESET_ERRNOS else
+                               os_strerror(err) if err in _RESET_ERRNOS else
                                "connection reset",
                                " (during the TLS handshake)" if c.is_tls_hs else "")
         elif tls_reason or c.is_tls_hs or what.lower().startswith("tls"):

@@ -1,8 +1,6 @@
 # Connection: the Python face of one mg_connection (state, buffers, raw I/O); protocol
 # methods are one-line delegations to the fragment of their protocol.
 
-import os as _os
-
 
 # The last IPv4 address formatted, and its text: every client behind one address (a proxy,
 # a load balancer, loopback) gets the same str, made once instead of once per connection
@@ -298,7 +296,7 @@ cdef class Connection:
         cdef long long o = _int_arg(offset, "offset")
         cdef long long n = _int_arg(count, "count")
         if n < 0:
-            n = _os.fstat(f).st_size - o
+            n = os_fstat(f).st_size - o
         _http_sendfile(self, f, o, n)
 
     def http_end(self):

@@ -1,9 +1,7 @@
 # Public constants, each read from Mongoose's own C value (never retyped).
 
-import enum as _enum
 
-
-class Event(_enum.IntEnum):
+class Event(enum_IntEnum):
     """Mongoose event codes, as passed to handlers in `ev`."""
     ERROR = mg.MG_EV_ERROR
     OPEN = mg.MG_EV_OPEN
@@ -62,8 +60,12 @@ MG_EV_SNTP_TIME = int(Event.SNTP_TIME)
 MG_EV_WAKEUP = int(Event.WAKEUP)
 MG_EV_USER = int(Event.USER)
 
+# Every opcode mongoose.h defines; 0.2.x had no CONTINUE or CLOSE (the ASGI server sends
+# CLOSE frames itself, tests/core/test_constants.py checks the list against the header).
+WEBSOCKET_OP_CONTINUE = mg.WEBSOCKET_OP_CONTINUE
 WEBSOCKET_OP_TEXT = mg.WEBSOCKET_OP_TEXT
 WEBSOCKET_OP_BINARY = mg.WEBSOCKET_OP_BINARY
+WEBSOCKET_OP_CLOSE = mg.WEBSOCKET_OP_CLOSE
 WEBSOCKET_OP_PING = mg.WEBSOCKET_OP_PING
 WEBSOCKET_OP_PONG = mg.WEBSOCKET_OP_PONG
 

@@ -1,8 +1,6 @@
 # Error messages and the bridge that routes callback exceptions to logging or error handlers.
 
-import logging as _logging
-
-cdef object _log = _logging.getLogger("cymongoose")
+cdef object _log = logging_getLogger("cymongoose")
 
 cdef str _CLOSED_MSG = "Connection has been closed"
 cdef str _MANAGER_CLOSED_MSG = (

@@ -1,11 +1,6 @@
 # Manager: owns one mg_mgr; poll loop (GIL released while waiting), lifecycle, listen/connect,
 # lossless cross-thread wakeup.
 
-import collections as _collections
-import signal as _signal
-import threading as _threading
-import warnings as _warnings
-
 # Largest payload wakeup() accepts. Payloads travel in an in-process queue, not through the
 # datagram pipe (which 0.2.5 silently truncated), so this bound only keeps a runaway
 # producer from queueing unbounded single messages.
@@ -41,13 +36,13 @@ cdef void _raise_open_file_limit() noexcept:
         return
     _nofile_raised = True
     try:
-        import resource
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        import_resource()
+        soft, hard = resource_getrlimit(resource_RLIMIT_NOFILE)
         target = hard
-        if hard == resource.RLIM_INFINITY or hard > 1 << 20:
+        if hard == resource_RLIM_INFINITY or hard > 1 << 20:
             target = 1 << 20  # Linux refuses more than fs.nr_open (1 Mi by default)
-        if soft != resource.RLIM_INFINITY and soft < target:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        if soft != resource_RLIM_INFINITY and soft < target:
+            resource_setrlimit(resource_RLIMIT_NOFILE, (target, hard))
     except (ImportError, ValueError, OSError) as exc:
         _log.debug("could not raise the open-file limit: %s", exc)
 
@@ -61,11 +56,10 @@ cdef void _on_accept_paused(mg.mg_connection *lsn, int err) noexcept nogil:
 
 cdef void _log_accept_paused(mg.mg_connection *lsn, int err) noexcept with gil:
     try:
-        import os
         _log.warning(
             "accept() failed on listener %d: %s; not accepting new connections for 100 ms "
             "(clients wait in the backlog); raise the open-file limit (ulimit -n) to serve "
-            "more clients at once", lsn.id, os.strerror(err))
+            "more clients at once", lsn.id, os_strerror(err))
     except BaseException:
         pass
 
@@ -91,7 +85,7 @@ cdef class Manager:
         self._closed = False
         self._polling = False
         self._timers = set()
-        self._wakeup_queue = _collections.deque()
+        self._wakeup_queue = collections_deque()
         self._retired_recv = []
         self._limits = _DEFAULT_LIMITS
         self._max_recv_size = DEFAULT_MAX_RECV_SIZE
@@ -120,7 +114,7 @@ cdef class Manager:
         # that never opened anything, just gives its epoll descriptor back quietly).
         if self._mgr.conns != NULL or self._timers:
             try:
-                _warnings.warn(
+                warnings_warn(
                     "unclosed cymongoose.Manager: call close() or use it as a context manager",
                     ResourceWarning)
             except BaseException:
@@ -392,15 +386,15 @@ cdef class Manager:
 
         # Signal handlers can only be set from the main thread; elsewhere run() relies on
         # KeyboardInterrupt raised out of poll().
-        if _threading.current_thread() is _threading.main_thread():
-            for signum in (_signal.SIGINT, _signal.SIGTERM):
-                previous[signum] = _signal.signal(signum, _request_stop)
+        if threading_current_thread() is threading_main_thread():
+            for signum in (signal_SIGINT, signal_SIGTERM):
+                previous[signum] = signal_signal(signum, _request_stop)
         try:
             while not stop and not self._closed:
                 self.poll(poll_ms)
         finally:
             for signum, old in previous.items():
-                _signal.signal(signum, old)
+                signal_signal(signum, old)
             self.close()
 
     def close(self):
@@ -485,8 +479,8 @@ cdef class Manager:
         if not self._wakeup_enabled:
             # False is 0.2.x's answer (API.md), kept; but a wake that can never arrive is a
             # bug to tell: once per calling line, as Python shows a RuntimeWarning.
-            _warnings.warn("Manager.wakeup() does nothing on this Manager: create it with "
-                           "Manager(enable_wakeup=True)", RuntimeWarning, stacklevel=2)
+            warnings_warn("Manager.wakeup() does nothing on this Manager: create it with "
+                          "Manager(enable_wakeup=True)", RuntimeWarning, stacklevel=2)
             return False
         if connection_id == 0:
             return False

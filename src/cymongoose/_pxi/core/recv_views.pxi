@@ -19,7 +19,6 @@
 # platform (MG_ENABLE_CUSTOM_CALLOC is 0), so a pinned block is freed with free() and the
 # replacement comes from calloc().
 
-import warnings as _view_warnings
 
 cdef str _VIEW_OUTSIDE_EVENT = (
     "{} is a zero-copy view into the receive buffer and exists only while a handler of this "
@@ -148,14 +147,14 @@ cdef void _recv_span_end(Connection conn) noexcept:
         c.is_closing = 1
     else:
         # The whole allocation, not just recv.len: the HTTP guard may have hidden a
-        # pipelined request beyond len while the handler ran (limits.pxi _run_parser).
+        # pipelined request beyond len while the handler ran (http_guard.pxi, _run_parser).
         if c.recv.size:
             memcpy(fresh, c.recv.buf, c.recv.size)
         span._pinned = <char *>c.recv.buf
         c.recv.buf = fresh
     span._manager = <Manager>conn._manager if conn._manager != NULL else None
     try:
-        _view_warnings.warn(
+        warnings_warn(
             "a zero-copy view (or a slice of one) outlived its event; it now reads a copy of "
             "the receive buffer kept until it is released: copy with bytes(view) inside the "
             "handler instead", ResourceWarning, stacklevel=1)

@@ -1,8 +1,6 @@
 # HTTP server and client helpers behind Connection.reply/serve_*/http_*: responses are framed
 # here with explicit lengths, never through a C format string, so bodies are binary-safe.
 
-import json as _json
-
 cdef dict _REASONS = {
     100: "Continue", 101: "Switching Protocols", 200: "OK", 201: "Created",
     202: "Accepted", 203: "Non-Authoritative Information", 204: "No Content",
@@ -270,7 +268,8 @@ cdef int _http_reply(Connection conn, int status_code, object body, object heade
 cdef int _http_reply_json(Connection conn, object data, int status_code,
                           object headers) except -1:
     _check_response_start(conn, "reply_json()")
-    _send_response(conn, status_code, headers, True, _json.dumps(data).encode("utf-8"))
+    import_json()
+    _send_response(conn, status_code, headers, True, json_dumps(data).encode("utf-8"))
     return 0
 
 
@@ -423,10 +422,9 @@ cdef int _http_sse(Connection conn, str event_type, str data) except -1:
 
 cdef int _http_basic_auth(Connection conn, str username, str password) except -1:
     conn._ensure_open()
-    import base64
     if ":" in username:
         raise ValueError("username must not contain ':' (RFC 7617)")
-    token = base64.b64encode(f"{username}:{password}".encode("utf-8"))
+    token = binascii_b2a_base64(f"{username}:{password}".encode("utf-8"), newline=False)
     cdef bytes line = b"Authorization: Basic " + token + b"\r\n"
     mg.mg_send(conn._c, PyBytes_AS_STRING(line), <size_t>PyBytes_GET_SIZE(line))
     return 0

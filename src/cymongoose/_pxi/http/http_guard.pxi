@@ -209,7 +209,7 @@ cdef void _warn_body_limit(mg.mg_connection *c, const char *why) noexcept with g
     try:
         if not _log.isEnabledFor(30):
             return
-        now = _time.monotonic()
+        now = time_monotonic()
         if now - _body_warned_at < _BODY_WARN_S:
             _body_untold += 1
             return

@@ -98,6 +98,47 @@ cdef class HeaderBlock:
         return f"HeaderBlock({list(self.pairs)!r})"
 
 
+cpdef enum DefaultHeader:
+    # The fields a server adds to a response whose app left them out, as bits of the index
+    # into its default header blocks (serving/default_headers.py's DefaultHeaders.blocks).
+    DEFAULT_DATE = 1
+    DEFAULT_SERVER = 2
+
+
+cdef inline int _default_header_bit(const char *p, Py_ssize_t n) noexcept:
+    """DEFAULT_DATE or DEFAULT_SERVER when p[:n] names that field (in any case), else 0."""
+    if _is_named(p, n, b"date", 4):
+        return DEFAULT_DATE
+    if _is_named(p, n, b"server", 6):
+        return DEFAULT_SERVER
+    return 0
+
+
+cdef int _missing_default_headers(object headers) except -1:
+    """Which default fields (DEFAULT_DATE | DEFAULT_SERVER) the app's (name, value) pairs
+    leave for the server to add. A name that is neither bytes nor str names none of them:
+    writing the response refuses it later, with its own error."""
+    cdef int missing = DEFAULT_DATE | DEFAULT_SERVER
+    cdef Py_ssize_t n
+    cdef const char *p
+    for pair in headers:
+        name = pair[0]
+        if type(name) is bytes:
+            n = PyBytes_GET_SIZE(name)
+            p = PyBytes_AS_STRING(name)
+        elif type(name) is str and PyUnicode_KIND(name) == PyUnicode_1BYTE_KIND:
+            n = PyUnicode_GET_LENGTH(name)
+            p = <const char *>PyUnicode_1BYTE_DATA(name)
+        else:
+            continue
+        missing &= ~_default_header_bit(p, n)
+    return missing
+
+
+def missing_default_headers(headers):
+    return _missing_default_headers(headers)
+
+
 cdef int _put_headers(mg.mg_connection *c, object headers, int status_code,
                       long long *declared, int *conn_tokens, bint *has_connection) except -1:
     """Validate and append `headers` (name, value) pairs as header lines."""

@@ -181,21 +181,18 @@ cdef int _stream_too_large(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
     return -1
 
 
-cdef void _stream_begin(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nogil:
-    """The front request's head is valid: hand it to the handler as MG_EV_HTTP_HDRS, drop
-    it from the buffer and start streaming its body."""
-    cdef mg.mg_http_message hm
-    cdef size_t head_len = g.head_len
-    cdef size_t mark
+cdef void _stream_setup(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nogil:
+    """The guard's state for streaming the body of the valid request head at the front of
+    c->recv (g.head_len bytes), for an app (_stream_begin) or the reverse proxy (_px_begin):
+    nothing decoded yet, the body's deadline started, 100 Continue sent when asked for."""
     cdef const char *cont = b"HTTP/1.1 100 Continue\r\n\r\n"
-    _split_head(<char *>c.recv.buf, head_len, &hm, NULL)  # http_split.pxi
     g.flags |= _GF_STREAM
     g.phase = _PH_STREAM
     g.body_ready = 0
     g.chunk_state = _CK_SIZE
     g.decoded = 0
     g.body_refused = 0
-    g.body_base = head_len
+    g.body_base = g.head_len
     g.wire_total = 0
     g.progress_mark = 0
     if g.body_kind == _BODY_LENGTH:
@@ -211,6 +208,16 @@ cdef void _stream_begin(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcep
         mg.mg_send(c, cont, strlen(cont))
     c.is_resp = 1
     g.head_len = 0  # from here on: trailer bytes seen (chunked)
+
+
+cdef void _stream_begin(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nogil:
+    """The front request's head is valid: hand it to the handler as MG_EV_HTTP_HDRS, drop
+    it from the buffer and start streaming its body."""
+    cdef mg.mg_http_message hm
+    cdef size_t head_len = g.head_len
+    cdef size_t mark
+    _split_head(<char *>c.recv.buf, head_len, &hm, NULL)  # http_split.pxi
+    _stream_setup(c, g, now)
     # Decode what already arrived, so body_pending/body_complete are right during the
     # event: later data is announced by MG_EV_READ.
     if _stream_decode(c, g) < 0:

@@ -3,25 +3,6 @@
 # opens only its own TCP/UDP listeners; mg_wrapfd() adopts any descriptor, and this module
 # makes the adopted one a listener the way mg_listen()/mg_http_listen() would.
 
-import os as _lfd_os
-import socket as _lfd_socket
-
-
-cdef int _learn_http_cb(Manager manager) except -1:
-    # http_cb is static in mongoose.c; mg_http_listen() is the only way to reach it, so one
-    # throwaway loopback listener shows it (once per process, as limits.pxi does).
-    global _mg_http_cb
-    cdef mg.mg_connection *probe
-    if _mg_http_cb != NULL:
-        return 0
-    probe = mg.mg_http_listen(&manager._mgr, b"http://127.0.0.1:0", NULL, NULL)
-    if probe == NULL:
-        raise RuntimeError("cannot open a loopback probe listener to set up HTTP parsing")
-    _mg_http_cb = probe.pfn
-    probe.is_closing = 1  # freed on the next poll; it never accepts (fn and fn_data NULL)
-    return 0
-
-
 def listen_fd(Manager manager not None, sock, handler=None, *, http=False, tls=False,
               stream_body=False, **limits):
     manager._ensure_open()
@@ -32,11 +13,12 @@ def listen_fd(Manager manager not None, sock, handler=None, *, http=False, tls=F
         raise ValueError("stream_body, tls and HTTP limits apply to HTTP listeners only "
                          "(http=True)")
     cdef int fd = sock if isinstance(sock, int) else sock.fileno()
-    probe = _lfd_socket.socket(fileno=_lfd_os.dup(fd))  # checks fd; closed below, not fd
+    import_socket()
+    probe = socket_socket(fileno=os_dup(fd))  # checks fd; closed below, not fd
     try:
-        if probe.type != _lfd_socket.SOCK_STREAM:
+        if probe.type != socket_SOCK_STREAM:
             raise ValueError("listen_fd() takes a stream socket (TCP or Unix)")
-        if not probe.getsockopt(_lfd_socket.SOL_SOCKET, _lfd_socket.SO_ACCEPTCONN):
+        if not probe.getsockopt(socket_SOL_SOCKET, socket_SO_ACCEPTCONN):
             raise ValueError("listen_fd() takes a socket that is already listening "
                              "(call listen() on it first)")
         family = probe.family
@@ -46,13 +28,11 @@ def listen_fd(Manager manager not None, sock, handler=None, *, http=False, tls=F
     lim.stream_body = stream_body
     if limits:
         _update_limits(&lim, limits)
-    if http:
-        _learn_http_cb(manager)
     # Mongoose owns and closes its copy; the caller keeps (and closes) its own. Shared
     # socket: the O_NONBLOCK set here is seen by every process holding it, which they all
     # need (a worker must never block in accept() when another took the connection).
-    cdef int own = _lfd_os.dup(fd)
-    _lfd_os.set_blocking(own, False)
+    cdef int own = os_dup(fd)
+    os_set_blocking(own, False)
     cdef Connection conn = Connection.__new__(Connection)
     conn._handler = handler
     conn._manager = <void *>manager
@@ -62,16 +42,16 @@ def listen_fd(Manager manager not None, sock, handler=None, *, http=False, tls=F
     cdef mg.mg_connection *c = mg.mg_wrapfd(&manager._mgr, own, _on_event, <void *>conn)
     if c == NULL:
         Py_DECREF(conn)
-        _lfd_os.close(own)
+        os_close(own)
         raise MemoryError("cannot allocate a Mongoose connection")
     if not conn._bound:
         conn._c = c
         conn._bound = True
     c.is_listening = 1
     c.is_tls = tls
-    if family in (_lfd_socket.AF_INET, _lfd_socket.AF_INET6):
+    if family in (socket_AF_INET, socket_AF_INET6):
         host, port = _lfd_sockname(own)
-        _set_loc(c, host, port, family == _lfd_socket.AF_INET6)
+        _set_loc(c, host, port, family == socket_AF_INET6)
     if http:
         c.pfn = _mg_http_cb
         _install_http_guard(c)
@@ -80,7 +60,7 @@ def listen_fd(Manager manager not None, sock, handler=None, *, http=False, tls=F
 
 
 cdef tuple _lfd_sockname(int fd):
-    s = _lfd_socket.socket(fileno=_lfd_os.dup(fd))
+    s = socket_socket(fileno=os_dup(fd))
     try:
         return s.getsockname()[:2]
     finally:
@@ -89,8 +69,8 @@ cdef tuple _lfd_sockname(int fd):
 
 cdef int _set_loc(mg.mg_connection *c, str host, int port, bint ip6) except -1:
     # c->loc as mg_listen() fills it, so local_addr reads the bound address and port.
-    cdef bytes packed = _lfd_socket.inet_pton(
-        _lfd_socket.AF_INET6 if ip6 else _lfd_socket.AF_INET, host)
+    cdef bytes packed = socket_inet_pton(
+        socket_AF_INET6 if ip6 else socket_AF_INET, host)
     memset(&c.loc, 0, sizeof(c.loc))
     memcpy(<void *>&c.loc.addr, <const char *>packed, len(packed))
     c.loc.port = ((port & 0xFF) << 8) | ((port >> 8) & 0xFF)  # host to network order

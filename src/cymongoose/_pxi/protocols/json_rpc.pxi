@@ -2,9 +2,6 @@
 
 from libc.limits cimport INT_MAX
 
-import json as _json
-import math as _math
-
 
 cdef bytes _json_bytes(object data, str argname):
     # mg_json_get() reports offsets and lengths as int, and mg_rpc_* print with "%.*s".
@@ -82,7 +79,7 @@ def json_get_long(data, str path not None, default=0):
         return int(PyBytes_AS_STRING(doc)[off:off + toklen])
     except ValueError:
         pass
-    if not _math.isfinite(v):
+    if not math_isfinite(v):
         return default
     return int(v)
 
@@ -99,8 +96,9 @@ def json_get_str(data, str path not None):
     if _has_unicode_escape(tok):
         # Mongoose 7.23 unescapes only \u00XX (and stops at anything wider), so strings with
         # \u escapes go through Python's decoder, which also joins surrogate pairs.
+        import_json()
         try:
-            return _json.loads(_decode(tok.buf, tok.len), strict=False)
+            return json_loads(_decode(tok.buf, tok.len), strict=False)
         except ValueError:
             return None
     s = mg.mg_json_get_str(_mg_bytes(doc), p)
@@ -168,10 +166,11 @@ cdef int _rpc_error(mg.mg_rpc_req *req, int code, str message) except -1:
     # Mongoose's own %m escaper stops at a NUL and leaves control characters other than
     # \b\f\n\r\t raw, which strict JSON parsers reject; json.dumps (ASCII output) always
     # gives a valid string.
-    cdef bytes m = _json.dumps(message).encode("ascii")
+    import_json()
+    cdef bytes m = json_dumps(message).encode("ascii")
     if PyBytes_GET_SIZE(m) > INT_MAX:
         # At most 12 ASCII bytes per character (a surrogate pair as two \u escapes).
-        m = _json.dumps(message[:INT_MAX // 16]).encode("ascii")
+        m = json_dumps(message[:INT_MAX // 16]).encode("ascii")
     cdef int toklen = 0
     if mg.mg_json_get(req.frame, "$.id", &toklen) < 0:
         return 0  # a notification gets no response, not even an error

@@ -1,10 +1,6 @@
 # TLS options, their validation against what the TLS engine accepts, and per-connection TLS
 # set-up and release.
 
-import binascii as _binascii
-import re as _re
-import warnings as _tls_warnings
-
 # The engine is chosen at build time (CMake CYMONGOOSE_TLS, docs/tls.md):
 # - "openssl" (default): Mongoose's OpenSSL backend over the system libssl. RSA, ECDSA and
 #   Ed25519 keys, TLS 1.2 and 1.3. Mongoose's mg_tls_init() would build an SSL_CTX and
@@ -63,8 +59,8 @@ cdef dict _OID_NAMES = {
 # Longest host name Mongoose keeps (tls_data.hostname is 254 bytes, NUL included).
 DEF _TLS_MAX_NAME = 252
 
-cdef object _PEM_BLOCK = _re.compile(
-    rb"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", _re.DOTALL)
+cdef object _PEM_BLOCK = re_compile(
+    rb"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re_DOTALL)
 
 
 @cython.final
@@ -207,7 +203,7 @@ cdef str _tls_check_pkcs8(bytes der):
 
 
 cdef bytes _pem(str label, bytes der):
-    b64 = _binascii.b2a_base64(der, newline=False)
+    b64 = binascii_b2a_base64(der, newline=False)
     lines = [b64[i:i + 64] for i in range(0, len(b64), 64)]
     return (b"-----BEGIN " + label.encode() + b"-----\n" + b"\n".join(lines) +
             b"\n-----END " + label.encode() + b"-----\n")
@@ -258,8 +254,8 @@ cdef bytes _tls_key(bytes key, bytes cert):
     if label not in ("EC PRIVATE KEY", "PRIVATE KEY", "RSA PRIVATE KEY"):
         raise ValueError(f"TlsOpts.key is a {label!r} block; {_TLS_ACCEPTED}")
     try:
-        der = _binascii.a2b_base64(b"".join(body.split()))
-    except _binascii.Error:
+        der = binascii_a2b_base64(b"".join(body.split()))
+    except binascii_Error:
         raise ValueError(f"TlsOpts.key: the {label} block is not valid base64") from None
     try:
         if label == "EC PRIVATE KEY":
@@ -341,7 +337,7 @@ cdef int _tls_init(Connection conn, TlsOpts opts) except -1:
     cdef mg.mg_connection *c = conn._c
     if c.is_listening:
         # Mongoose keeps nothing of a listener's TLS state for accepted connections.
-        _tls_warnings.warn(
+        warnings_warn(
             "tls_init() on a listener has no effect: call it on each accepted connection "
             "in MG_EV_ACCEPT", RuntimeWarning, stacklevel=1)
         return 0

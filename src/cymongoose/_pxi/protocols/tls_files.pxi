@@ -2,12 +2,6 @@
 # file is a ValueError naming it (expired, not yet valid, not a certificate, an encrypted or
 # foreign key) instead of a failure at each handshake.
 
-import os as _os
-import time as _time
-
-# calendar and datetime are imported where used: only a server that calls from_files()
-# needs them, and `import cymongoose` stays cheap.
-
 
 cdef list _tls_cert_ders(bytes data):
     """Every certificate of a PEM bundle, or the one DER certificate, as DER."""
@@ -15,8 +9,8 @@ cdef list _tls_cert_ders(bytes data):
     for m in _PEM_BLOCK.finditer(data):
         if m.group(1) == b"CERTIFICATE":
             try:
-                out.append(_binascii.a2b_base64(b"".join(m.group(2).split())))
-            except _binascii.Error:
+                out.append(binascii_a2b_base64(b"".join(m.group(2).split())))
+            except binascii_Error:
                 raise ValueError("a CERTIFICATE block is not valid base64") from None
     if not out and data[:1] == b"\x30":
         out.append(data)
@@ -33,8 +27,8 @@ cdef double _tls_asn1_time(bytes der, tuple tlv) except? -1:
         raise _DerError("not a time")
     if len(text) != 15 or text[14] != "Z":
         raise _DerError("not a UTC time")
-    import calendar
-    return calendar.timegm((int(text[:4]), int(text[4:6]), int(text[6:8]), int(text[8:10]),
+    import_calendar_datetime()
+    return calendar_timegm((int(text[:4]), int(text[4:6]), int(text[6:8]), int(text[8:10]),
                             int(text[10:12]), int(text[12:14]), 0, 0, 0))
 
 
@@ -67,13 +61,13 @@ cdef bytes _tls_check_cert_file(object path, bytes data, str field):
     or is not valid yet cannot verify anything and is left out with a warning, as nginx
     (OpenSSL) loads such a bundle and starts; Debian's system bundle has held an expired
     root. Only a bundle with no usable certificate left is refused."""
-    import datetime
+    import_calendar_datetime()
     try:
         _tls_check_certs(data, field)
         ders = _tls_cert_ders(data)
     except ValueError as exc:
         raise ValueError(f"{path}: not a certificate file: {exc}") from None
-    now = _time.time()
+    now = time_time()
     cdef list kept = []
     cdef list skipped = []
     for i, der in enumerate(ders):
@@ -84,10 +78,10 @@ cdef bytes _tls_check_cert_file(object path, bytes data, str field):
             raise ValueError(f"{path}: malformed certificate{where}") from None
         problem = None
         if now > not_after:
-            when = datetime.datetime.fromtimestamp(not_after, datetime.timezone.utc)
+            when = datetime_datetime.fromtimestamp(not_after, datetime_timezone.utc)
             problem = f"expired on {when:%Y-%m-%d %H:%M:%S} UTC"
         elif now < not_before:
-            when = datetime.datetime.fromtimestamp(not_before, datetime.timezone.utc)
+            when = datetime_datetime.fromtimestamp(not_before, datetime_timezone.utc)
             problem = f"is not valid before {when:%Y-%m-%d %H:%M:%S} UTC"
         if problem is None:
             kept.append(der)
@@ -116,7 +110,7 @@ cdef TlsOpts _tls_opts_from_files(object ca, object cert, object key, object nam
     for field, path in (("ca", ca), ("cert", cert), ("key", key)):
         if path is None:
             continue
-        path = _os.fspath(path)
+        path = os_fspath(path)
         with open(path, "rb") as f:  # OSError (missing, unreadable) names the file itself
             data[field] = f.read()
         if field != "key":
@@ -131,7 +125,7 @@ cdef TlsOpts _tls_opts_from_files(object ca, object cert, object key, object nam
         for field, path in (("key", key), ("cert", cert), ("ca", ca)):
             prefix = f"TlsOpts.{field}"
             if path is not None and text.startswith(prefix):
-                text = f"{_os.fspath(path)}: the {field} file" + text[len(prefix):]
+                text = f"{os_fspath(path)}: the {field} file" + text[len(prefix):]
                 break
         raise ValueError(text) from None
     return opts

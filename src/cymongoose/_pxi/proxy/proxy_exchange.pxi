@@ -204,7 +204,6 @@ cdef void _px_begin(mg.mg_connection *c, HttpGuard *g, ProxyConf *conf, ProxyGro
     cdef size_t head_len = g.head_len
     cdef size_t n
     cdef _Exchange *ex = <_Exchange *>calloc(1, sizeof(_Exchange))
-    cdef const char *cont = b"HTTP/1.1 100 Continue\r\n\r\n"
     cdef const char *why = NULL
     cdef int websocket
     if ex == NULL:
@@ -234,27 +233,7 @@ cdef void _px_begin(mg.mg_connection *c, HttpGuard *g, ProxyConf *conf, ProxyGro
     while n < head_len and n < sizeof(ex.line) - 1 and c.recv.buf[n] != 13:
         ex.line[n] = <char>c.recv.buf[n]
         n += 1
-    # The guard's streamed-body set-up, as _stream_begin() does it for an app.
-    g.flags |= _GF_STREAM
-    g.phase = _PH_STREAM
-    g.body_ready = 0
-    g.chunk_state = _CK_SIZE
-    g.decoded = 0
-    g.body_refused = 0
-    g.body_base = head_len
-    g.wire_total = 0
-    g.progress_mark = 0
-    if g.body_kind == _BODY_LENGTH:
-        g.body_left = g.content_length
-    elif g.body_kind == _BODY_NONE:
-        g.flags |= _GF_BODY_DONE
-    g.deadline_ms = (now + g.limits.body_timeout_ms
-                     if g.limits.body_timeout_ms and g.body_kind != _BODY_NONE else 0)
-    if g.flags & _GF_EXPECT:
-        g.flags |= _GF_CONTINUED
-        mg.mg_send(c, cont, strlen(cont))
-    c.is_resp = 1
-    g.head_len = 0
+    _stream_setup(c, g, now)  # the body streams through the guard, as for an app
     ex.head.p = NULL
     if not _px_build_head(ex, &hm):
         _px_free(ex)

@@ -8,23 +8,6 @@
 # the same way, with the error logged once. The classes' fields and hooks are declared in
 # _mongoose.pxd: that is the whole of what this file knows about the server.
 
-cdef int _asgi_stock_index(object headers) except -1:
-    """Which of Date (1) and Server (2) the app's headers leave for the server to add."""
-    cdef int stock = 3
-    cdef Py_ssize_t n
-    for pair in headers:
-        name = pair[0]
-        if type(name) is not bytes:
-            continue  # the core refuses it with a clear error
-        n = len(<bytes>name)
-        if n == 4:
-            if (<bytes>name).lower() == b"date":
-                stock &= ~1
-        elif n == 6 and (<bytes>name).lower() == b"server":
-            stock &= ~2
-    return stock
-
-
 @cython.auto_pickle(False)
 cdef class ASGIServerState:
     """What the ASGI server's exchanges and WebSocket cycles share; see cymongoose.asgi."""
@@ -80,7 +63,7 @@ cdef class ASGIHTTPExchange:
         cdef Connection conn = self.conn
         if conn._c == NULL:
             return False
-        stock = self.server_state.default_headers[_asgi_stock_index(self.headers)]
+        stock = self.server_state.default_headers[_missing_default_headers(self.headers)]
         try:
             _http_respond(conn, self.status, self.headers, body, None, stock)
         except Exception:
@@ -106,13 +89,9 @@ cdef class ASGIHTTPExchange:
         shared.kick()
 
 
-import asyncio as _asyncio
-import sys as _sys
-from asyncio import Task as _AsyncioTask
-
 cdef str _ASGI_TASK_NAME = "cymongoose.asgi request"
 # Python 3.12's tasks can start eagerly: see ASGILoop._spawn.
-cdef bint _EAGER_TASKS = _sys.version_info >= (3, 12)
+cdef bint _EAGER_TASKS = sys_version_info >= (3, 12)
 
 
 cdef bint _asks_websocket(HttpMessage msg):
@@ -178,7 +157,7 @@ cdef class ASGILoop(_LoopHandler):
         cdef ASGIServerState shared = self.server_state
         if shared.clock_requests:
             # The access log's duration and the request deadline start at the head.
-            exchange.started = _perf_counter()
+            exchange.started = time_perf_counter()
         if conn.body_complete:
             exchange.body = conn.body_read() if conn.body_pending else b""
         else:
@@ -190,6 +169,7 @@ cdef class ASGILoop(_LoopHandler):
 
     cdef _spawn(self, cycle, bint eager=False):
         loop = self.loop
+        import_asyncio()  # once: the first task of an asyncio loop (run_app() needs it too)
         if loop.get_task_factory() is None:
             # Python 3.11 formats a "Task-<n>" name for every task made without one (1.4k
             # instructions, 4% of a raw hello request); loop.create_task() names it only
@@ -200,12 +180,12 @@ cdef class ASGILoop(_LoopHandler):
                 # is ever scheduled (no handle, no turn of the loop, and its response is
                 # written in this poll). A WebSocket app is not started this way: its
                 # handshake must finish first.
-                task = _AsyncioTask(self.run_app(cycle), loop=loop, name=_ASGI_TASK_NAME,
+                task = asyncio_Task(self.run_app(cycle), loop=loop, name=_ASGI_TASK_NAME,
                                     eager_start=True)
                 if task.done():
                     return  # run_app() ended: no task to keep, none to cancel
             else:
-                task = _AsyncioTask(self.run_app(cycle), loop=loop, name=_ASGI_TASK_NAME)
+                task = asyncio_Task(self.run_app(cycle), loop=loop, name=_ASGI_TASK_NAME)
         else:
             task = loop.create_task(self.run_app(cycle))
         cycle.task = task
@@ -214,7 +194,7 @@ cdef class ASGILoop(_LoopHandler):
     async def run_app(self, cycle):
         try:
             await self.app(cycle.scope, cycle.receive, cycle.send)
-        except _asyncio.CancelledError:
+        except asyncio_CancelledError:
             cycle.cancelled()
             raise
         except BaseException as exc:

@@ -4,7 +4,6 @@
 # PEP 3333 requires; repeated fields are joined with ", " (Cookie with "; ").
 
 from cpython.dict cimport PyDict_Copy, PyDict_GetItem, PyDict_SetItem
-from sys import intern as _sys_intern
 
 from cpython.dict cimport PyDict_Next
 from cpython.list cimport PyList_GET_ITEM
@@ -75,7 +74,7 @@ cdef object _environ_key(const char *p, size_t n):
             key = text
         else:
             key = "HTTP_" + text
-        key = _sys_intern(key)
+        key = sys_intern(key)
     if len(_ENVIRON_KEYS) < _ENVIRON_KEYS_MAX:
         _ENVIRON_KEYS[name] = key
     return key

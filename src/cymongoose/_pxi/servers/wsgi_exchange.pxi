@@ -38,7 +38,7 @@ cdef class WSGIExchange:
         self.environ = environ
         self.is_head = is_head
         self.declared = -1
-        self.stock = 3
+        self.stock = DEFAULT_DATE | DEFAULT_SERVER
         self.headers = []
 
     def __call__(self, status, headers, exc_info=None):
@@ -59,7 +59,7 @@ cdef class WSGIExchange:
             raise TypeError(f"headers must be a list of (name, value) tuples, not "
                             f"{type(headers).__name__}")
         cdef long long declared = -1
-        cdef int stock = 3
+        cdef int stock = DEFAULT_DATE | DEFAULT_SERVER  # _missing_default_headers(), fused
         cdef Py_ssize_t n, k
         cdef const char *p
         for item in <list>headers:
@@ -83,10 +83,8 @@ cdef class WSGIExchange:
                     if not 48 <= <unsigned char>p[k] <= 57:
                         raise ValueError(f"invalid Content-Length {value!r}")
                     declared = declared * 10 + (p[k] - 48)
-            elif _is_named(p, n, b"date", 4):
-                stock &= ~1
-            elif _is_named(p, n, b"server", 6):
-                stock &= ~2
+            else:
+                stock &= ~_default_header_bit(p, n)
         self.status = parsed
         self.headers = headers
         self.declared = declared
@@ -118,13 +116,16 @@ cdef class WSGIExchange:
         return self.app_phase
 
 
-import io as _io
-from time import perf_counter as _perf_counter
-
-
-# The outbox operations of cymongoose.wsgi.state (the same numbers there).
-DEF _WSGI_OP_WHOLE = 0
-DEF _WSGI_OP_FILE = 3
+cpdef enum OutboxOp:
+    # The steps of a response that app threads queue for the loop (cymongoose.wsgi.state's
+    # outbox): drain() writes OUTBOX_WHOLE itself and closes an OUTBOX_FILE's descriptor
+    # for a finished exchange; the server's write_step() does the rest.
+    OUTBOX_WHOLE = 0  # a whole response: arg is its body
+    OUTBOX_BEGIN = 1  # the head of a streamed one
+    OUTBOX_WRITE = 2  # a piece of its body
+    OUTBOX_FILE = 3  # (descriptor, offset, count) to send; the descriptor is the step's
+    OUTBOX_END = 4  # the streamed response is complete
+    OUTBOX_ABORT = 5  # it cannot be completed: close the connection
 
 
 @cython.auto_pickle(False)  # a server's live state: nothing to pickle
@@ -163,9 +164,9 @@ cdef class WSGILoop(_LoopHandler):
                                                   environ["REQUEST_METHOD"] == "HEAD")
         if self.clock_requests:
             # The access log's duration and the request deadline start at the head.
-            ex.started = _perf_counter()
+            ex.started = time_perf_counter()
         if conn.body_complete:
-            environ["wsgi.input"] = (_io.BytesIO(conn.body_read()) if conn.body_pending
+            environ["wsgi.input"] = (io_BytesIO(conn.body_read()) if conn.body_pending
                                      else self.no_body)
         else:
             ex.input = self.stream_input_type(ex)
@@ -187,12 +188,12 @@ cdef class WSGILoop(_LoopHandler):
         while outbox:
             ex, op, arg = outbox.popleft()
             if ex.closed or ex.finished:
-                if op == _WSGI_OP_FILE:
-                    _os.close(arg[0])
+                if op == OUTBOX_FILE:
+                    os_close(arg[0])
                 continue
             conn = ex.conn
             try:
-                if op != _WSGI_OP_WHOLE:
+                if op != OUTBOX_WHOLE:
                     self.write_step(ex, op, arg)
                     continue
                 status = ex.status
@@ -244,7 +245,7 @@ cdef class WSGILoop(_LoopHandler):
                     body = (<list>result)[0]
                     ex.sent = len(body)
                     ex.head_sent = ex.head_queued = True
-                    outbox.append((ex, _WSGI_OP_WHOLE, body))
+                    outbox.append((ex, <int>OUTBOX_WHOLE, body))  # an int, not a member
                 else:
                     self.finish_app(ex, result)
             except BaseException as exc:
