@@ -281,17 +281,17 @@ cdef class TlsOpts:
     cdef void *_ctx_client
 
 
-# The servers' per-request work in C (servers/*.pxi) and its contract with the Python of
-# cymongoose.wsgi and cymongoose.asgi, which subclass every class below (picows' WSListener
-# pattern). The C code calls up into Python only through the cpdef hooks declared here, on
-# objects whose type is declared here: each base's hook raises NotImplementedError naming
-# itself, and the class statement of a Python subclass that leaves a hook to its base fails
-# with TypeError (server_hooks.pxi), so a hook renamed on one side is a build error (the C
-# side) or an import error (the Python side), never a request that fails at run time. Every
-# other object field is data the C code reads, stores or passes on; the few that hold
-# callables are called with fixed arguments and filled in once, when the server starts:
-# ASGIServerState.kick, the *_handler fields (given to Connection.set_handler) and the
-# *_type fields (the classes the core instantiates).
+# The servers' per-request work in C (servers/*.pxi: the WSGI* and ASGI* classes below) and
+# its contract with the Python of cymongoose.wsgi and cymongoose.asgi, which subclass each of
+# them (picows' WSListener pattern). The C code calls up into Python only through the cpdef
+# hooks declared here, on objects whose type is declared here: each base's hook raises
+# NotImplementedError naming itself, and the class statement of a Python subclass that
+# leaves a hook to its base fails with TypeError (server_hooks.pxi), so a hook renamed on one
+# side is a build error (the C side) or an import error (the Python side), never a request
+# that fails at run time. Every other object field is data the C code reads, stores or
+# passes on; the few that hold callables are called with fixed arguments and filled in once,
+# when the server starts: ASGIServerState.kick, the *_handler fields (given to
+# Connection.set_handler) and the *_type fields (the classes the core instantiates).
 
 # The WSGI server (wsgi_exchange.pxi).
 cdef class WSGIExchange:
