@@ -281,12 +281,19 @@ cdef class TlsOpts:
     cdef void *_ctx_client
 
 
-# The WSGI server's per-request work in C (wsgi_exchange.pxi); cymongoose.wsgi subclasses both
-# classes in Python. The contract between the two sides: the C code calls up into Python only
-# through the cpdef hooks declared below, which the base implements by raising
-# NotImplementedError and the subclass overrides (picows' WSListener pattern). Every other
-# object field is data the C code reads, stores or passes on, never an object it calls
-# methods of; a renamed hook is a build or stubtest error, not a failed request.
+# The servers' per-request work in C (servers/*.pxi: the WSGI* and ASGI* classes below) and
+# its contract with the Python of cymongoose.wsgi and cymongoose.asgi, which subclass each of
+# them (picows' WSListener pattern). The C code calls up into Python only through the cpdef
+# hooks declared here, on objects whose type is declared here: each base's hook raises
+# NotImplementedError naming itself, and the class statement of a Python subclass that
+# leaves a hook to its base fails with TypeError (server_hooks.pxi), so a hook renamed on one
+# side is a build error (the C side) or an import error (the Python side), never a request
+# that fails at run time. Every other object field is data the C code reads, stores or
+# passes on; the few that hold callables are called with fixed arguments and filled in once,
+# when the server starts: ASGIServerState.kick, the *_handler fields (given to
+# Connection.set_handler) and the *_type fields (the classes the core instantiates).
+
+# The WSGI server (wsgi_exchange.pxi).
 cdef class WSGIExchange:
     # One request and its response, shared by the loop and the thread running the app.
     cdef public object state  # the server's shared state (wsgi/state.py), for the subclass
@@ -321,6 +328,18 @@ cdef class WSGIExchange:
     cpdef stream(self, data)
     cpdef feed_input(self)
     cpdef gone(self)
+
+
+cdef class WSGITurns:
+    # Who owns the loop among the server's threads (wsgi/turns.py): what run_batch() reads
+    # and writes per app it runs inline.
+    cdef public object owner  # the thread that owns the loop (None: none)
+    cdef public object current  # the exchange whose app the owner runs inline, or None
+    # The standby thread sleeps (idle): the owner must wake it when it starts an app.
+    cdef public bint standby_asleep
+
+    # Hook, from run_batch(): the owner set `current` while the standby sleeps.
+    cpdef wake_standby(self)
 
 
 cdef class WSGILoop(_LoopHandler):
@@ -372,13 +391,9 @@ cdef class Rpc:
     cdef list _patterns
 
 
-# The ASGI server's loop side (asgi_exchange.pxi) and its contract with cymongoose.asgi. The
-# core never holds the server: it reads the typed fields below, which the server fills in,
-# and calls up only through the cpdef hooks declared here, which the server's Python
-# subclasses override (asgi/state.py: ServerState, asgi/admission.py: Admission); the base
-# classes' hooks raise NotImplementedError. A field the core reads can't be renamed on one
-# side only (Cython refuses to build), and a hook the subclass stops overriding fails loudly
-# with NotImplementedError instead of an AttributeError deep in a request.
+# The ASGI server (asgi_exchange.pxi). The core never holds the server: it reads the typed
+# fields below, which the server fills in (asgi/state.py: ServerState, asgi/admission.py:
+# Admission, asgi/http.py and websocket.py: the cycles, asgi/shared.py: the waiter).
 
 cdef class ASGIServerState:
     # What the per-request objects share (uvicorn's ServerState): each HTTP exchange and each
@@ -397,11 +412,31 @@ cdef class ASGIServerState:
     cpdef log_access(self, exchange)
 
 
-cdef class ASGIHTTPExchange:
+cdef class ASGIWaiter:
+    # Where an exchange's coroutines wait for the loop (asgi/shared.py); the core only wakes.
+    # Hook: wake every coroutine waiting on it.
+    cpdef wake(self)
+
+
+cdef class ASGICycle:
+    # What the core runs an app for: an HTTP exchange or a WebSocket. ASGILoop.run_app()
+    # awaits app(scope, receive, send), where receive() and send() are async methods of the
+    # subclass (Python attributes: the app is given them; the base's raise
+    # NotImplementedError and the subclass check requires them too).
     cdef public object task  # the app's task, set by ASGILoop
     cdef public ASGIServerState server_state
     cdef public Connection conn
     cdef public dict scope
+
+    # Hooks. Loop side: gone(), the client left (MG_EV_CLOSE). From run_app(): app_done()
+    # with the exception the app raised, or None when it returned without completing its
+    # exchange; cancelled(), its task was cancelled (the server stops).
+    cpdef gone(self)
+    cpdef app_done(self, exc)
+    cpdef cancelled(self)
+
+
+cdef class ASGIHTTPExchange(ASGICycle):
     cdef public object body  # the whole request body, when it came with the head
     cdef public bint streaming  # the request body is still arriving
     cdef public int status  # from http.response.start (0: not yet)
@@ -411,14 +446,20 @@ cdef class ASGIHTTPExchange:
     cdef public bint closed  # the client went away
     cdef public bint failed  # a protocol error was logged
     # Made when a coroutine first waits: most requests never do.
-    cdef public object rx
-    cdef public object tx
+    cdef public ASGIWaiter rx
+    cdef public ASGIWaiter tx
     cdef public bint busy  # the connection's handler wants MG_EV_READ/WRITE for us
     cdef public long long sent  # body bytes sent (the access log's)
     cdef public double started  # perf_counter() at the head, when clock_requests is set
 
     cdef bint _respond_whole(self, bytes body) except -1
     cpdef _finish(self)
+
+    # Hooks: receive() and send() past their paths in C (a body still arriving, waiting for
+    # the client, a streamed, file or refused response). Each returns the awaitable that
+    # receive() or send() awaits (the subclass's are async methods).
+    cpdef receive_slow(self)
+    cpdef send_slow(self, message)
 
 
 cdef class ASGILoop(_LoopHandler):
@@ -436,7 +477,7 @@ cdef class ASGILoop(_LoopHandler):
     cdef _admit(self, Connection conn, HttpMessage msg)
     # start() and spawn() for the C paths: no override lookup per request.
     cdef _start(self, Connection conn, ASGIHTTPExchange exchange)
-    cdef _spawn(self, cycle, bint eager=*)
+    cdef _spawn(self, ASGICycle cycle, bint eager=*)
 
     # Hooks. admit_request: a request head when python_admission is set (proxy headers,
     # Unix-socket clients, max_requests). admit_websocket: a GET asking for a WebSocket,

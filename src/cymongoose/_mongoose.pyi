@@ -5,7 +5,7 @@ User-facing documentation of every class and function lives here.
 
 import enum
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, MutableMapping, Sequence
 from typing import Any, ClassVar, Protocol, TypeAlias, TypedDict, TypeVar, final
 
 from typing_extensions import Buffer, disjoint_base
@@ -1064,6 +1064,10 @@ class WSGIExchange:
     hooks `stream()`, `feed_input()` and `gone()` raise `NotImplementedError` here: the
     server's subclass implements them, and the C side calls up only through them."""
 
+    def __init_subclass__(cls, *, partial: bool = False) -> None:
+        """A Python subclass must override every hook (else `TypeError` at its class
+        statement); `partial=True` marks a mixin holding some of them."""
+
     state: Any
     conn: Connection
     environ: dict[str, Any]
@@ -1101,11 +1105,28 @@ class WSGIExchange:
         (it will never run), 1 running (its thread is abandoned), 2 returned (no change)."""
 
 @disjoint_base
+class WSGITurns:
+    """Who owns the loop among the WSGI server's threads, for `cymongoose.wsgi` (not a user
+    API): `WSGILoop.run_batch()` reads and writes these fields and calls the hook
+    `wake_standby()`, which raises `NotImplementedError` here."""
+
+    owner: Any
+    current: Any
+    standby_asleep: bool
+    def __init_subclass__(cls, *, partial: bool = False) -> None:
+        """A Python subclass must override every hook (else `TypeError` at its class
+        statement); `partial=True` marks a mixin holding some of them."""
+    def wake_standby(self) -> None: ...
+
+@disjoint_base
 class ASGIServerState:
     """What the ASGI server's exchanges and WebSocket cycles share, for `cymongoose.asgi`
     (not a user API): the core reads these fields and calls `log_access()`, which the
     server's subclass implements."""
 
+    def __init_subclass__(cls, *, partial: bool = False) -> None:
+        """A Python subclass must override every hook (else `TypeError` at its class
+        statement); `partial=True` marks a mixin holding some of them."""
     default_headers: list[HeaderBlock | None]
     kick: Callable[[], object]
     access_log_on: bool
@@ -1116,15 +1137,42 @@ class ASGIServerState:
     def log_access(self, exchange: Any) -> None: ...
 
 @disjoint_base
-class ASGIHTTPExchange:
-    """State of one ASGI HTTP request and response, for `cymongoose.asgi` (not a user API):
-    `receive()`/`send()` on their common paths; the server's subclass implements
-    `_receive_wait()` and `_send_slow()` for the others."""
+class ASGIWaiter:
+    """Where a cycle's coroutines wait for the loop, for `cymongoose.asgi` (not a user
+    API): the C side calls the hook `wake()`, which raises `NotImplementedError` here."""
+
+    def __init_subclass__(cls, *, partial: bool = False) -> None:
+        """A Python subclass must override every hook (else `TypeError` at its class
+        statement); `partial=True` marks a mixin holding some of them."""
+    def wake(self) -> None: ...
+
+@disjoint_base
+class ASGICycle:
+    """What `ASGILoop` runs an app for, an HTTP exchange or a WebSocket, for
+    `cymongoose.asgi` (not a user API). The hooks `receive()`, `send()` (given to the app),
+    `gone()`, `app_done()` and `cancelled()` raise `NotImplementedError` here: the server's
+    subclasses implement them, and the C side calls up only through them."""
 
     task: Any
     server_state: ASGIServerState
     conn: Connection
     scope: dict[str, Any]
+    def __init_subclass__(cls, *, partial: bool = False) -> None:
+        """A Python subclass must override every hook (else `TypeError` at its class
+        statement); `partial=True` marks a mixin holding some of them."""
+    async def receive(self) -> MutableMapping[str, Any]: ...
+    async def send(self, message: dict[str, Any]) -> None: ...
+    def gone(self) -> None: ...
+    def app_done(self, exc: BaseException | None) -> None: ...
+    def cancelled(self) -> None: ...
+
+@disjoint_base
+class ASGIHTTPExchange(ASGICycle):
+    """State of one ASGI HTTP request and response, for `cymongoose.asgi` (not a user API):
+    `receive()`/`send()` on their common paths; the server's subclass implements the hooks
+    `receive_slow()` and `send_slow()` for the others (each returns what `receive()` or
+    `send()` awaits) and those of `ASGICycle`."""
+
     body: bytes | None
     streaming: bool
     status: int
@@ -1133,8 +1181,8 @@ class ASGIHTTPExchange:
     complete: bool
     closed: bool
     failed: bool
-    rx: Any
-    tx: Any
+    rx: ASGIWaiter | None
+    tx: ASGIWaiter | None
     busy: bool
     sent: int
     started: float
@@ -1143,6 +1191,8 @@ class ASGIHTTPExchange:
     ) -> None: ...
     async def receive(self) -> dict[str, Any]: ...
     async def send(self, message: dict[str, Any]) -> None: ...
+    def receive_slow(self) -> Awaitable[MutableMapping[str, Any]]: ...
+    def send_slow(self, message: dict[str, Any]) -> Awaitable[None]: ...
     def _finish(self) -> None: ...
 
 @disjoint_base
@@ -1151,6 +1201,10 @@ class ASGILoop:
     API): the handler of a connection waiting for a request head, and the app's task. The
     server's subclass implements the hooks `admit_request()` (every request, when
     `python_admission` is set) and `admit_websocket()`."""
+
+    def __init_subclass__(cls, *, partial: bool = False) -> None:
+        """A Python subclass must override every hook (else `TypeError` at its class
+        statement); `partial=True` marks a mixin holding some of them."""
 
     cymongoose_events: frozenset[int]
     server_state: ASGIServerState
@@ -1169,8 +1223,8 @@ class ASGILoop:
         self, conn: Connection, msg: HttpMessage, scope: dict[str, Any]
     ) -> None: ...
     def start(self, conn: Connection, exchange: ASGIHTTPExchange) -> None: ...
-    def spawn(self, cycle: Any) -> None: ...
-    async def run_app(self, cycle: Any) -> None: ...
+    def spawn(self, cycle: ASGICycle) -> None: ...
+    async def run_app(self, cycle: ASGICycle) -> None: ...
 
 def log_escape(text: str) -> str:
     """`text` made safe to write into a log line, as nginx escapes its access log: control
@@ -1219,6 +1273,10 @@ class WSGILoop:
     them, and the C side calls up only through them. They take the server's exchanges,
     subclasses of `WSGIExchange`, hence `Any`."""
 
+    def __init_subclass__(cls, *, partial: bool = False) -> None:
+        """A Python subclass must override every hook (else `TypeError` at its class
+        statement); `partial=True` marks a mixin holding some of them."""
+
     cymongoose_events: frozenset[int]
     state: Any
     exchange_type: Any
@@ -1235,7 +1293,9 @@ class WSGILoop:
     access_log_on: bool
     clock_requests: bool
     def __call__(self, conn: Connection, ev: int, msg: Any) -> None: ...
-    def run_batch(self, turns: Any, me: Any, app: Any, slots: Any, once: bool = False) -> None: ...
+    def run_batch(
+        self, turns: WSGITurns, me: Any, app: Any, slots: Any, once: bool = False
+    ) -> None: ...
     def drain(self, outbox: Any, stock: list[Any]) -> None: ...
     def write_step(self, ex: Any, op: int, arg: Any) -> None: ...
     def protocol_error(self, ex: Any, exc: BaseException) -> None: ...

@@ -33,10 +33,13 @@ from .state import ServerState
 class _HTTPCycle(ASGIHTTPExchange):
     """One HTTP request and its response; every method runs on the loop's thread. The state,
     `receive()`/`send()` on their common paths and `_finish()` are in C (ASGIHTTPExchange,
-    asgi_exchange.pxi); what waits or fails is here."""
+    asgi_exchange.pxi); what waits or fails is here, in the hooks the C code calls
+    (`gone()`, `receive_slow()`, `send_slow()`, `app_done()`, `cancelled()`)."""
 
     __slots__ = ()
     server_state: ServerState  # the C field, typed ASGIServerState there
+    rx: _Waiter | None  # the C fields, typed ASGIWaiter there
+    tx: _Waiter | None
 
     # Loop side (Mongoose events).
     def gone(self) -> None:
@@ -64,9 +67,9 @@ class _HTTPCycle(ASGIHTTPExchange):
         rx = self.rx
         if rx is None:
             rx = self.rx = _Waiter()
-        return rx  # type: ignore[no-any-return]
+        return rx
 
-    async def _receive_wait(self) -> ASGIMessage:
+    async def receive_slow(self) -> ASGIMessage:
         """receive() past its common paths (a disconnect, the body that came with the head):
         a streamed body, or waiting for the client to go away."""
         while self.streaming and not self.closed:
@@ -119,7 +122,7 @@ class _HTTPCycle(ASGIHTTPExchange):
                 self.status, self.sent = 413, 0
             self._finish()  # the access-log line, with the status the server applied
 
-    async def _send_slow(self, message: ASGIMessage) -> None:
+    async def send_slow(self, message: ASGIMessage) -> None:
         """send() for every message its C path did not complete (streaming, files, errors)."""
         if self.closed:
             raise ClientDisconnected("the client disconnected")

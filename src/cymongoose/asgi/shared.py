@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from .._mongoose import ASGIWaiter
+
 # Most body bytes one http.request message carries.
 _RECEIVE_MAX = 1 << 20
 
@@ -20,10 +22,11 @@ def _has_header(headers: Any, lower: bytes) -> bool:
     return any(len(p[0]) == n and p[0].lower() == lower for p in headers)
 
 
-class _Waiter:
+class _Waiter(ASGIWaiter):
     """Wake-ups for coroutines waiting on the loop's thread. Several may wait at once (an
     app may call receive() from two tasks); each awaits a future of its own, so cancelling
-    one waiter never disturbs the others."""
+    one waiter never disturbs the others. `wake()` is the hook the C code calls (an
+    exchange that completes wakes a receive() waiting for the disconnect)."""
 
     __slots__ = ("_futures",)
 

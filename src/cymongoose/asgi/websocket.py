@@ -11,6 +11,7 @@ from .._mongoose import (
     WEBSOCKET_OP_BINARY,
     WEBSOCKET_OP_CLOSE,
     WEBSOCKET_OP_TEXT,
+    ASGICycle,
     Connection,
     missing_default_headers,
 )
@@ -33,18 +34,20 @@ _WS_QUEUE_LOW = 256 << 10
 _WS_CLOSING_GRACE_S = 5.0  # after our close frame, wait this long for the peer's
 
 
-class _WSCycle:
-    """One WebSocket: the handshake waits for the app's accept (or its HTTP answer)."""
+class _WSCycle(ASGICycle):
+    """One WebSocket: the handshake waits for the app's accept (or its HTTP answer). `task`,
+    `server_state`, `conn` and `scope` are the C base's fields (ASGICycle); `receive()`,
+    `send()`, `gone()`, `app_done()` and `cancelled()` are the hooks the C code calls."""
 
-    __slots__ = ("task", "server_state", "conn", "scope", "key", "state", "queue", "rx", "tx",
-                 "disconnected", "close_timer", "status", "headers", "head_sent",
-                 "queued", "paused", "sent", "started")
+    __slots__ = ("key", "state", "queue", "rx", "tx", "disconnected", "close_timer", "status",
+                 "headers", "head_sent", "queued", "paused", "sent", "started")
+    task: asyncio.Task[None] | None  # the C fields, typed object and ASGIServerState there
+    server_state: ServerState
 
     _CONNECTING, _OPEN, _CLOSING, _RESPONDING, _DONE = range(5)
 
     def __init__(self, server_state: ServerState, conn: Connection, scope: dict[str, Any],
                  key: bytes) -> None:
-        self.task: asyncio.Task[None] | None = None  # set by ASGILoop.spawn
         self.server_state = server_state
         self.conn = conn
         self.scope = scope

@@ -37,9 +37,10 @@ _ENVIRON_KEYS = _EnvironKeys()
 _HEADERS_504 = [(b"Content-Type", b"text/plain; charset=utf-8"), (b"Connection", b"close")]
 
 
-class ResponseWriter(WSGILoop):
+class ResponseWriter(WSGILoop, partial=True):
     """WSGILoop's loop-side hooks: write_step(), protocol_error() and log_access(); and
-    the request deadline's 504 (answer_timeout())."""
+    the request deadline's 504 (answer_timeout()). `partial=True`: the core checks that
+    ServerLoop, which adds AppResults' hooks, overrides them all."""
 
     __slots__ = ()
     state: ServerState

@@ -21,9 +21,9 @@ if TYPE_CHECKING:
     from .deadline import WSGIDeadline
 
 
-class AppResults(WSGILoop):
+class AppResults(WSGILoop, partial=True):
     """WSGILoop's app-side hooks: finish_app(), app_failed() and
-    timed_out_app_returned()."""
+    timed_out_app_returned(). `partial=True`: see ResponseWriter."""
 
     __slots__ = ()
     state: ServerState

@@ -7,6 +7,7 @@ import collections
 import threading
 import time
 
+from .._mongoose import WSGITurns
 from .exchange import _Exchange
 from .state import ServerState
 
@@ -25,7 +26,7 @@ _IDLE_CHECKS = 200
 _DEEP_SLEEP_S = 1.0
 
 
-class _LoopTurns:
+class _LoopTurns(WSGITurns):
     """Threads that take turns owning the Manager (leader/followers).
 
     The owner polls, then runs the apps of the requests that polling delivered inline, one
@@ -47,8 +48,13 @@ class _LoopTurns:
     ends, and the owner runs them inline again.
 
     Per request this costs deque operations only (atomic under the GIL); `lock` is taken
-    once per batch, and by the standby once per `stall_s`.
+    once per batch, and by the standby once per `stall_s`. `owner`, `current` and
+    `standby_asleep` are the C base's fields (WSGITurns), which WSGILoop.run_batch() reads
+    and writes per app; `wake_standby()` is the hook it calls.
     """
+
+    owner: threading.Thread | None  # the C fields, typed object there
+    current: _Exchange | None  # the app the owner is running inline
 
     def __init__(self, state: ServerState, count: int, stall_s: float) -> None:
         self._state = state
@@ -57,8 +63,8 @@ class _LoopTurns:
         self.lock = threading.Lock()  # guards owner and _standby
         self._cond = threading.Condition(self.lock)
         self.loop_lock = threading.Lock()  # held by whoever touches Mongoose
-        self.owner: threading.Thread | None = None
-        self.current: _Exchange | None = None  # the app the owner is running inline
+        self.owner = None
+        self.current = None
         self._standby_wake = threading.Event()  # set when the standby should look now
         # The standby sleeps until woken (idle): the owner calls wake_standby() when it
         # starts an inline app. Written by the standby, then `current` read; the owner

@@ -12,14 +12,61 @@
 cdef class ASGIServerState:
     """What the ASGI server's exchanges and WebSocket cycles share; see cymongoose.asgi."""
 
+    __init_subclass__ = classmethod(_check_server_hooks)
+
     def __cinit__(self):
         self.default_headers = [None, None, None, None]
 
     cpdef log_access(self, exchange):
-        raise NotImplementedError("the server's subclass writes the access log")
+        raise NotImplementedError(
+            "ASGIServerState.log_access(): the server's subclass writes the access log")
 
 
-cdef class ASGIHTTPExchange:
+_SERVER_HOOKS[ASGIServerState] = ("log_access",)
+
+
+@cython.auto_pickle(False)  # asyncio futures: nothing to pickle
+cdef class ASGIWaiter:
+    """Where a cycle's coroutines wait for the loop; see asgi/shared.py."""
+
+    __init_subclass__ = classmethod(_check_server_hooks)
+
+    cpdef wake(self):
+        raise NotImplementedError("ASGIWaiter.wake(): the server's subclass wakes its waiters")
+
+
+_SERVER_HOOKS[ASGIWaiter] = ("wake",)
+
+
+@cython.auto_pickle(False)  # a live connection and task: nothing to pickle
+cdef class ASGICycle:
+    """What ASGILoop runs an app for (an HTTP exchange, a WebSocket); see cymongoose.asgi."""
+
+    __init_subclass__ = classmethod(_check_server_hooks)
+
+    async def receive(self):
+        raise NotImplementedError("ASGICycle.receive(): the server's subclass receives")
+
+    async def send(self, message):
+        raise NotImplementedError("ASGICycle.send(): the server's subclass sends")
+
+    cpdef gone(self):
+        raise NotImplementedError("ASGICycle.gone(): the server's subclass ends the cycle")
+
+    cpdef app_done(self, exc):
+        raise NotImplementedError(
+            "ASGICycle.app_done(): the server's subclass ends what the app left")
+
+    cpdef cancelled(self):
+        raise NotImplementedError(
+            "ASGICycle.cancelled(): the server's subclass ends a cancelled app's cycle")
+
+
+_SERVER_HOOKS[ASGICycle] = ("receive", "send", "gone", "app_done", "cancelled")
+
+
+@cython.auto_pickle(False)
+cdef class ASGIHTTPExchange(ASGICycle):
     """One request and its response on the loop's thread; see cymongoose.asgi."""
 
     def __cinit__(self, ASGIServerState server_state not None, Connection conn, dict scope,
@@ -36,7 +83,7 @@ cdef class ASGIHTTPExchange:
         if body is not None:
             self.body = None
             return {"type": "http.request", "body": body, "more_body": False}
-        return await self._receive_wait()
+        return await self.receive_slow()
 
     async def send(self, message):
         if not self.closed and type(message) is dict:
@@ -55,11 +102,19 @@ cdef class ASGIHTTPExchange:
                     self.headers = headers
                     self.status = status
                     return
-        await self._send_slow(message)
+        await self.send_slow(message)
+
+    cpdef receive_slow(self):
+        raise NotImplementedError(
+            "ASGIHTTPExchange.receive_slow(): the server's subclass waits for the body")
+
+    cpdef send_slow(self, message):
+        raise NotImplementedError(
+            "ASGIHTTPExchange.send_slow(): the server's subclass streams responses")
 
     cdef bint _respond_whole(self, bytes body) except -1:
         """The response in one write; False (nothing written) when the core refused it, for
-        _send_slow to report."""
+        send_slow() to report."""
         cdef Connection conn = self.conn
         if conn._c == NULL:
             return False
@@ -89,6 +144,9 @@ cdef class ASGIHTTPExchange:
         shared.kick()
 
 
+_SERVER_HOOKS[ASGIHTTPExchange] = ("receive_slow", "send_slow")
+
+
 cdef str _ASGI_TASK_NAME = "cymongoose.asgi request"
 # Python 3.12's tasks can start eagerly: see ASGILoop._spawn.
 cdef bint _EAGER_TASKS = sys_version_info >= (3, 12)
@@ -109,6 +167,7 @@ cdef class ASGILoop(_LoopHandler):
     max_requests (python_admission), WebSockets."""
 
     cymongoose_events = frozenset((MG_EV_HTTP_HDRS, MG_EV_CLOSE))  # @handles() equivalent
+    __init_subclass__ = classmethod(_check_server_hooks)
 
     cdef int on_event(self, Connection conn, int ev, object msg) except -1:
         if ev == mg.MG_EV_HTTP_HDRS:
@@ -119,7 +178,7 @@ cdef class ASGILoop(_LoopHandler):
             return 0
         cycle = conn.userdata
         if cycle is not None:
-            cycle.gone()
+            (<ASGICycle?>cycle).gone()
         if self.unix_conns:
             self.unix_conns.discard(conn.id)
         return 0
@@ -140,16 +199,18 @@ cdef class ASGILoop(_LoopHandler):
         self._start(conn, self.exchange_type(self.server_state, conn, scope))
 
     cpdef admit_request(self, Connection conn, HttpMessage msg):
-        raise NotImplementedError("the server's subclass admits requests that need Python")
+        raise NotImplementedError(
+            "ASGILoop.admit_request(): the server's subclass admits requests that need Python")
 
     cpdef admit_websocket(self, Connection conn, HttpMessage msg, dict scope):
-        raise NotImplementedError("the server's subclass answers WebSocket handshakes")
+        raise NotImplementedError(
+            "ASGILoop.admit_websocket(): the server's subclass answers WebSocket handshakes")
 
     def start(self, Connection conn, ASGIHTTPExchange exchange not None):
         """Hand the request body over (whole, or streamed as it arrives) and start the app."""
         self._start(conn, exchange)
 
-    def spawn(self, cycle):
+    def spawn(self, ASGICycle cycle not None):
         """Run the app for `cycle` (an exchange or a WebSocket cycle) as a task."""
         self._spawn(cycle)
 
@@ -167,7 +228,7 @@ cdef class ASGILoop(_LoopHandler):
         conn.userdata = exchange
         self._spawn(exchange, True)
 
-    cdef _spawn(self, cycle, bint eager=False):
+    cdef _spawn(self, ASGICycle cycle, bint eager=False):
         loop = self.loop
         import_asyncio()  # once: the first task of an asyncio loop (run_app() needs it too)
         if loop.get_task_factory() is None:
@@ -191,7 +252,7 @@ cdef class ASGILoop(_LoopHandler):
         cycle.task = task
         self.tasks.add(task)  # the coroutine leaves the set itself: no done callback
 
-    async def run_app(self, cycle):
+    async def run_app(self, ASGICycle cycle not None):
         try:
             await self.app(cycle.scope, cycle.receive, cycle.send)
         except asyncio_CancelledError:
@@ -208,3 +269,6 @@ cdef class ASGILoop(_LoopHandler):
                 cycle.app_done(None)
         finally:
             self.tasks.discard(cycle.task)
+
+
+_SERVER_HOOKS[ASGILoop] = ("admit_request", "admit_websocket")

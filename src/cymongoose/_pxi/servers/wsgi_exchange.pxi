@@ -31,6 +31,8 @@ cdef class WSGIExchange:
     Calling it is the app's start_response(); see cymongoose.wsgi. Fields and hooks are
     declared in _mongoose.pxd."""
 
+    __init_subclass__ = classmethod(_check_server_hooks)
+
     def __cinit__(self, state, Connection conn, dict environ, bint is_head, *args,
                   **kwargs):
         self.state = state
@@ -98,13 +100,14 @@ cdef class WSGIExchange:
         self.stream(data)
 
     cpdef stream(self, data):
-        raise NotImplementedError("the server's subclass sends the body")
+        raise NotImplementedError("WSGIExchange.stream(): the server's subclass sends the body")
 
     cpdef feed_input(self):
-        raise NotImplementedError("the server's subclass feeds wsgi.input")
+        raise NotImplementedError(
+            "WSGIExchange.feed_input(): the server's subclass feeds wsgi.input")
 
     cpdef gone(self):
-        raise NotImplementedError("the server's subclass ends the exchange")
+        raise NotImplementedError("WSGIExchange.gone(): the server's subclass ends the exchange")
 
     def time_out(self):
         """Loop side: mark the exchange timed out (the server answers 504 for it) unless its
@@ -114,6 +117,24 @@ cdef class WSGIExchange:
         if self.app_phase != 2:
             self.timed_out = True
         return self.app_phase
+
+
+_SERVER_HOOKS[WSGIExchange] = ("stream", "feed_input", "gone")
+
+
+@cython.auto_pickle(False)  # threads and locks: nothing to pickle
+cdef class WSGITurns:
+    """Who owns the loop among the WSGI server's threads: the fields run_batch() reads and
+    writes per app; cymongoose.wsgi's subclass (wsgi/turns.py) takes the turns."""
+
+    __init_subclass__ = classmethod(_check_server_hooks)
+
+    cpdef wake_standby(self):
+        raise NotImplementedError(
+            "WSGITurns.wake_standby(): the server's subclass wakes its standby thread")
+
+
+_SERVER_HOOKS[WSGITurns] = ("wake_standby",)
 
 
 cpdef enum OutboxOp:
@@ -139,6 +160,9 @@ cdef class WSGILoop(_LoopHandler):
     paths by overriding the hooks (see _mongoose.pxd)."""
 
     cymongoose_events = frozenset((MG_EV_HTTP_HDRS, MG_EV_CLOSE))  # @handles() equivalent
+    # The hooks are split between mixins (wsgi/responses.py, results.py), declared with
+    # `partial=True`: the class combining them is checked.
+    __init_subclass__ = classmethod(_check_server_hooks)
 
     cdef int on_event(self, Connection conn, int ev, object msg) except -1:
         if ev == mg.MG_EV_HTTP_HDRS:
@@ -210,7 +234,7 @@ cdef class WSGILoop(_LoopHandler):
                 if ex.busy and not conn.is_closing:
                     conn.set_handler(self.quiet_handler)
 
-    def run_batch(self, turns, me, app, slots, bint once=False):
+    def run_batch(self, WSGITurns turns not None, me, app, slots, bint once=False):
         """The loop's owner `me` runs the queued apps one after another while it owns the
         loop and an app slot is free (see cymongoose.wsgi.turns, _LoopTurns.run_pending);
         `once`: a thread that does not own the loop runs one queued app (apps that block are
@@ -262,19 +286,29 @@ cdef class WSGILoop(_LoopHandler):
                 break
 
     cpdef write_step(self, WSGIExchange ex, int op, arg):
-        raise NotImplementedError("the server's subclass writes streamed responses")
+        raise NotImplementedError(
+            "WSGILoop.write_step(): the server's subclass writes streamed responses")
 
     cpdef protocol_error(self, WSGIExchange ex, BaseException exc):
-        raise NotImplementedError("the server's subclass answers a refused response")
+        raise NotImplementedError(
+            "WSGILoop.protocol_error(): the server's subclass answers a refused response")
 
     cpdef log_access(self, WSGIExchange ex):
-        raise NotImplementedError("the server's subclass writes the access log")
+        raise NotImplementedError(
+            "WSGILoop.log_access(): the server's subclass writes the access log")
 
     cpdef finish_app(self, WSGIExchange ex, result):
-        raise NotImplementedError("the server's subclass sends what the app returned")
+        raise NotImplementedError(
+            "WSGILoop.finish_app(): the server's subclass sends what the app returned")
 
     cpdef app_failed(self, WSGIExchange ex, BaseException exc):
-        raise NotImplementedError("the server's subclass answers an app that failed")
+        raise NotImplementedError(
+            "WSGILoop.app_failed(): the server's subclass answers an app that failed")
 
     cpdef timed_out_app_returned(self, WSGIExchange ex, slots):
-        raise NotImplementedError("the server's subclass accounts for abandoned threads")
+        raise NotImplementedError("WSGILoop.timed_out_app_returned(): the server's subclass "
+                                  "accounts for abandoned threads")
+
+
+_SERVER_HOOKS[WSGILoop] = ("write_step", "protocol_error", "log_access", "finish_app",
+                           "app_failed", "timed_out_app_returned")
