@@ -97,7 +97,7 @@ def test_mongooses_own_line_numbers_are_kept(tmp_path: Path) -> None:
     line = "static bool can_read(const struct mg_connection *c) {"
     number = source.splitlines().index(line) + 1
     fixed = _load().apply(source.encode())
-    r = _compiles(tmp_path, fixed.replace(line.encode(), line.encode() + b"{"))
+    r = _compiles(tmp_path, fixed.replace(line.encode(), line.encode() + b" @"))
     assert r.returncode != 0 and f"mongoose.c:{number}:" in r.stderr, r.stderr[-2000:]
 
 
