@@ -59,7 +59,7 @@ FIXES: tuple[Fix, ...] = (
         "loop; the interest is also cached so an unchanged one costs no epoll_ctl()",
         ("tests/reliability/test_scale.py::"
          "test_out_of_descriptors_pauses_accepting_without_spinning",
-         "tests/core/test_paused_reads.py::"
+         "tests/core/test_accepted_socket.py::"
          "test_a_paused_reader_with_bytes_waiting_lets_poll_sleep"),
         (Edit("definitions", "after", TOP),),
         patch="upstream/accept-pause-and-is-full.patch"),
