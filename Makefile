@@ -6,6 +6,8 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_PYTHON ?= python3
 PYTEST_ARGS ?=
 ASAN_VENV := .venv-asan
+# make test-builtin-tls: the extension built with Mongoose's own TLS engine, its own environment.
+BUILTIN_TLS_VENV := .venv-builtin-tls
 # make fuzz: every harness of tests/fuzz for FUZZ_SECONDS each (FUZZ_ONLY=a,b for some), in
 # an environment of its own with the extension built by clang for fuzzing.
 FUZZ_VENV := .venv-fuzz
@@ -28,6 +30,7 @@ INSTALLED_VENV := .venv-installed
 INSTALLED_TESTS ?= tests/core tests/protocols/test_tls_openssl.py tests/protocols/test_ws.py
 
 .PHONY: all setup fetch build demo test test-suite stubtest typecheck lint asan-test clean \
+        test-builtin-tls \
         debian-packages build-packages docs dist test-installed fuzz soak flood
 
 all: build
@@ -82,6 +85,19 @@ asan-test: fetch build-packages
 	UV_PROJECT_ENVIRONMENT=$(ASAN_VENV) CYMONGOOSE_ASAN=ON \
 	    $(UV) run --no-sync pytest -q -p no:cacheprovider -m "not no_asan" tests/core tests/protocols tests/adapters/wsgi tests/adapters/asgi tests/adapters/test_aio.py tests/proxy $(wildcard tests/reliability) tests/fuzz
 
+# The tests that need Mongoose's builtin TLS engine (CYMONGOOSE_TLS=builtin; the default build
+# links OpenSSL): tests/protocols/test_tls.py, whose thousand handshakes are the behaviour test
+# of the ECDSA_MINIMAL_DER fix (vendor/mongoose/inventory.py). The extension is built once, in
+# its own environment, so the normal build is untouched.
+test-builtin-tls: fetch
+	SKBUILD_BUILD_DIR=build/builtin-tls CYMONGOOSE_TLS=builtin \
+	    UV_PROJECT_ENVIRONMENT=$(BUILTIN_TLS_VENV) \
+	    $(UV) sync --group dev --reinstall-package cymongoose
+	UV_PROJECT_ENVIRONMENT=$(BUILTIN_TLS_VENV) $(UV) run --no-sync python -c \
+	    "import sys, cymongoose; sys.exit(cymongoose.TLS_ENGINE != 'builtin')"
+	UV_PROJECT_ENVIRONMENT=$(BUILTIN_TLS_VENV) CYMONGOOSE_TLS=builtin \
+	    $(UV) run --no-sync pytest -q -p no:cacheprovider tests/protocols/test_tls.py
+
 # The soak (docs/reliability.md): figures to tests/reliability/results/soak.json.
 soak: debian-packages setup
 	$(UV) run --no-sync python tests/reliability/soak.py --minutes $(SOAK_MINUTES) \
@@ -126,6 +142,7 @@ docs: setup
 	NO_MKDOCS_2_WARNING=1 $(UV) run --no-sync mkdocs build --strict
 
 clean:
-	rm -rf build dist .venv $(ASAN_VENV) $(INSTALLED_VENV) vendor/mongoose/mongoose.[ch]
+	rm -rf build dist .venv $(ASAN_VENV) $(BUILTIN_TLS_VENV) $(INSTALLED_VENV) \
+	    vendor/mongoose/mongoose.[ch]
 
 -include tests/benchmarks/bench.mk

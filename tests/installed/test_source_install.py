@@ -197,6 +197,9 @@ def test_uv_build_of_a_clone_with_no_pip_anywhere(
     with tarfile.open(sdist) as tar:
         names = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
     assert {"vendor/mongoose/mongoose.c", "vendor/mongoose/mongoose.h"} <= names
+    # and what build_fixes.py applies to them
+    assert {"vendor/mongoose/inventory.py", "vendor/mongoose/cym_fixes.h",
+            "vendor/mongoose/fixes/accept4.c"} <= names
 
 
 # A backend, loaded from the project's own backend-path as ours is, whose wheel is empty but

@@ -7,7 +7,8 @@ source distribution that carries the two amalgamated files and their sha256. Thi
 1. does nothing if both files are already here with the pinned hashes;
 2. else, if CYMONGOOSE_MONGOOSE_DIR names a directory holding the two files, copies them
    from there after checking that mongoose.h declares the pinned MG_VERSION (a user's own
-   copy may be patched, so its hashes are reported, not enforced);
+   copy may carry changes of its own, so its hashes are reported, not enforced: build_fixes.py
+   patches it like the pinned one, and refuses it if an anchor of the fixes does not fit);
 3. else downloads the pinned artifact with pip (no dependencies, source only; a pip found
    as pip_command() says, run without the build frontend's variables), extracts only the
    two files, verifies both hashes and writes them here.
@@ -69,7 +70,8 @@ def copy_from_user_dir(source: Path) -> None:
     for name in FILES:
         digest = sha256_of(source / name)
         if digest != PIN["sha256"][name]:
-            print(f"fetch.py: note: {name} from {source} differs from the pin ({digest})")
+            print(f"fetch.py: note: {name} from {source} differs from the pin ({digest}); "
+                  "the build fixes are applied to it all the same")
         shutil.copyfile(source / name, HERE / name)
 
 

@@ -423,24 +423,28 @@ cdef extern from "cym_extra.h" nogil:
     # Defined in mongoose.c but not declared by mongoose.h: the wall-clock offset that
     # mg_now() adds to mg_millis(); seeded at import so TLS validity checks work without SNTP.
     uint64_t mg_boot_timestamp_ms
-    # Added to mongoose.c by vendor/mongoose/build_fixes.py: set a connection's epoll
-    # interest (EPOLLIN unless c->is_full, EPOLLOUT if wr), with no system call when it is
-    # already registered (kept in c->prof.len); a no-op without epoll.
-    void cym_epoll_set(mg_connection *c, int wr)
+    int cym_park_layout_ok()  # always true: one definition (cym_fixes.h) for both sides
 
-    # vendor/mongoose/build_fixes.py: told once per EMFILE episode that accepting paused.
+
+# What the build fixes add to mongoose.c (vendor/mongoose/inventory.py lists them, the names
+# below in capitals), declared once in vendor/mongoose/cym_fixes.h.
+cdef extern from "cym_fixes.h" nogil:
+    # EPOLL_INTEREST: set a connection's epoll interest (EPOLLIN unless c->is_full, EPOLLOUT
+    # if wr), with no system call when it is already registered; a no-op without epoll.
+    void cym_epoll_set(mg_connection *c, int wr)
+    # ACCEPT_PAUSE: told once per EMFILE episode that accepting paused.
     void (*cym_accept_paused_hook)(mg_connection *lsn, int err)
-    # vendor/mongoose/build_fixes.py: a client's orderly EOF (recv() == 0); non-zero: handled.
+    # PEER_EOF: a client's orderly EOF (recv() == 0); non-zero: handled.
     int (*cym_peer_eof_hook)(mg_connection *c)
-    # vendor/mongoose/build_fixes.py: mg_error()'s log line handed over (text and errno),
-    # and the last OpenSSL error text of this thread (empty once read).
+    # CONN_ERROR_HOOK: mg_error()'s log line handed over (text and errno), and the last
+    # OpenSSL error text of this thread (empty once read).
     void (*cym_conn_error_hook)(mg_connection *c, const char *text, int err)
     char cym_tls_reason[256]
-    # vendor/mongoose/build_fixes.py RECV_GROWTH: how far a full c->recv may double (0: no
-    # cap; it always grows by MG_IO_SIZE at least).
+    # RECV_GROWTH: how far a full c->recv may double (0: no cap; it always grows by
+    # MG_IO_SIZE at least).
     size_t (*cym_recv_cap_hook)(mg_connection *c)
-    # vendor/mongoose/build_fixes.py INTERNALS: Mongoose's static protocol handlers (cymongoose
-    # runs them behind its own) and accessors for the c->data fields it reads.
+    # INTERNALS: Mongoose's static protocol handlers (cymongoose runs them behind its own)
+    # and accessors for the c->data fields it reads.
     mg_event_handler_t cym_http_cb
     mg_event_handler_t cym_static_cb
     mg_event_handler_t cym_mg_ws_cb
@@ -449,27 +453,24 @@ cdef extern from "cym_extra.h" nogil:
     mg_event_handler_t cym_dns_cb
     size_t *cym_static_left(mg_connection *c)  # static_cb: file bytes still to send
     char *cym_sntp_flag(mg_connection *c)  # a byte of c->data sntp_cb leaves free
-    # build_fixes.py QUIET_SKIP: the protocol handler whose c->pfn_data starts with a
-    # "skip MG_EV_POLL until" time in ms.
+    # QUIET_SKIP: the protocol handler whose c->pfn_data starts with a cym_quiet.
     mg_event_handler_t cym_quiet_pfn
-    # build_fixes.py PARKING: an idle connection parked off mgr->conns until its deadline or
-    # its next I/O; cym_unpark() puts it back (any Connection method does).
+    # PARKING: an idle connection parked off mgr->conns until its deadline or its next
+    # I/O; cym_unpark() puts it back (any Connection method does).
     struct cym_quiet:
         uint64_t until  # skip (or park) the connection until then; 0: never
         size_t slot  # parked: 1 + its index in the heap; 0: in mgr->conns
         int park  # quiet while it waits for a request: it may leave mgr->conns
     struct cym_parking:
         size_t len  # connections parked
-    const size_t cym_park_layout[4]
     void cym_unpark(mg_connection *c)
     mg_connection *cym_parked_find(mg_mgr *mgr, unsigned long id)
     mg_connection *cym_parked_at(mg_mgr *mgr, size_t i)
     int cym_parked_wait_ms(mg_mgr *mgr, int ms)
-    int cym_park_layout_ok()  # these declarations match mongoose.c's
-    # build_fixes.py: http_cb's head parser when set (http_split.pxi), else mg_http_parse.
+    # HTTP_PARSE_HOOK: http_cb's head parser when set (http_split.pxi), else mg_http_parse.
     int (*cym_http_parse_hook)(mg_connection *c, const char *s, size_t len,
                                mg_http_message *hm)
-    # build_fixes.py DIRLIST: mg_http_serve_dir lists a directory only while it is set.
+    # DIRLIST: mg_http_serve_dir lists a directory only while it is set.
     int cym_dirlist_allowed
 
 
