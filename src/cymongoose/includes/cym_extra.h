@@ -9,8 +9,4 @@
 /* Defined in mongoose.c (src/sntp.c): wall-clock milliseconds at mg_millis() == 0. */
 extern uint64_t mg_boot_timestamp_ms;
 
-/* The parking structures are defined once, in cym_fixes.h, for mongoose.c and the core
-   alike, so they always agree; http_guard.pxi still asks at import. */
-static inline int cym_park_layout_ok(void) { return 1; }
-
 #endif

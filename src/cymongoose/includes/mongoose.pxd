@@ -423,7 +423,6 @@ cdef extern from "cym_extra.h" nogil:
     # Defined in mongoose.c but not declared by mongoose.h: the wall-clock offset that
     # mg_now() adds to mg_millis(); seeded at import so TLS validity checks work without SNTP.
     uint64_t mg_boot_timestamp_ms
-    int cym_park_layout_ok()  # always true: one definition (cym_fixes.h) for both sides
 
 
 # What the build fixes add to mongoose.c (vendor/mongoose/inventory.py lists them, the names

@@ -794,9 +794,6 @@ cdef int _on_peer_eof(mg.mg_connection *c) noexcept nogil:
 
 mg.cym_peer_eof_hook = _on_peer_eof
 mg.cym_quiet_pfn = <mg.mg_event_handler_t>_http_guard
-if not mg.cym_park_layout_ok():
-    raise ImportError("cymongoose: cym_extra.h and the build fixes of mongoose.c disagree on "
-                      "the parking structures (vendor/mongoose/build_fixes.py PARKING): rebuild")
 
 
 cdef HttpGuard *_attach(mg.mg_connection *c) noexcept nogil:
