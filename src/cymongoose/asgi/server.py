@@ -175,15 +175,18 @@ class ASGIServer:
     async def start(self, url: str = "http://127.0.0.1:8000", **limits: Any) -> Connection:
         """Run the lifespan startup (once), then listen on `url` with the limits of
         docs/server-behaviour.md. `LifespanFailure` (a RuntimeError) when startup fails."""
-        await self._start_loop()
+        await self.startup()
         return self.listen(url, **limits)
 
     async def start_socket(self, sock: Any, *, tls: bool = False, **limits: Any) -> Connection:
         """`start()` on a listening socket opened elsewhere: see `listen_socket()`."""
-        await self._start_loop()
+        await self.startup()
         return self.listen_socket(sock, tls=tls, **limits)
 
-    async def _start_loop(self) -> None:
+    async def startup(self) -> None:
+        """The lifespan startup (once) and the server on the running loop, with no listener
+        yet: `listen()`/`listen_socket()` add them, and nothing is accepted before the loop
+        runs again. `start()` is the two together."""
         if self._manager is None:
             if self._stopping:
                 raise RuntimeError("this ASGIServer was stopped")

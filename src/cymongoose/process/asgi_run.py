@@ -43,10 +43,16 @@ class ASGIRun:
     def listen_socket(self, sock: Any, *, tls: bool = False) -> None:
         """The lifespan startup, then listen on `sock`. StartupFailed when the app's
         startup fails; the listener's own errors as they are. The server is stopped on
-        either."""
-        self._loop.run_until_complete(self._start(sock, tls))
+        either. The listener is added outside the loop: a loop turn after it would accept
+        before serve.py has closed the start-up responder and the supervisor said `go`."""
+        self._loop.run_until_complete(self._start())
+        try:
+            self._server.listen_socket(sock, tls=tls)
+        except BaseException:
+            self._loop.run_until_complete(self._server.stop())
+            raise
 
-    async def _start(self, sock: Any, tls: bool) -> None:
+    async def _start(self) -> None:
         stop = self._stop = asyncio.Event()
 
         def recycle() -> None:
@@ -56,7 +62,7 @@ class ASGIRun:
 
         self._server.on_max_requests = recycle
         try:
-            await self._server.start_socket(sock, tls=tls)
+            await self._server.startup()
         except LifespanFailure as exc:
             # The app's own failure, already logged with its traceback or its message: a
             # summary line, not the listener's "cannot serve" (the bind was fine).
