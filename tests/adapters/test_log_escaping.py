@@ -23,13 +23,12 @@ from typing import Any
 
 import pytest
 from support.asgi_server import running_asgi_server
+from support.poll_thread import ServerThread
 from support.routes import read_to_eof
 from support.wsgi_server import running_wsgi_server
 
 from cymongoose import MG_EV_HTTP_MSG, Connection
 from cymongoose.access_log import DEFAULT_FORMAT, AccessLog, AccessLogWriter
-
-from conftest import ServerThread
 
 pytestmark = pytest.mark.timeout(60)
 

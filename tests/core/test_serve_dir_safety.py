@@ -17,10 +17,10 @@ from support.http_client import HttpConnection, Response, get, raw_request
 from support.nginx import nginx_static, start_nginx, stop_nginx
 from support.ports import free_port
 from support.static_tree import StaticTree, make_static_tree
+from support.subprocess_env import tool_env
+from support.waiting import wait_for
 
 from cymongoose import MG_EV_HTTP_MSG, Connection, Manager
-
-from conftest import pump, tool_env
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -107,7 +107,7 @@ def test_serve_dir_refuses_nul_in_a_message_the_guard_never_saw(tree: StaticTree
         mgr = Manager(handler)
         try:
             mgr.connect(f"http://127.0.0.1:{peer.getsockname()[1]}")
-            pump(mgr, lambda: _accepted(peer), 5, "the connection")
+            wait_for(lambda: _accepted(peer), 5, "the connection", manager=mgr)
             sock, _ = peer.accept()
             with sock:
                 sock.setblocking(False)
@@ -121,7 +121,7 @@ def test_serve_dir_refuses_nul_in_a_message_the_guard_never_saw(tree: StaticTree
                         pass
                     return b"\r\n\r\n" in got
 
-                pump(mgr, answered, 5, "serve_dir's answer")
+                wait_for(answered, 5, "serve_dir's answer", manager=mgr)
         finally:
             mgr.close()
     assert got.startswith(b"HTTP/1.1 400 "), bytes(got)

@@ -21,6 +21,7 @@ from typing import Any
 import certs
 import httpx
 import pytest
+from support.waiting import wait_for
 from websockets.asyncio.client import connect as ws_connect_async
 from websockets.sync.server import ServerConnection
 from websockets.sync.server import serve as ws_serve
@@ -40,8 +41,6 @@ from cymongoose import (
     Manager,
     TlsOpts,
 )
-
-from conftest import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -87,9 +86,6 @@ class TlsServer:
             self.errors.append(data)
         elif ev == MG_EV_CLOSE and not conn.is_listening:
             self.closed += 1
-
-    def wait(self, pred: Any, timeout: float = 5.0) -> bool:
-        return wait_until(pred, timeout)
 
 
 @pytest.fixture
@@ -203,7 +199,7 @@ def test_wrong_ca_is_refused_by_client_and_server_keeps_serving(
     other = certs.CA(name="another CA").write(tmp_path, "other")
     with pytest.raises(ssl.SSLCertVerificationError):
         https_get(server.port, other)
-    assert server.wait(lambda: server.closed >= 1)
+    wait_for(lambda: server.closed >= 1, 5.0, "server.closed >= 1")
     assert server.requests == []
     assert_still_serving(server, cafile)
 
@@ -228,7 +224,7 @@ def test_plain_text_client_on_tls_port_is_closed_promptly(server: TlsServer,
         elapsed = time.monotonic() - start
     assert data == b""  # no plain-text answer, just a close
     assert elapsed < 2.0  # refused at once, not after a handshake timeout
-    assert server.wait(lambda: bool(server.errors))
+    wait_for(lambda: bool(server.errors), 5.0, "bool(server.errors)")
     assert certs.is_non_tls_refusal(server.errors[0]), server.errors
     assert_still_serving(server, cafile)
 
@@ -261,7 +257,7 @@ def test_garbage_on_tls_port_never_crashes(server: TlsServer, cafile: Path,
                     break
             except ConnectionResetError:
                 break
-    assert server.wait(lambda: server.closed >= 1)
+    wait_for(lambda: server.closed >= 1, 5.0, "server.closed >= 1")
     assert server.requests == []
     assert_still_serving(server, cafile)
 
@@ -316,7 +312,7 @@ def test_garbage_after_handshake_closes_cleanly(server: TlsServer, cafile: Path,
             except ConnectionResetError:
                 break
         assert time.monotonic() - start < 2.0  # closed at once, not after a timeout
-    assert server.wait(lambda: server.closed >= 1)
+    wait_for(lambda: server.closed >= 1, 5.0, "server.closed >= 1")
     assert server.requests == []
     if TLS_ENGINE == "builtin":  # OpenSSL's own alert and the peer's close end these quietly
         assert server.errors, "a readable error event for the refused bytes"

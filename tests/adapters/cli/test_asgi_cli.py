@@ -23,8 +23,7 @@ from support.cli_run import (
 )
 from support.http_client import HttpConnection, get
 from support.ports import bound_listener, free_port
-
-from conftest import wait_until
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -78,7 +77,8 @@ def test_fastapi_app_on_two_workers(tmp_path: Path) -> None:
     cli = _asgi_cli(tmp_path, "asgi_fast:app", "--port", str(port), "--workers", "2")
     try:
         cli.wait_http(port)
-        assert wait_until(lambda: len(cli.worker_pids()) == 2, 20), cli.worker_pids()
+        wait_for(lambda: len(cli.worker_pids()) == 2, 20,
+                 lambda: f"len(cli.worker_pids()) == 2 ({cli.worker_pids()})")
         pids: set[int] = set()
         deadline = time.monotonic() + 10
         while len(pids) < 2 and time.monotonic() < deadline:
@@ -95,7 +95,7 @@ def test_unix_socket_trusts_its_local_proxy(tmp_path: Path) -> None:
     cli = _asgi_cli(tmp_path, "asgi_raw:app", "--uds", path, "--proxy-headers",
                     "--proxy-headers-host", "--root-path", "/api")
     try:
-        assert wait_until(lambda: unix_answers(path), 20), cli.err
+        wait_for(lambda: unix_answers(path), 20, lambda: f"unix_answers(path) ({cli.err})")
         head, _, body = unix_get(path, "/api/u").partition(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 200")
         assert _fields(body)[1:] == ["127.0.0.1", "http", "unix", "/api", "/api/u"]
@@ -214,7 +214,8 @@ def test_max_requests_recycles_asgi_workers(tmp_path: Path) -> None:
     try:
         cli.wait_http(port)
         with LoadClient(port, threads=3, max_requests=1000) as load:
-            assert wait_until(lambda: len(load.result.pids) >= 3, 20), load.result.pids
+            wait_for(lambda: len(load.result.pids) >= 3, 20,
+                     lambda: f"len(load.result.pids) >= 3 ({load.result.pids})")
     finally:
         assert cli.stop() == 0, cli.err
     result = load.result
@@ -241,7 +242,7 @@ def test_https_from_certificate_files(tmp_path: Path) -> None:
             return None
 
     try:
-        assert wait_until(fetch, 20), cli.err
+        wait_for(fetch, 20, lambda: f"fetch ({cli.err})")
         body = fetch()
         assert body and _fields(body)[2] == "https" and body.endswith(b"|/tls"), body
     finally:

@@ -14,8 +14,7 @@ import pytest
 from support.cli_run import CLI, cli_env, https_raw_get, run_cli, self_signed_cert
 from support.http_client import get
 from support.ports import free_port
-
-from conftest import wait_until
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -42,7 +41,7 @@ def test_reload_picks_up_an_edited_file(tmp_path: Path) -> None:
             except OSError:
                 return b""
 
-        assert wait_until(lambda: body() == b"version 2", 20), cli.err
+        wait_for(lambda: body() == b"version 2", 20, lambda: f'body() == b"version 2" ({cli.err})')
     finally:
         assert cli.stop() == 0, cli.err
     assert "changed: restarting" in cli.err
@@ -70,7 +69,7 @@ def test_reload_dir_watches_only_the_directories_named(tmp_path: Path) -> None:
             except OSError:
                 return b""
 
-        assert wait_until(lambda: body() == b"version 2", 20), cli.err
+        wait_for(lambda: body() == b"version 2", 20, lambda: f'body() == b"version 2" ({cli.err})')
     finally:
         assert cli.stop() == 0, cli.err
     assert cli.err.count("changed: restarting") == 1, cli.err
@@ -206,7 +205,8 @@ def test_a_client_reset_and_plain_http_on_tls_are_one_quiet_line(tmp_path: Path,
     try:
         plain.wait_http(port)
         ctx = ssl.create_default_context(cafile=str(tmp_path / "cert.pem"))
-        assert wait_until(lambda: https_raw_get(tls_port, ctx, "/up") is not None, 20), tls.err
+        wait_for(lambda: https_raw_get(tls_port, ctx, "/up") is not None, 20,
+                 lambda: f'https_raw_get(tls_port, ctx, "/up") is not None ({tls.err})')
         assert _plain_http_to(tls_port) == b""  # refused: no HTTP answer in clear text
         _reset(port, b"GET /half HTTP/1.1\r\nHost: x\r\n")  # a reset mid-request
         get(port, "/after")  # the server goes on

@@ -1,0 +1,61 @@
+"""The suite's one bounded wait: ask a predicate until it says yes, fail naming what was awaited.
+
+Every wait on a condition in the tests goes through `wait_for`: state a server thread or a
+child process updates (sleep between checks), or state that only moves while this thread
+polls a Manager (`manager=`: poll it between checks). A timeout raises AssertionError with
+what was awaited and for how long, so a test reads `wait_for(...)` instead of asserting a
+boolean that says nothing when it is false."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from cymongoose import Manager
+
+T = TypeVar("T")
+
+# Between two checks: how long to sleep, or how long one Manager.poll() may block (ms).
+SLEEP_S = 0.005
+POLL_MS = 5
+
+
+def wait_for(predicate: Callable[[], T], timeout: float, what: str | Callable[[], str], *,
+             manager: Manager | None = None, poll_ms: int = POLL_MS) -> T:
+    """Call predicate() until it returns something true and return that; between checks
+    sleep briefly, or poll `manager` on this thread when given (for `poll_ms` at most: 0
+    for work a socket event does not announce, such as a paused connection's buffered
+    data). predicate() is called once per check (a predicate that acts, e.g. sends a
+    probe, is not asked again after a yes).
+    After `timeout` seconds raise AssertionError naming `what` (a string, or a callable
+    asked at that moment to describe the state that was seen)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            said = what() if callable(what) else what
+            raise AssertionError(f"timed out after {timeout} s waiting for {said}")
+        if manager is None:
+            time.sleep(SLEEP_S)
+        else:
+            manager.poll(poll_ms)
+
+
+def recv_polling(mgr: Manager, sock: socket.socket, want: bytes, timeout: float = 5.0) -> bytes:
+    """Read from a non-blocking client socket while polling mgr in this thread until the
+    bytes read equal `want`; returns them, or fails showing what was read instead."""
+    got = bytearray()
+
+    def complete() -> bool:
+        try:
+            got.extend(sock.recv(65536))
+        except BlockingIOError:
+            pass
+        return got == want
+
+    wait_for(complete, timeout, lambda: f"{want!r}, read {bytes(got)!r}", manager=mgr)
+    return bytes(got)
