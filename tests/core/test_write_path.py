@@ -75,15 +75,17 @@ def test_reader_that_pauses_gets_the_whole_response_and_the_loop_waits_meanwhile
             assert conn.send_len > 0
             got = bytearray()
             client.setblocking(False)
-            deadline = time.monotonic() + 20
-            while not got.endswith(body[-64:]) or len(got) < size:
-                assert time.monotonic() < deadline, f"only {len(got)} bytes arrived"
-                mgr.poll(1)
+
+            def arrived() -> bool:
                 try:
                     while chunk := client.recv(1 << 20):
-                        got += chunk
+                        got.extend(chunk)
                 except BlockingIOError:
                     pass
+                return got.endswith(body[-64:]) and len(got) >= size
+
+            wait_for(arrived, 20, lambda: f"the whole body (only {len(got)} bytes arrived)",
+                     manager=mgr, poll_ms=1)
             head, _, rest = bytes(got).partition(b"\r\n\r\n")
             assert head.startswith(b"HTTP/1.1 200 OK") and rest == body
     finally:

@@ -321,9 +321,7 @@ def sntp() -> Iterator[SntpResponder]:
                 mgr.sntp_connect(f"udp://127.0.0.1:{responder.port}",
                                  lambda c, ev, d: got.append(d)
                                  if ev == cm.MG_EV_SNTP_TIME else None)
-                deadline = time.monotonic() + 3
-                while not got and time.monotonic() < deadline:
-                    mgr.poll(5)
+                wait_for(lambda: got, 3, "the clock put back", manager=mgr)
         responder.close()
 
 

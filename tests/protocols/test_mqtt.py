@@ -506,9 +506,7 @@ def test_our_listener_serves_paho(v5: bool) -> None:
             assert pinged.wait(5), "no PINGRESP"
             client.disconnect()
             client.loop_stop()
-            deadline = time.monotonic() + 5
-            while tiny.closed < 1 and time.monotonic() < deadline:
-                time.sleep(0.01)
+            wait_for(lambda: tiny.closed >= 1, 5, "our listener to see the client go")
         finally:
             client.loop_stop()
             stop.set()
@@ -551,14 +549,7 @@ def test_malformed_packet_to_our_listener(name: str) -> None:
             # A valid CONNECT first, then (once answered) the bad packet.
             s.sendall(b"\x10\x0c\x00\x04MQTT\x04\x02\x00\x3c\x00\x00")
             s.setblocking(False)
-            data = b""
-            deadline = time.monotonic() + 5
-            while len(data) < 4 and time.monotonic() < deadline:
-                mgr.poll(5)
-                try:
-                    data += s.recv(4096)
-                except BlockingIOError:
-                    pass
+            data = recv_polling(mgr, s, b"\x20\x02\x00\x00")
             assert data == b"\x20\x02\x00\x00"  # CONNACK
             s.sendall(MALFORMED[name])
             wait_for(lambda: tiny.closed == 1, 5, "the server to close", manager=mgr)
@@ -572,15 +563,8 @@ def test_malformed_packet_to_our_listener(name: str) -> None:
         s2 = socket.create_connection(("127.0.0.1", port), timeout=5)
         try:
             s2.sendall(b"\x10\x0c\x00\x04MQTT\x04\x02\x00\x3c\x00\x00\xc0\x00")
-            s2.settimeout(0.05)
-            data = b""
-            deadline = time.monotonic() + 5
-            while data != b"\x20\x02\x00\x00\xd0\x00" and time.monotonic() < deadline:
-                mgr.poll(5)
-                try:
-                    data += s2.recv(4096)
-                except TimeoutError:
-                    pass
+            s2.setblocking(False)
+            data = recv_polling(mgr, s2, b"\x20\x02\x00\x00\xd0\x00")
             assert data == b"\x20\x02\x00\x00\xd0\x00"  # CONNACK, PINGRESP
         finally:
             s2.close()

@@ -429,9 +429,7 @@ def test_server_with_unusable_key_closes_instead_of_serving_plain_text(
             assert sock.recv(4096) == b""
         except ConnectionResetError:  # closed with our request unread: also a refusal
             pass
-    deadline = time.monotonic() + 5
-    while not errors and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: errors, 5, "the handler's error")
     assert answered == []
     assert isinstance(errors[0], ValueError) and reason in str(errors[0]), errors
 
@@ -606,18 +604,11 @@ class HttpsClient:
             self.closed = True
 
 
-def run_until(mgr: Manager, pred: Any, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not pred() and time.monotonic() < deadline:
-        mgr.poll(10)
-    return bool(pred())
-
-
 def test_https_client_verifies_ca_and_host(py_server: PyTlsServer, manager: Manager,
                                            ca: certs.CA) -> None:
     client = HttpsClient(manager, py_server.port,
                          TlsOpts(ca=ca.cert_pem, name="localhost"), "/hello")
-    assert run_until(manager, lambda: client.closed)
+    wait_for(lambda: client.closed, 5.0, "client.closed", manager=manager)
     assert client.response == (200, b"py-tls /hello")
     assert MG_EV_TLS_HS in client.events
     assert client.errors == []
@@ -626,7 +617,7 @@ def test_https_client_verifies_ca_and_host(py_server: PyTlsServer, manager: Mana
 def test_https_client_refuses_wrong_ca(py_server: PyTlsServer, manager: Manager) -> None:
     other = certs.CA(name="stranger CA")
     client = HttpsClient(manager, py_server.port, TlsOpts(ca=other.cert_pem, name="localhost"))
-    assert run_until(manager, lambda: client.closed)
+    wait_for(lambda: client.closed, 5.0, "client.closed", manager=manager)
     assert client.response is None
     assert any("CA" in e or "unable to get local issuer certificate" in e
                for e in client.errors), client.errors
@@ -639,7 +630,8 @@ def test_https_client_checks_host_name(manager: Manager, ca: certs.CA, tmp_path:
     try:
         wrong = HttpsClient(manager, srv.port, TlsOpts(ca=ca.cert_pem, name="other.example"))
         right = HttpsClient(manager, srv.port, TlsOpts(ca=ca.cert_pem, name="localhost"))
-        assert run_until(manager, lambda: wrong.closed and right.closed)
+        wait_for(lambda: wrong.closed and right.closed, 5.0, "wrong.closed and right.closed",
+                 manager=manager)
     finally:
         srv.close()
     assert wrong.response is None
@@ -654,7 +646,7 @@ def test_https_client_refuses_expired_server_certificate(
     srv = PyTlsServer(ca.issue(not_before=before, not_after=after), tmp_path)
     try:
         client = HttpsClient(manager, srv.port, TlsOpts(ca=ca.cert_pem, name="localhost"))
-        assert run_until(manager, lambda: client.closed)
+        wait_for(lambda: client.closed, 5.0, "client.closed", manager=manager)
     finally:
         srv.close()
     assert client.response is None
@@ -680,7 +672,7 @@ def test_https_client_against_plain_http_server(manager: Manager, ca: certs.CA) 
         t = threading.Thread(target=serve, daemon=True)
         t.start()
         client = HttpsClient(manager, lsock.getsockname()[1], TlsOpts(ca=ca.cert_pem))
-        assert run_until(manager, lambda: client.closed)
+        wait_for(lambda: client.closed, 5.0, "client.closed", manager=manager)
         t.join(5)
     assert client.response is None
     assert len(client.errors) == 1 and certs.is_non_tls_refusal(client.errors[0]), client.errors
@@ -716,8 +708,8 @@ def test_wss_client_against_websockets_server(manager: Manager, leaf: certs.Leaf
         t.start()
         try:
             conn = manager.ws_connect(f"wss://127.0.0.1:{port}/", handler)
-            assert run_until(manager, lambda: bool(got))
-            assert run_until(manager, lambda: conn.is_closing)
+            wait_for(lambda: bool(got), 5.0, "bool(got)", manager=manager)
+            wait_for(lambda: conn.is_closing, 5.0, "conn.is_closing", manager=manager)
         finally:
             manager.close()
             server.shutdown()
@@ -759,6 +751,6 @@ def test_cymongoose_client_and_server_over_tls(manager: Manager, ca: certs.CA,
             got.append(("error", data))
 
     manager.ws_connect(f"wss://127.0.0.1:{port}/ws", wss)
-    assert run_until(manager, lambda: https.closed and bool(got))
+    wait_for(lambda: https.closed and bool(got), 5.0, "https.closed and bool(got)", manager=manager)
     assert https.response == (200, b"both ends mongoose")
     assert got == ["hello"]

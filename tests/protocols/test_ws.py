@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
@@ -586,13 +587,6 @@ class WsClient:
             self.close_code = conn.ws_close_code
 
 
-def run_until(mgr: Manager, pred: Any, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not pred() and time.monotonic() < deadline:
-        mgr.poll(10)
-    return bool(pred())
-
-
 def test_client_echo_text_binary_fragments_and_big(
         echo_server: tuple[int, list[Any]], manager: Manager) -> None:
     port, received = echo_server
@@ -600,7 +594,8 @@ def test_client_echo_text_binary_fragments_and_big(
         ("hello", WEBSOCKET_OP_TEXT), (b"\x00\xff" * 100, WEBSOCKET_OP_BINARY),
         ("fragments", WEBSOCKET_OP_TEXT), ("big", WEBSOCKET_OP_TEXT),
         (b"y" * 300_000, WEBSOCKET_OP_BINARY)])
-    assert run_until(manager, lambda: len(client.got) == 5 or client.closed, 10)
+    wait_for(lambda: len(client.got) == 5 or client.closed, 10,
+             "len(client.got) == 5 or client.closed", manager=manager)
     assert client.got == [
         (WEBSOCKET_OP_TEXT, b"hello"), (WEBSOCKET_OP_BINARY, b"\x00\xff" * 100),
         (WEBSOCKET_OP_TEXT, b"part1-part2-part3"),
@@ -616,7 +611,7 @@ def test_client_close_handshake_initiated_by_client(
     port, _ = echo_server
     client = WsClient(manager, port, [("one", WEBSOCKET_OP_TEXT),
                                       (struct.pack("!H", 1000) + b"done", OP_CLOSE)])
-    assert run_until(manager, lambda: client.closed)
+    wait_for(lambda: client.closed, 5.0, "client.closed", manager=manager)
     assert client.close_code == 1000  # the server's echo of our close
 
 
@@ -624,7 +619,7 @@ def test_client_sees_server_close_code(
         echo_server: tuple[int, list[Any]], manager: Manager) -> None:
     port, _ = echo_server
     client = WsClient(manager, port, [("close-me", WEBSOCKET_OP_TEXT)])
-    assert run_until(manager, lambda: client.closed)
+    wait_for(lambda: client.closed, 5.0, "client.closed", manager=manager)
     assert client.close_code == 1001
     assert MG_EV_WS_CTL in client.events
 
@@ -632,7 +627,8 @@ def test_client_sees_server_close_code(
 def test_client_ping_gets_pong(echo_server: tuple[int, list[Any]], manager: Manager) -> None:
     port, _ = echo_server
     client = WsClient(manager, port, [(b"cli-ping", WEBSOCKET_OP_PING)])
-    assert run_until(manager, lambda: MG_EV_WS_CTL in client.events)
+    wait_for(lambda: MG_EV_WS_CTL in client.events, 5.0, "MG_EV_WS_CTL in client.events",
+             manager=manager)
 
 
 class RawServer:
@@ -690,7 +686,7 @@ def test_client_refuses_invalid_frames_from_server(
                     frame(WEBSOCKET_OP_TEXT, b"fine", mask=False) + bad)
     try:
         client = WsClient(manager, srv.port, [])
-        assert run_until(manager, lambda: client.closed)
+        wait_for(lambda: client.closed, 5.0, "client.closed", manager=manager)
         assert client.got == [(WEBSOCKET_OP_TEXT, b"fine")]
         assert client.errors and client.errors[0].startswith("WebSocket protocol error")
     finally:
@@ -706,7 +702,7 @@ def test_client_against_plain_http_server_errors(manager: Manager) -> None:
     srv = RawServer(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi")
     try:
         client = WsClient(manager, srv.port, [])
-        assert run_until(manager, lambda: client.closed)
+        wait_for(lambda: client.closed, 5.0, "client.closed", manager=manager)
     finally:
         srv.close()
     assert not client.opened
@@ -745,8 +741,12 @@ def test_client_survives_random_frames_from_server(manager: Manager) -> None:
         try:
             client = WsClient(manager, srv.port, [])
             # The lambdas run within this iteration, so late binding cannot bite.
-            run_until(manager, lambda: client.closed or srv.received != b"", 0.3)  # noqa: B023
+            # Up to 0.3 s for the client to react to the frames; whether it closed or not,
+            # it is closed next.
+            with contextlib.suppress(AssertionError):
+                wait_for(lambda: client.closed or srv.received != b"", 0.3,  # noqa: B023
+                         "the client to react", manager=manager)
             client.conn.close()
-            assert run_until(manager, lambda: client.closed)  # noqa: B023
+            wait_for(lambda: client.closed, 5.0, "client.closed", manager=manager)  # noqa: B023
         finally:
             srv.close()

@@ -23,14 +23,16 @@ POLL_MS = 5
 
 
 def wait_for(predicate: Callable[[], T], timeout: float, what: str | Callable[[], str], *,
-             manager: Manager | None = None, poll_ms: int = POLL_MS) -> T:
-    """Call predicate() until it returns something true and return that; between checks
-    sleep briefly, or poll `manager` on this thread when given (for `poll_ms` at most: 0
-    for work a socket event does not announce, such as a paused connection's buffered
-    data). predicate() is called once per check (a predicate that acts, e.g. sends a
-    probe, is not asked again after a yes).
-    After `timeout` seconds raise AssertionError naming `what` (a string, or a callable
-    asked at that moment to describe the state that was seen)."""
+             manager: Manager | None = None, poll_ms: int = POLL_MS,
+             interval: float = SLEEP_S) -> T:
+    """Call predicate() until it returns something true and return that. Between checks
+    sleep `interval` (longer for a predicate that costs, e.g. an HTTP probe), or, given a
+    `manager`, poll it on this thread for `poll_ms` at most (0 for work no socket event
+    announces, such as a paused connection's buffered data). predicate() is called once per
+    check: a predicate that acts (sends a probe) is not asked again after a yes. After
+    `timeout` seconds raise AssertionError naming `what` (a string, or a callable asked then
+    to describe the state seen). An exception from predicate() ends the wait: a predicate
+    can fail at once when what it waits on has died."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -40,7 +42,7 @@ def wait_for(predicate: Callable[[], T], timeout: float, what: str | Callable[[]
             said = what() if callable(what) else what
             raise AssertionError(f"timed out after {timeout} s waiting for {said}")
         if manager is None:
-            time.sleep(SLEEP_S)
+            time.sleep(interval)
         else:
             manager.poll(poll_ms)
 

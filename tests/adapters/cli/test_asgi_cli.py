@@ -80,11 +80,15 @@ def test_fastapi_app_on_two_workers(tmp_path: Path) -> None:
         wait_for(lambda: len(cli.worker_pids()) == 2, 20,
                  lambda: f"len(cli.worker_pids()) == 2 ({cli.worker_pids()})")
         pids: set[int] = set()
-        deadline = time.monotonic() + 10
-        while len(pids) < 2 and time.monotonic() < deadline:
+
+        def both_answered() -> bool:
             answer = json.loads(get(port, "/items/1").body)
             assert answer["client"] == "127.0.0.1" and answer["path"] == "items/1"
             pids.add(answer["pid"])
+            return len(pids) >= 2
+
+        wait_for(both_answered, 10, lambda: f"answers from both workers (from {pids})",
+                 interval=0)
         assert pids == set(cli.worker_pids())  # both workers serve the shared socket
     finally:
         assert cli.stop() == 0, cli.err

@@ -16,6 +16,7 @@ from support.gunicorn_server import TESTS_DIR
 from support.http_client import HttpConnection, get
 from support.ports import free_port
 from support.subprocess_env import child_env
+from support.waiting import wait_for
 from support.wsgi_server import running_wsgi_server
 
 
@@ -123,14 +124,15 @@ def _env() -> dict[str, str]:
 
 
 def _wait_get(port: int, timeout: float = 10) -> bytes:
-    deadline = time.monotonic() + timeout
-    while True:
+    def answer() -> bytes | None:
         try:
             return get(port, "/hello").body
         except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
+            return None
+
+    got = wait_for(answer, timeout, f"an answer on {port}", interval=0.05)
+    assert got is not None
+    return got
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
