@@ -47,6 +47,7 @@ def mortal(environ, start_response):
         os._exit(3)  # a crash the app brings on itself, mid-life
     if environ["PATH_INFO"] == "/hang":
         import time
+        open("hang.in", "w").close()  # the test waits for this: the app has the request
         time.sleep(120)  # a request that never finishes in time
     return app(environ, start_response)
 

@@ -37,6 +37,7 @@ async def app(scope, receive, send):
     if scope["type"] != "http":
         return
     if scope["path"] == "/slow":
+        open("slow.in", "w").close()  # the test may wait for this: the app has the request
         await asyncio.sleep(float(scope["query_string"] or b"0.5"))
     host = dict(scope["headers"]).get(b"host", b"").decode()
     body = "|".join([str(os.getpid()), scope["client"][0], scope["scheme"], host,
@@ -200,7 +201,7 @@ def test_sigterm_finishes_the_request_in_flight_and_exits_0(tmp_path: Path,
 
     client = threading.Thread(target=slow)
     client.start()
-    time.sleep(0.4)  # the request is in the app now
+    wait_for(lambda: (tmp_path / "slow.in").exists(), 20, "the request in the app")
     started = time.monotonic()
     code = cli.stop(signal.SIGTERM)
     took = time.monotonic() - started

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from support.cli_run import CLI, cli_env, https_raw_get, run_cli, self_signed_cert
 from support.http_client import get
+from support.kernel_view import inotify_watches
 from support.ports import free_port
 from support.waiting import wait_for
 
@@ -32,7 +33,8 @@ def test_reload_picks_up_an_edited_file(tmp_path: Path) -> None:
     try:
         cli.wait_http(port)
         assert get(port, "/").body == b"version 1"
-        time.sleep(0.3)  # the watcher is up (it starts with the first child)
+        # The watcher is up (it starts with the first child).
+        wait_for(lambda: inotify_watches(cli.proc.pid) > 0, 20, "the reloader's watches")
         (tmp_path / "versioned.py").write_text(VERSIONED % 2)
 
         def body() -> bytes:
@@ -57,7 +59,7 @@ def test_reload_dir_watches_only_the_directories_named(tmp_path: Path) -> None:
               str(watched), env=cli_env(PYTHONPATH=str(watched)))
     try:
         cli.wait_http(port)
-        time.sleep(0.3)  # the watcher is up
+        wait_for(lambda: inotify_watches(cli.proc.pid) > 0, 20, "the reloader's watches")
         (tmp_path / "elsewhere.py").write_text("x = 2\n")  # not watched: no restart
         time.sleep(1.0)
         assert get(port, "/").body == b"version 1"

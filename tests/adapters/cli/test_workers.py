@@ -220,7 +220,7 @@ def test_sigterm_gives_up_on_a_request_past_the_graceful_timeout(tmp_path: Path)
 
     stuck = threading.Thread(target=hang, daemon=True)
     stuck.start()
-    time.sleep(0.5)  # the request is in the app
+    wait_for(lambda: (tmp_path / "hang.in").exists(), 20, "the request in the app")
     signalled = time.monotonic()
     code = cli.stop(timeout=30)
     took = time.monotonic() - signalled

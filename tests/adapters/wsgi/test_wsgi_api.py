@@ -9,9 +9,11 @@ import sys
 import textwrap
 import threading
 import time
+import uuid
 from typing import Any
 
 import pytest
+from support.app_state import wait_app_state
 from support.gunicorn_server import TESTS_DIR
 from support.http_client import HttpConnection, get
 from support.ports import free_port
@@ -78,8 +80,9 @@ def test_stop_lets_in_flight_requests_finish(resource_check: None) -> None:
     from support.wsgi_apps import app
     with running_wsgi_server(app) as running:
         with HttpConnection(running.port) as c:
-            c.send_request("GET", "/sleep?s=0.5")
-            time.sleep(0.1)
+            token = uuid.uuid4().hex
+            c.send_request("GET", f"/sleep?s=0.5&token={token}")
+            wait_app_state(running.port, token, "sleeping")  # the request is in the app
             running.server.stop()
             assert c.read_response().body == b"slept"
         running.thread.join(5)
