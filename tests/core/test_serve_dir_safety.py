@@ -18,7 +18,7 @@ from support.nginx import nginx_static, start_nginx, stop_nginx
 from support.ports import free_port
 from support.static_tree import StaticTree, make_static_tree
 from support.subprocess_env import tool_env
-from support.waiting import wait_for
+from support.waiting import recv_until, wait_for
 
 from cymongoose import MG_EV_HTTP_MSG, Connection, Manager
 
@@ -112,16 +112,8 @@ def test_serve_dir_refuses_nul_in_a_message_the_guard_never_saw(tree: StaticTree
             with sock:
                 sock.setblocking(False)
                 sock.sendall(b"GET /img/.env%00.png HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
-                got = bytearray()
-
-                def answered() -> bool:
-                    try:
-                        got.extend(sock.recv(65536))
-                    except BlockingIOError:
-                        pass
-                    return b"\r\n\r\n" in got
-
-                wait_for(answered, 5, "serve_dir's answer", manager=mgr)
+                got = recv_until(mgr, sock, lambda read: b"\r\n\r\n" in read, 5,
+                                 "serve_dir's answer")
         finally:
             mgr.close()
     assert got.startswith(b"HTTP/1.1 400 "), bytes(got)

@@ -21,7 +21,7 @@ from support.http_client import recv_head
 from support.resources import fd_count
 from support.rss import rss_bytes
 from support.waiting import wait_for
-from test_tls import HttpsClient, PyTlsServer, TlsServer, bio_handshake, https_get, run_until
+from test_tls import HttpsClient, PyTlsServer, TlsServer, bio_handshake, https_get
 
 from cymongoose import MG_EV_ACCEPT, MG_EV_HTTP_MSG, TLS_ENGINE, Connection, Manager, TlsOpts
 
@@ -195,7 +195,7 @@ def test_mongoose_client_verifies_an_rsa_server_over_tls_1_2(
     try:
         client = HttpsClient(manager, srv.port, TlsOpts(ca=ca.cert_pem, name="localhost"),
                              "/rsa")
-        assert run_until(manager, lambda: client.closed)
+        wait_for(lambda: client.closed, 5.0, "client.closed", manager=manager)
     finally:
         srv.close()
     assert client.errors == []
@@ -347,7 +347,8 @@ def test_skip_verification_connects_to_a_peer_it_could_not_verify(
         skipped = HttpsClient(manager, srv.port,
                               TlsOpts(ca=stranger.cert_pem, name="wrong.example",
                                       skip_verification=True), "/skipped")
-        assert run_until(manager, lambda: checked.closed and skipped.closed)
+        wait_for(lambda: checked.closed and skipped.closed, 5.0,
+                 "checked.closed and skipped.closed", manager=manager)
     finally:
         srv.close()
     assert checked.response is None and checked.errors
@@ -386,7 +387,7 @@ def test_http_client_offers_http_1_1_by_alpn(manager: Manager, ca: certs.CA,
     thread.start()
     try:
         client = HttpsClient(manager, srv.port, TlsOpts(ca=ca.cert_pem, name="localhost"))
-        assert run_until(manager, lambda: client.closed)
+        wait_for(lambda: client.closed, 5.0, "client.closed", manager=manager)
     finally:
         thread.join(5)
         srv.listener.close()

@@ -47,9 +47,10 @@ def wait_for(predicate: Callable[[], T], timeout: float, what: str | Callable[[]
             manager.poll(poll_ms)
 
 
-def recv_polling(mgr: Manager, sock: socket.socket, want: bytes, timeout: float = 5.0) -> bytes:
-    """Read from a non-blocking client socket while polling mgr in this thread until the
-    bytes read equal `want`; returns them, or fails showing what was read instead."""
+def recv_until(mgr: Manager, sock: socket.socket, done: Callable[[bytes], bool],
+               timeout: float, what: str) -> bytes:
+    """Read from a non-blocking client socket while polling mgr in this thread until
+    done(bytes read so far); returns them, or fails showing what was read."""
     got = bytearray()
 
     def complete() -> bool:
@@ -57,7 +58,12 @@ def recv_polling(mgr: Manager, sock: socket.socket, want: bytes, timeout: float 
             got.extend(sock.recv(65536))
         except BlockingIOError:
             pass
-        return got == want
+        return done(bytes(got))
 
-    wait_for(complete, timeout, lambda: f"{want!r}, read {bytes(got)!r}", manager=mgr)
+    wait_for(complete, timeout, lambda: f"{what}, read {bytes(got)!r}", manager=mgr)
     return bytes(got)
+
+
+def recv_polling(mgr: Manager, sock: socket.socket, want: bytes, timeout: float = 5.0) -> bytes:
+    """recv_until the bytes read equal `want`."""
+    return recv_until(mgr, sock, lambda got: got == want, timeout, repr(want))
