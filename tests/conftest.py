@@ -1,4 +1,5 @@
-"""Shared fixtures: managers that are always closed, a polling server thread, free ports."""
+"""Fixtures and plugins only: managers that are always closed, polling server threads, the
+installed-wheel check. Helpers live in the `support` package (waits in support.waiting)."""
 
 from __future__ import annotations
 
@@ -6,16 +7,13 @@ import importlib.metadata
 import json
 import os
 import signal
-import socket
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.poll_thread import PollThread
+from support.poll_thread import ServerThread
 from support.routes import Route, Routes
-from support.subprocess_env import child_env
 
 import cymongoose
 from cymongoose import Manager
@@ -47,69 +45,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_report_header() -> str:
     return f"cymongoose {cymongoose.__version__}: {Path(cymongoose.__file__).parent}"
-
-
-def tool_env() -> dict[str, str]:
-    """Environment for external tools (curl, openssl, mosquitto, wrk...): without the
-    AddressSanitizer preload that `make asan-test` sets for our extension, which would
-    otherwise be injected into programs that are not built for it."""
-    return child_env()
-
-
-def poll_until(mgr: Manager, done: Callable[[], bool], timeout: float = 5.0) -> bool:
-    """Poll mgr in this thread until done() or timeout; returns done()."""
-    deadline = time.monotonic() + timeout
-    while not done() and time.monotonic() < deadline:
-        mgr.poll(10)
-    return done()
-
-
-def pump(mgr: Manager, cond: Callable[[], bool], timeout: float, what: str) -> None:
-    """Poll mgr until cond(); fail saying what was awaited if timeout passes first."""
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        mgr.poll(5)
-
-
-def recv_polling(mgr: Manager, sock: socket.socket, want: bytes, timeout: float = 5.0) -> bytes:
-    """Read from a non-blocking client socket while polling mgr in this thread, until the
-    bytes read equal `want` or the timeout passes; returns what was read."""
-    got = b""
-    deadline = time.monotonic() + timeout
-    while got != want and time.monotonic() < deadline:
-        mgr.poll(5)
-        try:
-            got += sock.recv(65536)
-        except BlockingIOError:
-            pass
-    return got
-
-
-def wait_until(pred: Callable[[], object], timeout: float = 5.0) -> bool:
-    """Sleep-poll pred() (for state a server thread updates); returns its last truth.
-    pred() is called once per check: a predicate that acts (sends a probe, records what it
-    saw) is not asked a second time after it said yes."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value or time.monotonic() >= deadline:
-            return bool(value)
-        time.sleep(0.005)
-
-
-class ServerThread(PollThread):
-    """A Manager made from these arguments, polled on a background thread (support.poll_thread);
-    `errors` holds what ended the loop."""
-
-    def __init__(self, handler: Any = None, **manager_kwargs: Any) -> None:
-        super().__init__(Manager(handler, **manager_kwargs))
-        self.errors = self.loop_errors
-
-    def listen(self, url: str = "http://127.0.0.1:0", handler: Any = None, **kw: Any) -> int:
-        conn = self.manager.listen(url, handler, **kw)
-        return int(conn.local_addr[1])
 
 
 @pytest.fixture

@@ -50,10 +50,13 @@ def test_wakeup_and_timer_from_async_code() -> None:
     async def main() -> None:
         got: list[bytes] = []
         fired = asyncio.Event()
+        all_in = asyncio.Event()
 
         def handler(conn: Connection, ev: int, data: Any) -> None:
             if ev == MG_EV_WAKEUP:
                 got.append(data)
+                if len(got) == 100:
+                    loop.call_soon_threadsafe(all_in.set)
 
         async with AsyncManager(handler, poll_interval=1000) as am:
             target = am.listen("tcp://127.0.0.1:0")
@@ -62,10 +65,7 @@ def test_wakeup_and_timer_from_async_code() -> None:
             await asyncio.wait_for(fired.wait(), 5)
             for i in range(100):
                 assert am.wakeup(target.id, b"%d" % i)
-            for _ in range(100):
-                if len(got) == 100:
-                    break
-                await asyncio.sleep(0.02)
+            await asyncio.wait_for(all_in.wait(), 5)
         assert got == [b"%d" % i for i in range(100)]
 
     asyncio.run(main())

@@ -15,7 +15,6 @@ import json
 import logging
 import re
 import socket
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,13 +22,13 @@ from typing import Any
 
 import pytest
 from support.asgi_server import running_asgi_server
+from support.poll_thread import ServerThread
 from support.routes import read_to_eof
+from support.waiting import wait_for
 from support.wsgi_server import running_wsgi_server
 
 from cymongoose import MG_EV_HTTP_MSG, Connection
 from cymongoose.access_log import DEFAULT_FORMAT, AccessLog, AccessLogWriter
-
-from conftest import ServerThread
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -98,13 +97,15 @@ def exchange(port: int, payload: bytes) -> bytes:
 
 def logged_lines(path: Path, count: int, timeout: float = 10.0) -> list[str]:
     """The file's lines once it holds `count` (lines are written after the response left)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        text = path.read_bytes().decode("ascii") if path.exists() else ""
-        lines = text.splitlines()
-        if len(lines) >= count or time.monotonic() > deadline:
-            return lines
-        time.sleep(0.02)
+    lines: list[str] = []
+
+    def enough() -> bool:
+        nonlocal lines
+        lines = (path.read_bytes().decode("ascii") if path.exists() else "").splitlines()
+        return len(lines) >= count
+
+    wait_for(enough, timeout, lambda: f"{count} lines in {path.name}: {lines}", interval=0.02)
+    return lines
 
 
 @pytest.mark.parametrize("kind", ["wsgi", "asgi"])
@@ -159,9 +160,7 @@ def test_the_error_log_names_the_request_as_sent_and_escaped(kind: str) -> None:
             answer = exchange(port, b'GET /boom%0d%0aforged"\\?q=%0a HTTP/1.1\r\nHost: h\r\n'
                                     b"Connection: close\r\n\r\n")
             assert answer.startswith(b"HTTP/1.1 500")
-            deadline = time.monotonic() + 10
-            while not capture.messages and time.monotonic() < deadline:
-                time.sleep(0.02)
+            wait_for(lambda: capture.messages, 10, "the error log's message")
     finally:
         errors.removeHandler(capture)
     failed = [m for m in capture.messages if "the app failed" in m]

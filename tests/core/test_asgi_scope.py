@@ -8,10 +8,9 @@ from typing import Any
 
 import pytest
 from support.http_client import raw_request
+from support.poll_thread import ServerThread
 
 from cymongoose import MG_EV_HTTP_HDRS, Connection
-
-from conftest import ServerThread
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -9,10 +9,9 @@ import time
 from typing import Any
 
 import pytest
+from support.waiting import wait_for
 
 from cymongoose import MG_EV_HTTP_MSG, MG_EV_POLL, Connection, Manager
-
-from conftest import poll_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -38,7 +37,7 @@ def test_callbacks_run_on_the_polling_thread_in_order_with_args() -> None:
         th.start()
         th.join(5)
         assert calls == []
-        assert poll_until(mgr, lambda: len(calls) == 4)
+        wait_for(lambda: len(calls) == 4, 5.0, "len(calls) == 4", manager=mgr)
     assert calls == [(), (1,), ("two", b"2", None), ({"k": [3]},)]
     assert set(threads) == {threading.get_ident()}
 
@@ -67,8 +66,9 @@ def test_many_threads_every_call_runs_and_each_threads_order_is_kept() -> None:
         threads = [threading.Thread(target=producer, args=(t,)) for t in range(n_threads)]
         for th in threads:
             th.start()
-        assert poll_until(mgr, lambda: len(got) == n_threads * per_thread and
-                          not any(th.is_alive() for th in threads), timeout=20)
+        wait_for(lambda: len(got) == n_threads * per_thread
+                 and not any(th.is_alive() for th in threads), 20,
+                 "every call to run and every producer to end", manager=mgr)
         for th in threads:
             th.join()
         mgr.poll(10)  # nothing more arrives afterwards
@@ -99,7 +99,7 @@ def test_a_call_made_from_a_handler_runs_after_it_not_inside_it() -> None:
 
     with Manager(handler, enable_wakeup=True) as mgr:
         mgr.listen("tcp://127.0.0.1:0")
-        assert poll_until(mgr, lambda: "callback" in log)
+        wait_for(lambda: "callback" in log, 5.0, '"callback" in log', manager=mgr)
     assert log[:3] == ["handler start", "handler end", "callback"]
 
 
@@ -114,7 +114,7 @@ def test_callback_exception_goes_to_the_error_handler_and_later_calls_still_run(
         mgr.call_soon_threadsafe(ran.append, "before")
         mgr.call_soon_threadsafe(boom)
         mgr.call_soon_threadsafe(ran.append, "after")
-        assert poll_until(mgr, lambda: len(ran) == 2)
+        wait_for(lambda: len(ran) == 2, 5.0, "len(ran) == 2", manager=mgr)
     assert ran == ["before", "after"]
     assert len(errors) == 1 and isinstance(errors[0], ValueError)
     assert str(errors[0]) == "callback failed"
@@ -133,7 +133,7 @@ def test_keyboard_interrupt_in_a_callback_surfaces_from_poll_and_the_rest_run_la
         with pytest.raises(KeyboardInterrupt):
             mgr.poll(100)
         assert ran == ["first"]
-        assert poll_until(mgr, lambda: len(ran) == 2)
+        wait_for(lambda: len(ran) == 2, 5.0, "len(ran) == 2", manager=mgr)
     assert ran == ["first", "third"]
 
 

@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 import pytest
+from support.waiting import wait_for
 
 from cymongoose import (
     MG_EV_ACCEPT,
@@ -17,8 +18,6 @@ from cymongoose import (
     Connection,
     Manager,
 )
-
-from conftest import poll_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -57,7 +56,7 @@ def test_echo_consumes_each_chunk_exactly_once() -> None:
 
         t = threading.Thread(target=client)
         t.start()
-        poll_until(mgr, lambda: not t.is_alive(), timeout=10)
+        wait_for(lambda: not t.is_alive(), 10, "not t.is_alive()", manager=mgr)
         t.join()
     assert bytes(received) == payload
 
@@ -82,7 +81,7 @@ def test_recv_data_peek_length_and_send_data() -> None:
         port = mgr.listen("tcp://127.0.0.1:0").local_addr[1]
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
             s.sendall(b"0123456789")
-            poll_until(mgr, lambda: "peek" in seen)
+            wait_for(lambda: "peek" in seen, 5.0, '"peek" in seen', manager=mgr)
             for _ in range(5):  # the reply is written by the next iterations
                 mgr.poll(5)
             assert s.recv(100) == "ünï".encode()
@@ -119,13 +118,14 @@ def test_tcp_client_connect_and_peer_close() -> None:
     with Manager(handler) as mgr:
         client = mgr.connect(f"tcp://127.0.0.1:{port}")
         assert client.is_client
-        poll_until(mgr, lambda: MG_EV_CONNECT in events and client.send_len == 0)
+        wait_for(lambda: MG_EV_CONNECT in events and client.send_len == 0, 5.0,
+                 "MG_EV_CONNECT in events and client.send_len == 0", manager=mgr)
         peer, _ = srv.accept()
         assert peer.recv(4) == b"ping"
         peer.sendall(b"pong")
-        poll_until(mgr, lambda: bytes(got) == b"pong")
+        wait_for(lambda: bytes(got) == b"pong", 5.0, 'bytes(got) == b"pong"', manager=mgr)
         peer.close()
-        poll_until(mgr, lambda: MG_EV_CLOSE in events)
+        wait_for(lambda: MG_EV_CLOSE in events, 5.0, "MG_EV_CLOSE in events", manager=mgr)
         assert client.id == 0
         with pytest.raises(RuntimeError, match="closed"):
             client.send(b"late")
@@ -140,7 +140,8 @@ def test_connect_refused_reports_error_then_close() -> None:
     port.close()
     with Manager(lambda c, ev, d: events.append((ev, d))) as mgr:
         mgr.connect(f"tcp://127.0.0.1:{free}")
-        poll_until(mgr, lambda: any(ev == MG_EV_CLOSE for ev, _ in events))
+        wait_for(lambda: any(ev == MG_EV_CLOSE for ev, _ in events), 5.0,
+                 "any(ev == MG_EV_CLOSE for ev, _ in events)", manager=mgr)
     errors = [d for ev, d in events if ev == MG_EV_ERROR]
     assert errors and isinstance(errors[0], str) and errors[0]
 
@@ -156,7 +157,8 @@ def test_error_method_fires_error_event_and_closes() -> None:
     with Manager(handler) as mgr:
         port = mgr.listen("tcp://127.0.0.1:0").local_addr[1]
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
-            poll_until(mgr, lambda: any(ev == MG_EV_CLOSE for ev, _ in events))
+            wait_for(lambda: any(ev == MG_EV_CLOSE for ev, _ in events), 5.0,
+                     "any(ev == MG_EV_CLOSE for ev, _ in events)", manager=mgr)
             s.settimeout(2)
             assert s.recv(10) == b""
     errors = [d for ev, d in events if ev == MG_EV_ERROR]
@@ -183,7 +185,7 @@ def test_drain_flushes_then_closes() -> None:
 
         t = threading.Thread(target=client)
         t.start()
-        poll_until(mgr, done.is_set, timeout=10)
+        wait_for(done.is_set, 10, "done.is_set", manager=mgr)
         t.join()
     assert len(got) == 300_000
 
@@ -199,7 +201,7 @@ def test_udp_listener_and_addresses(manager: Manager) -> None:
     assert lst.is_udp and lst.local_addr[0] == "127.0.0.1" and lst.local_addr[2] is False
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.sendto(b"dgram", ("127.0.0.1", lst.local_addr[1]))
-        poll_until(manager, lambda: bool(got))
+        wait_for(lambda: bool(got), 5.0, "bool(got)", manager=manager)
     assert got == [b"dgram"]
 
 
@@ -230,7 +232,8 @@ def test_unconsumed_receive_buffer_is_capped() -> None:
 
         t = threading.Thread(target=flood)
         t.start()
-        poll_until(mgr, lambda: any(ev == MG_EV_CLOSE for ev, _ in events), timeout=10)
+        wait_for(lambda: any(ev == MG_EV_CLOSE for ev, _ in events), 10,
+                 "any(ev == MG_EV_CLOSE for ev, _ in events)", manager=mgr)
         t.join(10)
     errors = [d for ev, d in events if ev == MG_EV_ERROR]
     assert errors and "max_recv_size" in errors[0]

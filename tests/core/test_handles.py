@@ -7,6 +7,7 @@ import socket
 from typing import Any
 
 import pytest
+from support.waiting import wait_for
 
 from cymongoose import (
     MG_EV_ACCEPT,
@@ -17,8 +18,6 @@ from cymongoose import (
     Manager,
     handles,
 )
-
-from conftest import poll_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -62,7 +61,7 @@ def test_switching_handler_switches_the_selection() -> None:
         lst = mgr.listen("tcp://127.0.0.1:0", picky)
         assert mgr.wakeup(lst.id, b"x")
         with socket.create_connection(("127.0.0.1", lst.local_addr[1])):
-            poll_until(mgr, lambda: MG_EV_POLL in seen["b"])
+            wait_for(lambda: MG_EV_POLL in seen["b"], 5.0, 'MG_EV_POLL in seen["b"]', manager=mgr)
     assert seen["a"] == {MG_EV_ACCEPT, MG_EV_WAKEUP}
     assert MG_EV_POLL in seen["b"]
 

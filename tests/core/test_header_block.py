@@ -8,11 +8,10 @@ from typing import Any
 
 import pytest
 from support.http_client import raw_request
+from support.poll_thread import ServerThread
 
 from cymongoose import MG_EV_HTTP_MSG, Connection
 from cymongoose._mongoose import HeaderBlock
-
-from conftest import ServerThread
 
 pytestmark = pytest.mark.timeout(30)
 

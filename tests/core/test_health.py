@@ -9,10 +9,10 @@ import socket
 from typing import Any
 
 import pytest
+from support.poll_thread import ServerThread
+from support.waiting import wait_for
 
 from cymongoose import MG_EV_HTTP_MSG, Connection, Manager
-
-from conftest import ServerThread, wait_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -72,7 +72,8 @@ def test_states_methods_and_query(probed: tuple[ServerThread, int, Handler,
     assert handler.uris == ["/healthz/x", "/healthz"]
     assert [s for s, _ in reported] == [503, 200, 200, 200, 503]
     assert reported[2] == (200, "GET /healthz?probe=1 HTTP/1.1")
-    assert wait_until(lambda: st.call(st.manager.metrics)["connections_open"] == 0)
+    wait_for(lambda: st.call(st.manager.metrics)["connections_open"] == 0, 5.0,
+             'st.call(st.manager.metrics)["connections_open"] == 0')
     m = st.call(st.manager.metrics)
     assert m["requests"] == {200: 5, 503: 2}
     assert m["refused"] == {}  # a probe's 503 is its answer, not a refusal
@@ -86,7 +87,8 @@ def test_answered_at_the_limit(probed: tuple[ServerThread, int, Handler,
     st.call(lambda: setattr(st.manager, "ready", True))
     with socket.create_connection(("127.0.0.1", port), timeout=5) as slow:
         slow.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
-        assert wait_until(lambda: st.call(st.manager.metrics)["in_flight"] == 1)
+        wait_for(lambda: st.call(st.manager.metrics)["in_flight"] == 1, 5.0,
+                 'st.call(st.manager.metrics)["in_flight"] == 1')
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
         assert _ask(conn, "GET", "/healthz")[:2] == (200, b"ok\n")
         assert _ask(conn, "GET", "/healthz")[:2] == (200, b"ok\n")

@@ -9,10 +9,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from support.waiting import wait_for
 
 from cymongoose import MG_EV_CONNECT, MG_EV_ERROR, MG_EV_HTTP_MSG, Connection, Manager
-
-from conftest import poll_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -65,7 +64,8 @@ def _fetch(port: int, path: str, auth: tuple[str, str] | None = None) -> dict[st
     with Manager() as mgr:
         client = mgr.connect(f"http://127.0.0.1:{port}{path}", handler)
         assert client.is_client
-        poll_until(mgr, lambda: "status" in got or "error" in got)
+        wait_for(lambda: "status" in got or "error" in got, 5.0,
+                 '"status" in got or "error" in got', manager=mgr)
     return got
 
 
@@ -107,5 +107,5 @@ def test_client_against_our_own_server() -> None:
     with Manager(server) as mgr:
         port = mgr.listen("http://127.0.0.1:0").local_addr[1]
         mgr.connect(f"http://127.0.0.1:{port}", client)
-        poll_until(mgr, lambda: "status" in got)
+        wait_for(lambda: "status" in got, 5.0, '"status" in got', manager=mgr)
     assert got == {"status": 200, "body": b"a\x00b!", "echo": "abc"}

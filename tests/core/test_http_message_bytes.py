@@ -9,10 +9,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from support.waiting import recv_polling, wait_for
 
 from cymongoose import MG_EV_HTTP_HDRS, MG_EV_HTTP_MSG, Connection, HttpMessage, Manager
-
-from conftest import pump, recv_polling
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -58,7 +57,7 @@ def capture(mgr: Manager, request: bytes, stream: bool,
         s.setblocking(False)
         out.client_port = int(s.getsockname()[1])
         s.sendall(request)
-        pump(mgr, lambda: out.msg is not None, 5, "the request")
+        wait_for(lambda: out.msg is not None, 5, "the request", manager=mgr)
         assert recv_polling(mgr, s, response) == response
     return out
 

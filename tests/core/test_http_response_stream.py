@@ -15,10 +15,9 @@ from typing import Any
 import pytest
 from support.http_client import HttpConnection
 from support.routes import LISTENERS, Route, exchange, read_to_eof, request
+from support.waiting import wait_for
 
 from cymongoose import Connection, Manager
-
-from conftest import pump
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -332,7 +331,8 @@ def test_http_begin_outside_a_served_request_is_refused(manager: Manager) -> Non
             conn.http_begin(200)
         assert not conn.response_started
     client.close()
-    pump(manager, lambda: client.id not in [c.id for c in manager.connections], 5, "close")
+    wait_for(lambda: client.id not in [c.id for c in manager.connections], 5, "close",
+             manager=manager)
     with pytest.raises(RuntimeError):
         client.http_begin(200)
     assert not client.response_started

@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 from support.http_client import HttpConnection
 from support.resources import fd_count
+from support.waiting import wait_for
 
 from cymongoose import MG_EV_HTTP_HDRS, Connection
-
-from conftest import wait_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -212,5 +211,6 @@ def test_descriptor_is_given_back_when_the_client_leaves_mid_file(
             s.sendall(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n")
             assert s.recv(100).startswith(b"HTTP/1.1 200 OK\r\n")
         # Our socket is closed: the server's socket and file duplicate must go too.
-    assert wait_until(lambda: fd_count() <= baseline, timeout=5), (baseline, fd_count())
+    wait_for(lambda: fd_count() <= baseline, 5,
+             lambda: f"fd_count() <= baseline ({(baseline, fd_count())})")
     assert errors == []

@@ -14,10 +14,9 @@ import time
 from typing import Any
 
 import pytest
+from support.subprocess_env import tool_env
 
 from cymongoose import MG_EV_HTTP_MSG, Connection, HttpMessage
-
-from conftest import tool_env
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from support.http_client import HttpConnection
 from support.patterns import pattern_chunks, pattern_sha256
+from support.waiting import recv_polling, wait_for
 
 from cymongoose import (
     MG_EV_CLOSE,
@@ -25,8 +26,6 @@ from cymongoose import (
     Manager,
     RequestBodyTooLarge,
 )
-
-from conftest import pump, recv_polling
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -65,16 +64,6 @@ def ok(body: bytes) -> bytes:
 def ok_close(body: bytes) -> bytes:
     return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (
         len(body), body)
-
-
-def spin(mgr: Manager, cond: Any, timeout: float, what: str) -> None:
-    """pump() without waiting in poll(): for loops whose work is buffered data, which a
-    paused connection does not announce with a socket event."""
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        mgr.poll(0)
 
 
 def closed_by_server(mgr: Manager, sock: socket.socket, timeout: float = 5.0) -> bytes | None:
@@ -133,7 +122,7 @@ def test_hdrs_delivered_before_the_body_and_body_read_takes_what_arrived(
     port = listen_stream(manager, handler)
     with connect(port) as s:
         s.sendall(b"POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabcde")
-        pump(manager, lambda: bool(events), 5, "MG_EV_HTTP_HDRS")
+        wait_for(lambda: bool(events), 5, "MG_EV_HTTP_HDRS", manager=manager)
         # The head is delivered with half the body: nothing waited for the rest.
         assert events == [(MG_EV_HTTP_HDRS, ("POST", b"/up", False, 5))]
         conn = box["conn"]
@@ -145,7 +134,7 @@ def test_hdrs_delivered_before_the_body_and_body_read_takes_what_arrived(
         assert conn.body_read() == b""
 
         s.sendall(b"fghij")
-        pump(manager, lambda: conn.body_pending == 5, 5, "the rest of the body")
+        wait_for(lambda: conn.body_pending == 5, 5, "the rest of the body", manager=manager)
         assert conn.body_complete
         assert conn.body_read(-1) == b"fghij"
         assert conn.body_read() == b""
@@ -178,7 +167,7 @@ def test_body_read_on_a_buffered_listener_returns_nothing(manager: Manager) -> N
     port = port_of(manager.listen("http://127.0.0.1:0", handler))
     with connect(port) as s:
         s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nxyz")
-        pump(manager, lambda: bool(seen), 5, "the request")
+        wait_for(lambda: bool(seen), 5, "the request", manager=manager)
     # Without stream_body the body is in the message, not behind body_read().
     assert seen == [(b"", 0, True, b"xyz")]
 
@@ -285,7 +274,7 @@ def test_large_body_read_slowly_is_bounded_by_back_pressure(
     client = Uploader(port, size, chunked)
     client.start()
     try:
-        pump(manager, lambda: state["conn"] is not None, 5, "the upload's head")
+        wait_for(lambda: state["conn"] is not None, 5, "the upload's head", manager=manager)
         # The app does not read at all for a while: the server must stop reading too, so
         # the client blocks instead of our buffer growing.
         stall_end = time.monotonic() + 0.3
@@ -299,7 +288,8 @@ def test_large_body_read_slowly_is_bounded_by_back_pressure(
         assert state["max_buffered"] <= BUFFER_BOUND
 
         state["reading"] = True
-        spin(manager, lambda: not client.is_alive(), 20, "the upload to finish")
+        wait_for(lambda: not client.is_alive(), 20, "the upload to finish", manager=manager,
+                 poll_ms=0)
     finally:
         client.join(10)
     assert client.error is None, client.error
@@ -328,13 +318,13 @@ def test_back_pressure_pause_does_not_count_against_body_timeout(manager: Manage
     client = Uploader(port, size, chunked=False)
     client.start()
     try:
-        pump(manager, lambda: state["conn"] is not None, 5, "the upload's head")
+        wait_for(lambda: state["conn"] is not None, 5, "the upload's head", manager=manager)
         stall_end = time.monotonic() + 0.6  # four body timeouts without reading
         while time.monotonic() < stall_end:
             manager.poll(5)
         assert state["conn"] is not None and not state["conn"].is_closing
         state["reading"] = True
-        pump(manager, lambda: not client.is_alive(), 10, "the upload to finish")
+        wait_for(lambda: not client.is_alive(), 10, "the upload to finish", manager=manager)
     finally:
         client.join(10)
     assert client.error is None, client.error
@@ -398,10 +388,10 @@ def test_body_left_unread_while_reads_are_paused_is_discarded_after_the_response
 
         th = threading.Thread(target=client, daemon=True)
         th.start()
-        pump(manager, lambda: "conn" in box and box["conn"].recv_len >= 256 * 1024, 5,
-             "reads to pause")
+        wait_for(lambda: "conn" in box and box["conn"].recv_len >= 256 * 1024, 5, "reads to pause",
+                 manager=manager)
         answer(box["conn"], b"ignored")
-        pump(manager, done.is_set, 5, "both responses")
+        wait_for(done.is_set, 5, "both responses", manager=manager)
         th.join(5)
     assert result == [ok(b"ignored") + b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n"
                       b"Connection: close\r\n\r\nnext"]
@@ -446,7 +436,7 @@ def test_malformed_chunked_framing_mid_stream_closes_only_that_connection(
     with connect(port) as bad_client, connect(port) as good_client:
         bad_client.sendall(b"POST /bad HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
                            b"3\r\nabc\r\n")
-        pump(manager, lambda: len(echo.heads) == 1, 5, "the head")
+        wait_for(lambda: len(echo.heads) == 1, 5, "the head", manager=manager)
         bad_client.sendall(bad)
         # The head was delivered already: no status can be sent any more, only a close.
         assert closed_by_server(manager, bad_client) == b""
@@ -491,7 +481,7 @@ def test_body_read_after_broken_framing_raises(manager: Manager) -> None:
     port = listen_stream(manager, handler)
     with connect(port) as s:
         s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
-        pump(manager, lambda: "conn" in box, 5, "the head")
+        wait_for(lambda: "conn" in box, 5, "the head", manager=manager)
         s.sendall(b"xyz\r\n")
         assert closed_by_server(manager, s) == b""
     assert len(raised) == 1
@@ -544,7 +534,7 @@ def test_chunked_body_over_max_body_size_is_413_while_no_response_went_out(
     with connect(port) as s:
         s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
                   b"5\r\nabcde\r\n")
-        pump(manager, lambda: len(reader.conns) == 1, 5, "the head")
+        wait_for(lambda: len(reader.conns) == 1, 5, "the head", manager=manager)
         s.sendall(b"4\r\nfghi\r\n0\r\n\r\n")  # 9 bytes in all: one over
         got = closed_by_server(manager, s)
     assert got is not None and got.startswith(b"HTTP/1.1 413 "), got
@@ -563,7 +553,7 @@ def test_chunked_body_over_max_body_size_closes_once_the_response_started(
     with connect(port) as s:
         s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
                   b"5\r\nabcde\r\n")
-        pump(manager, lambda: len(reader.conns) == 1, 5, "the head")
+        wait_for(lambda: len(reader.conns) == 1, 5, "the head", manager=manager)
         s.sendall(b"4\r\nfghi\r\n0\r\n\r\n")
         got = closed_by_server(manager, s)
     assert got is not None and got.startswith(b"HTTP/1.1 200 ") and b"413" not in got
@@ -589,7 +579,7 @@ def test_stalled_streamed_body_is_closed_after_body_timeout(manager: Manager) ->
     with connect(port) as s:
         s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789")
         t0 = time.monotonic()
-        pump(manager, lambda: len(echo.heads) == 1, 5, "the head")
+        wait_for(lambda: len(echo.heads) == 1, 5, "the head", manager=manager)
         assert closed_by_server(manager, s, timeout=3) == b""
         elapsed = time.monotonic() - t0
     assert 0.15 <= elapsed < 1.5, elapsed
@@ -601,7 +591,7 @@ def test_trickled_streamed_body_is_closed_after_body_timeout(manager: Manager) -
     port = listen_stream(manager, echo, body_timeout_ms=200)
     with connect(port) as s:
         s.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n")
-        pump(manager, lambda: len(echo.heads) == 1, 5, "the head")
+        wait_for(lambda: len(echo.heads) == 1, 5, "the head", manager=manager)
         t0 = time.monotonic()
         while time.monotonic() - t0 < 3:
             try:
@@ -719,7 +709,7 @@ def test_body_read_stops_at_the_end_of_the_body(manager: Manager) -> None:
                   b"GET /c HTTP/1.1\r\nHost: x\r\n\r\n")
         for n, (path, body) in enumerate(((b"/a", b"first"), (b"/b", b"second"),
                                           (b"/c", b""))):
-            pump(manager, lambda: "conn" in box, 5, "a head")
+            wait_for(lambda: "conn" in box, 5, "a head", manager=manager)
             manager.poll(20)  # the rest of the pipeline is buffered: nothing may surface
             assert heads[n:] == [path]
             conn = box.pop("conn")

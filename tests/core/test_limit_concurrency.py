@@ -9,11 +9,11 @@ import socket
 from typing import Any
 
 import pytest
+from support.poll_thread import ServerThread
 from support.routes import read_to_eof
+from support.waiting import wait_for
 
 from cymongoose import MG_EV_HTTP_MSG, Connection, Manager
-
-from conftest import ServerThread, wait_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -61,7 +61,8 @@ def test_over_the_limit_gets_503(limited: tuple[ServerThread, int, Deferring, li
     slow = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(2)]
     for s in slow:
         s.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
-    assert wait_until(lambda: st.call(lambda: st.manager.metrics()["in_flight"]) == 2)
+    wait_for(lambda: st.call(lambda: st.manager.metrics()["in_flight"]) == 2, 5.0,
+             'st.call(lambda: st.manager.metrics()["in_flight"]) == 2')
     calls = handler.calls
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
         s.sendall(b"GET /fast HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -79,7 +80,8 @@ def test_over_the_limit_gets_503(limited: tuple[ServerThread, int, Deferring, li
     idle.request("GET", "/fast")
     assert idle.getresponse().read() == b"fast"
     idle.close()
-    assert wait_until(lambda: st.call(lambda: st.manager.metrics()["in_flight"]) == 0)
+    wait_for(lambda: st.call(lambda: st.manager.metrics()["in_flight"]) == 0, 5.0,
+             'st.call(lambda: st.manager.metrics()["in_flight"]) == 0')
     m = st.call(st.manager.metrics)
     assert m["requests"] == {200: 4, 503: 1}
     assert m["refused"] == {503: 1}

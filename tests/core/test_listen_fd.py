@@ -8,10 +8,9 @@ import socket
 from pathlib import Path
 
 import pytest
+from support.poll_thread import ServerThread
 
 from cymongoose import MG_EV_HTTP_MSG, Manager, listen_fd
-
-from conftest import ServerThread
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import pytest
+from support.poll_thread import ServerThread
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
@@ -22,8 +23,6 @@ from cymongoose import (
     Connection,
     Manager,
 )
-
-from conftest import ServerThread
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -15,6 +15,8 @@ import warnings
 from typing import Any
 
 import pytest
+from support.kernel_view import in_epoll_wait
+from support.waiting import wait_for
 
 import cymongoose
 from cymongoose import (
@@ -26,8 +28,6 @@ from cymongoose import (
     Connection,
     Manager,
 )
-
-from conftest import poll_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -117,8 +117,10 @@ def test_same_connection_object_for_every_event_and_userdata() -> None:
         port = mgr.listen("tcp://127.0.0.1:0").local_addr[1]
         with socket.create_connection(("127.0.0.1", port)) as s:
             s.sendall(b"hello")
-            poll_until(mgr, lambda: any(MG_EV_POLL in evs for evs in seen.values()))
-        poll_until(mgr, lambda: any(MG_EV_CLOSE in evs for evs in seen.values()))
+            wait_for(lambda: any(MG_EV_POLL in evs for evs in seen.values()), 5.0,
+                     "any(MG_EV_POLL in evs for evs in seen.values())", manager=mgr)
+        wait_for(lambda: any(MG_EV_CLOSE in evs for evs in seen.values()), 5.0,
+                 "any(MG_EV_CLOSE in evs for evs in seen.values())", manager=mgr)
     (events,) = seen.values()
     assert {MG_EV_OPEN, MG_EV_ACCEPT, MG_EV_CLOSE} <= events
 
@@ -139,10 +141,11 @@ def test_listener_handler_is_inherited_and_set_handler_changes_it() -> None:
         port = lst.local_addr[1]
         assert lst.handler is first
         with socket.create_connection(("127.0.0.1", port)):
-            poll_until(mgr, lambda: calls == ["first"])
+            wait_for(lambda: calls == ["first"], 5.0, 'calls == ["first"]', manager=mgr)
         lst.set_handler(second)
         with socket.create_connection(("127.0.0.1", port)):
-            poll_until(mgr, lambda: calls == ["first", "second"])
+            wait_for(lambda: calls == ["first", "second"], 5.0, 'calls == ["first", "second"]',
+                     manager=mgr)
         lst.set_handler(None)
         with socket.create_connection(("127.0.0.1", port)):
             for _ in range(10):
@@ -164,7 +167,7 @@ def test_reentrant_poll_and_close_inside_handler_raise(manager: Manager) -> None
 
     messages: list[str] = []
     manager.timer_add(0, on_timer, run_now=True)
-    poll_until(manager, lambda: len(outcomes) == 2)
+    wait_for(lambda: len(outcomes) == 2, 5.0, "len(outcomes) == 2", manager=manager)
     assert outcomes == ["RuntimeError", "RuntimeError"]
     assert "not reentrant" in messages[0]
 
@@ -178,7 +181,9 @@ def test_poll_from_second_thread_while_polling_raises() -> None:
 
         t = threading.Thread(target=poller)
         t.start()
-        time.sleep(0.1)  # the first thread is now blocked in poll() with the GIL released
+        assert t.native_id is not None
+        # The first thread blocks in poll() (in epoll, the GIL released).
+        wait_for(lambda: in_epoll_wait(t.native_id), 5, "the first thread in epoll")
         try:
             mgr.poll(0)
         except RuntimeError as exc:
@@ -227,7 +232,7 @@ def test_error_handler_receives_exceptions_and_its_own_failure_is_logged(
     with Manager(error_handler=error_handler) as mgr, \
             caplog.at_level("ERROR", logger="cymongoose"):
         mgr.timer_add(0, boom, run_now=True)
-        poll_until(mgr, lambda: bool(received))
+        wait_for(lambda: bool(received), 5.0, "bool(received)", manager=mgr)
     assert isinstance(received[0], ZeroDivisionError)
     assert any(r.exc_info and r.exc_info[0] is RuntimeError for r in caplog.records)
 

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.poll_thread import ServerThread
 from support.routes import read_to_eof
+from support.waiting import wait_for
 from websockets.sync.client import connect as ws_connect
 
 from cymongoose import (
@@ -28,8 +30,6 @@ from cymongoose import (
     Manager,
     read_metrics,
 )
-
-from conftest import ServerThread, wait_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -50,7 +50,7 @@ def _settled(st: ServerThread, **want: Any) -> dict[str, Any]:
         got = _metrics(st)
         return all(got[k] == v for k, v in want.items())
 
-    wait_until(check)
+    wait_for(check, 5.0, lambda: f"metrics {want} (last seen {got})")
     return got
 
 
@@ -202,7 +202,8 @@ def test_shared_through_mmap(served: tuple[ServerThread, int]) -> None:
     # The counts so far moved into the buffer; counting goes on there.
     assert read_metrics(mm)["requests"] == {200: 1}
     _get(port, "/nf")
-    assert wait_until(lambda: read_metrics(mm)["requests"] == {200: 1, 404: 1})
+    wait_for(lambda: read_metrics(mm)["requests"] == {200: 1, 404: 1}, 5.0,
+             'read_metrics(mm)["requests"] == {200: 1, 404: 1}')
     assert read_metrics(mm) == _metrics(st)
     with pytest.raises(BufferError):
         mm.close()  # held by the Manager until it closes

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from support.ports import HOST
 from support.routes import read_to_eof
+from support.waiting import wait_for
 
 from cymongoose import MG_EV_HTTP_HDRS, MG_EV_HTTP_MSG, Connection
 
@@ -157,10 +158,7 @@ def test_a_reply_once_the_request_is_answered_raises_from_a_timer(
         while b"on time" not in got:
             got += s.recv(4096)
         # The timer's reply is refused: the client, asking again, gets its own answer.
-        deadline_polls = 0
-        while not raised and deadline_polls < 500:
-            st.call(lambda: None)
-            deadline_polls += 1
+        wait_for(lambda: raised, 10, "the timer's late reply to be refused")
         s.sendall(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
         got += read_to_eof(s)
     assert got.count(b"HTTP/1.1 200") == 2 and b"late" not in got

@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from support.poll_thread import ServerThread
+from support.waiting import wait_for
 
 from cymongoose import MG_EV_HTTP_MSG, MG_EV_WAKEUP, Connection, handles
-
-from conftest import ServerThread, wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -78,18 +78,19 @@ def test_idle_connections_are_parked_and_each_answers_its_next_request(
     st, port = served
     socks = idle_clients(port, 200)
     try:
-        assert wait_until(lambda: parked(st) == 200, 10)
+        wait_for(lambda: parked(st) == 200, 10, "parked(st) == 200")
         # Manager.connections still lists them, in creation order.
         conns = server_side(st)
         assert len(conns) == 200
         assert [c.id for c in conns] == sorted(c.id for c in conns)
         for sock in socks:
             assert b" 200 " in ask(sock)
-        assert wait_until(lambda: parked(st) == 200, 10)  # and back to waiting
+        wait_for(lambda: parked(st) == 200, 10, "parked(st) == 200")  # and back to waiting
     finally:
         for sock in socks:
             sock.close()
-    assert wait_until(lambda: parked(st) == 0 and not server_side(st), 10)
+    wait_for(lambda: parked(st) == 0 and not server_side(st), 10,
+             "parked(st) == 0 and not server_side(st)")
 
 
 def test_a_handler_that_takes_every_poll_is_never_parked(server_thread: Any) -> None:
@@ -106,7 +107,8 @@ def test_a_handler_that_takes_every_poll_is_never_parked(server_thread: Any) -> 
     socks = idle_clients(port, 5)
     try:
         seen = len(polls)
-        assert wait_until(lambda: len(polls) > seen + 50, 10)  # MG_EV_POLL keeps coming
+        wait_for(lambda: len(polls) > seen + 50, 10,
+                 "len(polls) > seen + 50")  # MG_EV_POLL keeps coming
         assert parked(st) == 0
     finally:
         for sock in socks:
@@ -120,11 +122,12 @@ def test_keepalive_timeout_closes_a_parked_connection(server_thread: Any) -> Non
     sock = idle_clients(port, 1)[0]
     answered = time.monotonic()
     try:
-        assert wait_until(lambda: parked(st) == 1, 5)
+        wait_for(lambda: parked(st) == 1, 5, "parked(st) == 1")
         assert read_until_closed(sock, 10) == b""
         waited = time.monotonic() - answered
         assert 0.3 <= waited < 5, waited  # at its deadline, not before, and not forgotten
-        assert wait_until(lambda: parked(st) == 0 and not server_side(st), 5)
+        wait_for(lambda: parked(st) == 0 and not server_side(st), 5,
+                 "parked(st) == 0 and not server_side(st)")
     finally:
         sock.close()
 
@@ -134,7 +137,7 @@ def test_close_send_and_wakeup_reach_parked_connections(
     st, port = served
     socks = idle_clients(port, 3)
     try:
-        assert wait_until(lambda: parked(st) == 3, 10)
+        wait_for(lambda: parked(st) == 3, 10, "parked(st) == 3")
         first, second, third = server_side(st)
         st.call(first.close)
         assert read_until_closed(socks[0], 5) == b""
@@ -146,7 +149,7 @@ def test_close_send_and_wakeup_reach_parked_connections(
         assert socks[2].recv(100) == b"woken:hi"
         # Still served, and parked again once idle.
         assert b" 200 " in ask(socks[1])
-        assert wait_until(lambda: parked(st) == 2, 10)
+        wait_for(lambda: parked(st) == 2, 10, "parked(st) == 2")
     finally:
         for sock in socks:
             sock.close()
@@ -156,7 +159,7 @@ def test_manager_close_closes_parked_connections(served: tuple[ServerThread, int
     st, port = served
     socks = idle_clients(port, 50)
     try:
-        assert wait_until(lambda: parked(st) == 50, 10)
+        wait_for(lambda: parked(st) == 50, 10, "parked(st) == 50")
         st.stop()  # Manager.close(): every parked connection is closed too
         for sock in socks:
             assert read_until_closed(sock, 5) == b""

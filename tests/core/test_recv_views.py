@@ -10,6 +10,7 @@ import warnings
 from typing import Any
 
 import pytest
+from support.waiting import wait_for
 from websockets.sync.client import connect as ws_connect
 
 from cymongoose import (
@@ -100,10 +101,7 @@ def test_recv_view_only_inside_a_handler_of_its_connection(manager: Manager) -> 
     other.append(manager.listen("tcp://127.0.0.1:0"))
     with socket.create_connection(("127.0.0.1", lsn.local_addr[1]), timeout=5) as sock:
         sock.sendall(b"raw bytes")
-        deadline = 50
-        while not got and deadline:
-            manager.poll(20)
-            deadline -= 1
+        wait_for(lambda: got, 5, "the handler's recv_view", manager=manager)
     assert got[0][0] == b"raw bytes" and got[1] == "checked"
     with pytest.raises(ValueError, match=RELEASED):
         bytes(got[0][1])

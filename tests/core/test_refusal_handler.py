@@ -8,11 +8,11 @@ import socket
 from typing import Any
 
 import pytest
+from support.poll_thread import ServerThread
 from support.routes import read_to_eof
+from support.waiting import wait_for
 
 from cymongoose import MG_EV_HTTP_MSG, Connection, Manager
-
-from conftest import ServerThread, wait_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -61,7 +61,7 @@ def test_each_refusal_is_reported(refusals: tuple[ServerThread, int, list[Refusa
     st, port, seen = refusals
     answer = _exchange(port, payload)
     assert answer.startswith(b"HTTP/1.1 %d " % status), answer
-    assert wait_until(lambda: len(seen) == 1)
+    wait_for(lambda: len(seen) == 1, 5.0, "len(seen) == 1")
     client, got_status, reason, got_line, got_size = seen[0]
     assert (client, got_status, got_line, got_size) == ("127.0.0.1", status, line, size)
     assert reason  # the guard's own words, e.g. "duplicate Host"
@@ -88,7 +88,7 @@ def test_a_failing_refusal_handler_goes_to_the_error_handler(server_thread: Any)
     st.start()
     assert _exchange(port, b"GET / HTTP/1.1\r\nHost: a b\r\n\r\n").startswith(
         b"HTTP/1.1 400 ")
-    assert wait_until(lambda: len(errors) == 1)
+    wait_for(lambda: len(errors) == 1, 5.0, "len(errors) == 1")
     assert str(errors[0]) == "broken refusal handler"
     # The loop goes on: the next client is served.
     assert _exchange(port, b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"

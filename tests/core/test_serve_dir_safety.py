@@ -17,10 +17,10 @@ from support.http_client import HttpConnection, Response, get, raw_request
 from support.nginx import nginx_static, start_nginx, stop_nginx
 from support.ports import free_port
 from support.static_tree import StaticTree, make_static_tree
+from support.subprocess_env import tool_env
+from support.waiting import recv_until, wait_for
 
 from cymongoose import MG_EV_HTTP_MSG, Connection, Manager
-
-from conftest import pump, tool_env
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -107,21 +107,13 @@ def test_serve_dir_refuses_nul_in_a_message_the_guard_never_saw(tree: StaticTree
         mgr = Manager(handler)
         try:
             mgr.connect(f"http://127.0.0.1:{peer.getsockname()[1]}")
-            pump(mgr, lambda: _accepted(peer), 5, "the connection")
+            wait_for(lambda: _accepted(peer), 5, "the connection", manager=mgr)
             sock, _ = peer.accept()
             with sock:
                 sock.setblocking(False)
                 sock.sendall(b"GET /img/.env%00.png HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
-                got = bytearray()
-
-                def answered() -> bool:
-                    try:
-                        got.extend(sock.recv(65536))
-                    except BlockingIOError:
-                        pass
-                    return b"\r\n\r\n" in got
-
-                pump(mgr, answered, 5, "serve_dir's answer")
+                got = recv_until(mgr, sock, lambda read: b"\r\n\r\n" in read, 5,
+                                 "serve_dir's answer")
         finally:
             mgr.close()
     assert got.startswith(b"HTTP/1.1 400 "), bytes(got)

@@ -6,10 +6,9 @@ import threading
 import time
 
 import pytest
+from support.waiting import wait_for
 
 from cymongoose import Manager
-
-from conftest import poll_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -19,7 +18,7 @@ def test_one_shot_fires_once_and_goes_inactive(manager: Manager) -> None:
     t0 = time.monotonic()
     timer = manager.timer_add(50, lambda: fired.append(time.monotonic() - t0))
     assert timer.active
-    poll_until(manager, lambda: bool(fired), timeout=2)
+    wait_for(lambda: bool(fired), 2, "bool(fired)", manager=manager)
     for _ in range(10):
         manager.poll(10)
     assert len(fired) == 1 and 0.04 <= fired[0] < 0.5
@@ -29,7 +28,7 @@ def test_one_shot_fires_once_and_goes_inactive(manager: Manager) -> None:
 def test_repeat_and_cancel(manager: Manager) -> None:
     count = [0]
     timer = manager.timer_add(10, lambda: count.__setitem__(0, count[0] + 1), repeat=True)
-    poll_until(manager, lambda: count[0] >= 5, timeout=3)
+    wait_for(lambda: count[0] >= 5, 3, "count[0] >= 5", manager=manager)
     timer.cancel()
     timer.cancel()  # idempotent
     frozen = count[0]
@@ -58,9 +57,7 @@ def test_cancel_from_another_thread(manager: Manager) -> None:
     count = [0]
     timer = manager.timer_add(5, lambda: count.__setitem__(0, count[0] + 1), repeat=True)
     threading.Timer(0.1, timer.cancel).start()
-    deadline = time.monotonic() + 1
-    while time.monotonic() < deadline:
-        manager.poll(5)
+    wait_for(lambda: not timer.active, 5, "the other thread's cancel", manager=manager)
     frozen = count[0]
     assert frozen > 0 and not timer.active
     for _ in range(10):
@@ -72,7 +69,7 @@ def test_timer_exception_goes_to_error_handler() -> None:
     errors: list[BaseException] = []
     with Manager(error_handler=errors.append) as mgr:
         mgr.timer_add(0, lambda: 1 / 0, run_now=True)
-        poll_until(mgr, lambda: bool(errors))
+        wait_for(lambda: bool(errors), 5.0, "bool(errors)", manager=mgr)
     assert isinstance(errors[0], ZeroDivisionError)
 
 

@@ -6,10 +6,9 @@ import threading
 from typing import Any
 
 import pytest
+from support.waiting import wait_for
 
 from cymongoose import MG_EV_WAKEUP, WAKEUP_MAX_PAYLOAD, Connection, Manager
-
-from conftest import poll_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -37,7 +36,7 @@ def test_large_payloads_arrive_whole() -> None:
         target = _target(mgr)
         mgr.wakeup(target.id, big)
         mgr.wakeup(target.id, b"")
-        poll_until(mgr, lambda: len(got) == 2)
+        wait_for(lambda: len(got) == 2, 5.0, "len(got) == 2", manager=mgr)
     assert got == [big, b""]
 
 
@@ -60,8 +59,9 @@ def test_from_many_threads_nothing_lost_per_thread_order_kept() -> None:
         threads = [threading.Thread(target=producer, args=(t,)) for t in range(4)]
         for th in threads:
             th.start()
-        poll_until(mgr, lambda: len(got) == 4 * per_thread and
-                   not any(th.is_alive() for th in threads), timeout=20)
+        wait_for(lambda: len(got) == 4 * per_thread and not any(th.is_alive() for th in threads),
+                 20, "len(got) == 4 * per_thread and not any(th.is_alive() for th in threads)",
+                 manager=mgr)
         for th in threads:
             th.join()
     assert len(got) == 4 * per_thread

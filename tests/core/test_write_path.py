@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import pytest
+from support.waiting import wait_for
 
 from cymongoose import MG_EV_HTTP_MSG, Connection, Manager
 
@@ -34,20 +35,14 @@ def _server(body: bytes) -> tuple[Manager, int, list[int]]:
     return mgr, local[1], seen
 
 
-def _poll_until(mgr: Manager, done: Any, limit_s: float = 5.0) -> None:
-    deadline = time.monotonic() + limit_s
-    while not done():
-        assert time.monotonic() < deadline, "the server did not get there in time"
-        mgr.poll(10)
-
-
 def test_answer_leaves_in_the_iteration_that_read_the_request() -> None:
     mgr, port, seen = _server(b"hello")
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=5) as client:
-            _poll_until(mgr, lambda: len(mgr.connections) >= 2)  # listener + accepted
+            wait_for(lambda: len(mgr.connections) >= 2, 5.0, "len(mgr.connections) >= 2",
+                     manager=mgr)  # listener + accepted
             client.sendall(REQUEST)
-            _poll_until(mgr, lambda: seen)
+            wait_for(lambda: seen, 5.0, "seen", manager=mgr)
             # No further poll(): the answer must already be on its way.
             readable, _, _ = select.select([client], [], [], 1.0)
             assert readable, "the response waited for the next poll() iteration"
@@ -67,7 +62,7 @@ def test_reader_that_pauses_gets_the_whole_response_and_the_loop_waits_meanwhile
             client.settimeout(5)
             client.connect(("127.0.0.1", port))
             client.sendall(REQUEST)
-            _poll_until(mgr, lambda: seen)
+            wait_for(lambda: seen, 5.0, "seen", manager=mgr)
             # The client reads nothing for a while: the socket fills, the rest waits in
             # the send buffer, and poll(10) must sleep rather than retry the write.
             polls = 0
@@ -80,15 +75,17 @@ def test_reader_that_pauses_gets_the_whole_response_and_the_loop_waits_meanwhile
             assert conn.send_len > 0
             got = bytearray()
             client.setblocking(False)
-            deadline = time.monotonic() + 20
-            while not got.endswith(body[-64:]) or len(got) < size:
-                assert time.monotonic() < deadline, f"only {len(got)} bytes arrived"
-                mgr.poll(1)
+
+            def arrived() -> bool:
                 try:
                     while chunk := client.recv(1 << 20):
-                        got += chunk
+                        got.extend(chunk)
                 except BlockingIOError:
                     pass
+                return got.endswith(body[-64:]) and len(got) >= size
+
+            wait_for(arrived, 20, lambda: f"the whole body (only {len(got)} bytes arrived)",
+                     manager=mgr, poll_ms=1)
             head, _, rest = bytes(got).partition(b"\r\n\r\n")
             assert head.startswith(b"HTTP/1.1 200 OK") and rest == body
     finally:

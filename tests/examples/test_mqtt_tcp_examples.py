@@ -9,13 +9,13 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import paho.mqtt.client as paho
 import pytest
 from support import mosquitto as mosq
 from support.ports import free_port
+from support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -58,9 +58,8 @@ def test_mqtt_pubsub_example(extra: list[str]) -> None:
                 out, err = proc.communicate(timeout=30)
             finally:
                 stop(proc)
-            deadline = time.monotonic() + 5
-            while len(seen) < count and time.monotonic() < deadline:
-                time.sleep(0.01)
+            wait_for(lambda: len(seen) >= count, 5,
+                     lambda: f"the watcher to see {count} messages (saw {len(seen)})")
         finally:
             watcher.loop_stop()
             watcher.disconnect()

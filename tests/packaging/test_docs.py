@@ -19,13 +19,13 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from support.ports import free_port
 from support.source_version import source_version
 from support.subprocess_env import child_env
+from support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -112,18 +112,19 @@ def _serves(cwd: Path, args: list[str], ports: dict[str, str], code: str) -> Non
     proc = subprocess.Popen([sys.executable, *args], cwd=cwd, env=child_env(str(cwd)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 30
-        while True:
+        def answer() -> int:
             try:
                 c = http.client.HTTPConnection("127.0.0.1", int(used[0]), timeout=5)
                 c.request("GET", "/")
                 status = c.getresponse().status
                 c.close()
-                break
+                return status
             except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, \
-                    f"{code}\n---\n{proc.communicate()[1][-2000:]}"
-                time.sleep(0.1)
+                assert proc.poll() is None, f"{code}\n---\n{proc.communicate()[1][-2000:]}"
+                return 0
+
+        status = wait_for(answer, 30, lambda: f"an answer from the sample:\n{code}",
+                          interval=0.1)
         assert 100 <= status < 600
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=20)

@@ -13,10 +13,9 @@ from typing import Any
 import pytest
 from dnslib import AAAA, QTYPE, RCODE, RR, A
 from dnslib.server import BaseResolver, DNSLogger, DNSServer
+from support.waiting import wait_for
 
 import cymongoose as cm
-
-from conftest import pump
 
 
 def run_for(mgr: cm.Manager, seconds: float) -> None:
@@ -100,7 +99,7 @@ def talk(mgr: cm.Manager, conn: cm.Connection, log: Log, payload: bytes) -> byte
             got.extend(conn.recv_data(consume=True))
         return len(got) >= len(payload)
 
-    pump(mgr, done, 5, "echo")
+    wait_for(done, 5, "echo", manager=mgr)
     return bytes(got)
 
 
@@ -131,7 +130,7 @@ def test_connect_by_name_resolves_through_local_dns(dns: tuple[str, Zone]) -> No
         mgr.dns_server = url
         port = echo_listener(mgr)
         conn = mgr.connect(f"tcp://svc.test:{port}", log)
-        pump(mgr, lambda: cm.MG_EV_CONNECT in log.evs(), 5, "connect by name")
+        wait_for(lambda: cm.MG_EV_CONNECT in log.evs(), 5, "connect by name", manager=mgr)
         assert log.evs().index(cm.MG_EV_RESOLVE) < log.evs().index(cm.MG_EV_CONNECT)
         assert all(d is None for ev, d in log.events if ev == cm.MG_EV_RESOLVE)
         assert conn.remote_addr == ("127.0.0.1", port, False)
@@ -146,7 +145,7 @@ def test_nxdomain_is_an_error_event_not_a_query_loop(dns: tuple[str, Zone]) -> N
     with cm.Manager() as mgr:
         mgr.dns_server = url
         mgr.connect("tcp://missing.test:80", log)
-        pump(mgr, lambda: cm.MG_EV_CLOSE in log.evs(), 5, "error and close")
+        wait_for(lambda: cm.MG_EV_CLOSE in log.evs(), 5, "error and close", manager=mgr)
         run_for(mgr, 0.2)  # would show further queries
     assert log.errors() == ["missing.test DNS lookup failed"]
     assert cm.MG_EV_RESOLVE not in log.evs() and cm.MG_EV_CONNECT not in log.evs()
@@ -167,8 +166,8 @@ def test_aaaa_fallback_still_works(dns: tuple[str, Zone]) -> None:
         mgr.dns_server = url
         port = echo_listener(mgr, "tcp://[::1]:0")
         conn = mgr.connect(f"tcp://v6only.test:{port}", log)
-        pump(mgr, lambda: cm.MG_EV_CONNECT in log.evs() or cm.MG_EV_CLOSE in log.evs(), 5,
-             "connect over IPv6")
+        wait_for(lambda: cm.MG_EV_CONNECT in log.evs() or cm.MG_EV_CLOSE in log.evs(), 5,
+                 "connect over IPv6", manager=mgr)
         assert log.errors() == []
         assert conn.remote_addr is not None and conn.remote_addr[2] is True
         assert talk(mgr, conn, log, b"six") == b"six"
@@ -183,12 +182,12 @@ def test_resolve_cancel_then_resolve_again(dns: tuple[str, Zone]) -> None:
         port = echo_listener(mgr)
         conn = mgr.connect(f"tcp://svc.test:{port}", log)
         conn.resolve_cancel()  # the query is already sent; its answer must be ignored
-        pump(mgr, lambda: len(zone.queries) == 1, 5, "the first query")
+        wait_for(lambda: len(zone.queries) == 1, 5, "the first query", manager=mgr)
         run_for(mgr, 0.3)
         assert cm.MG_EV_RESOLVE not in log.evs() and cm.MG_EV_CONNECT not in log.evs()
         assert log.errors() == [] and not conn.is_closing  # waits for a new address
         conn.resolve(f"tcp://other.test:{port}")
-        pump(mgr, lambda: cm.MG_EV_CONNECT in log.evs(), 5, "connect after resolve()")
+        wait_for(lambda: cm.MG_EV_CONNECT in log.evs(), 5, "connect after resolve()", manager=mgr)
         assert log.evs().count(cm.MG_EV_RESOLVE) == 1
         assert talk(mgr, conn, log, b"again") == b"again"
         # Now that it has a socket, resolving again would leak it: refused.
@@ -206,7 +205,7 @@ def test_resolve_replaces_a_lookup_in_flight_and_accepts_an_ip(dns: tuple[str, Z
         port = echo_listener(mgr)
         conn = mgr.connect(f"tcp://svc.test:{port}", log)
         conn.resolve(f"tcp://127.0.0.1:{port}")  # an address: connects without DNS
-        pump(mgr, lambda: cm.MG_EV_CONNECT in log.evs(), 5, "connect")
+        wait_for(lambda: cm.MG_EV_CONNECT in log.evs(), 5, "connect", manager=mgr)
         run_for(mgr, 0.2)  # the svc.test answer, if any, must change nothing
         assert log.evs().count(cm.MG_EV_RESOLVE) == 1
         assert log.evs().count(cm.MG_EV_CONNECT) == 1
@@ -246,8 +245,8 @@ def test_changing_dns_server_takes_effect(dns: tuple[str, Zone]) -> None:
             # resolver socket lingers until no lookup is pending), new ones go to `other`.
             mgr.dns_server = f"udp://127.0.0.1:{server.server.server_address[1]}"
             mgr.connect(f"tcp://svc.test:{port}", log2)
-            pump(mgr, lambda: cm.MG_EV_CONNECT in log1.evs() and cm.MG_EV_CONNECT in log2.evs(),
-                 5, "both lookups")
+            wait_for(lambda: cm.MG_EV_CONNECT in log1.evs() and cm.MG_EV_CONNECT in log2.evs(), 5,
+                     "both lookups", manager=mgr)
             assert log1.errors() == [] and log2.errors() == []
             mgr.connect(f"tcp://svc.test:{port}", Log())
             run_for(mgr, 0.2)
@@ -322,9 +321,7 @@ def sntp() -> Iterator[SntpResponder]:
                 mgr.sntp_connect(f"udp://127.0.0.1:{responder.port}",
                                  lambda c, ev, d: got.append(d)
                                  if ev == cm.MG_EV_SNTP_TIME else None)
-                deadline = time.monotonic() + 3
-                while not got and time.monotonic() < deadline:
-                    mgr.poll(5)
+                wait_for(lambda: got, 3, "the clock put back", manager=mgr)
         responder.close()
 
 
@@ -335,8 +332,8 @@ def test_sntp_time_from_local_responder(sntp: SntpResponder) -> None:
     with cm.Manager() as mgr:
         conn = mgr.sntp_connect(f"udp://127.0.0.1:{sntp.port}", log)
         assert conn.is_udp and conn.is_client
-        pump(mgr, lambda: cm.MG_EV_SNTP_TIME in log.evs(), 5, "SNTP time")
-        pump(mgr, lambda: cm.MG_EV_CLOSE in log.evs(), 5, "close after the reply")
+        wait_for(lambda: cm.MG_EV_SNTP_TIME in log.evs(), 5, "SNTP time", manager=mgr)
+        wait_for(lambda: cm.MG_EV_CLOSE in log.evs(), 5, "close after the reply", manager=mgr)
     times = [d for ev, d in log.events if ev == cm.MG_EV_SNTP_TIME]
     assert len(times) == 1 and type(times[0]) is int
     # Mongoose reports transmit time + half the round trip, in epoch milliseconds (the NTP
@@ -351,13 +348,13 @@ def test_sntp_request_sends_another_request(sntp: SntpResponder) -> None:
     log = Log()
     with cm.Manager() as mgr:
         conn = mgr.sntp_connect(f"udp://127.0.0.1:{sntp.port}", log)
-        pump(mgr, lambda: len(sntp.requests) == 1, 5, "the automatic first request")
+        wait_for(lambda: len(sntp.requests) == 1, 5, "the automatic first request", manager=mgr)
         conn.sntp_request()
-        pump(mgr, lambda: len(sntp.requests) == 2, 5, "the explicit request")
+        wait_for(lambda: len(sntp.requests) == 2, 5, "the explicit request", manager=mgr)
         sntp.silent = False
         sntp.time_s = time.time()
         conn.sntp_request()
-        pump(mgr, lambda: cm.MG_EV_SNTP_TIME in log.evs(), 5, "SNTP time")
+        wait_for(lambda: cm.MG_EV_SNTP_TIME in log.evs(), 5, "SNTP time", manager=mgr)
     assert len(sntp.requests) == 3
 
 
@@ -366,7 +363,7 @@ def test_sntp_unusable_reply_is_an_error(sntp: SntpResponder) -> None:
     log = Log()
     with cm.Manager() as mgr:
         mgr.sntp_connect(f"udp://127.0.0.1:{sntp.port}", log)
-        pump(mgr, lambda: cm.MG_EV_CLOSE in log.evs(), 5, "close")
+        wait_for(lambda: cm.MG_EV_CLOSE in log.evs(), 5, "close", manager=mgr)
     assert log.errors() == ["SNTP: invalid or unusable server reply"]
     assert cm.MG_EV_SNTP_TIME not in log.evs()
 
@@ -376,7 +373,8 @@ def test_sntp_no_reply_is_an_error(sntp: SntpResponder) -> None:
     log = Log()
     with cm.Manager() as mgr:
         mgr.sntp_connect(f"udp://127.0.0.1:{sntp.port}", log)
-        pump(mgr, lambda: cm.MG_EV_CLOSE in log.evs(), 6, "timeout")  # Mongoose waits 3 s
+        wait_for(lambda: cm.MG_EV_CLOSE in log.evs(), 6, "timeout",
+                 manager=mgr)  # Mongoose waits 3 s
     assert log.errors() == ["SNTP: no reply within 3 seconds"]
 
 
@@ -389,7 +387,7 @@ def test_sntp_by_name_through_local_dns(sntp: SntpResponder, dns: tuple[str, Zon
         mgr.dns_server = url
         conn = mgr.sntp_connect(f"udp://ntp.test:{sntp.port}", log)
         conn.sntp_request()  # still resolving: nothing is sent, nothing raised
-        pump(mgr, lambda: cm.MG_EV_SNTP_TIME in log.evs(), 5, "SNTP time")
+        wait_for(lambda: cm.MG_EV_SNTP_TIME in log.evs(), 5, "SNTP time", manager=mgr)
     assert zone.queries == [("ntp.test", "A")]
     assert abs([d for ev, d in log.events if ev == cm.MG_EV_SNTP_TIME][0]
                - time.time() * 1000) < 2000

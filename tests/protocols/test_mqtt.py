@@ -16,10 +16,9 @@ import pytest
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from support.mosquitto import Broker, mosquitto_path, run_mosquitto
+from support.waiting import recv_polling, wait_for
 
 import cymongoose as cm
-
-from conftest import pump, recv_polling
 
 needs_mosquitto = pytest.mark.skipif(
     mosquitto_path() is None, reason="mosquitto is not installed (tools/debian-packages.txt)")
@@ -96,7 +95,7 @@ class Recorder:
 
 def open_client(mgr: cm.Manager, broker: Broker, rec: Recorder, **kw: Any) -> cm.Connection:
     conn = mgr.mqtt_connect(broker.url, rec, **kw)
-    pump(mgr, lambda: rec.connack is not None or rec.closed, 5, "CONNACK")
+    wait_for(lambda: rec.connack is not None or rec.closed, 5, "CONNACK", manager=mgr)
     assert rec.connack == 0, (rec.connack, rec.errors)
     return conn
 
@@ -105,7 +104,7 @@ def subscribe(mgr: cm.Manager, conn: cm.Connection, rec: Recorder, topic: str,
               qos: int) -> None:
     before = rec.count(MQTT_CMD_SUBACK)
     conn.mqtt_sub(topic, qos=qos)
-    pump(mgr, lambda: rec.count(MQTT_CMD_SUBACK) > before, 5, "SUBACK")
+    wait_for(lambda: rec.count(MQTT_CMD_SUBACK) > before, 5, "SUBACK", manager=mgr)
     assert rec.cmds[-1][2] == qos  # ack carries the granted QoS
 
 
@@ -131,21 +130,21 @@ def test_pub_sub_roundtrip(broker: Broker, version: int, qos: int) -> None:
         else:
             assert all(isinstance(i, int) and 0 < i < 65536 for i in ids)
             assert len(set(ids)) == len(ids)
-        pump(mgr, lambda: len(rec.msgs) == len(payloads), 5, "own messages")
+        wait_for(lambda: len(rec.msgs) == len(payloads), 5, "own messages", manager=mgr)
         expected = [(f"rt/{version}/{qos}/{i}", p if isinstance(p, bytes) else p.encode(), qos)
                     for i, p in enumerate(payloads)]
         assert sorted(rec.msgs) == sorted(expected)
         final_ack = {0: None, 1: MQTT_CMD_PUBACK, 2: MQTT_CMD_PUBCOMP}[qos]
         if final_ack is not None:
-            pump(mgr, lambda: rec.count(final_ack) == len(ids), 5, "publish acks")
+            wait_for(lambda: rec.count(final_ack) == len(ids), 5, "publish acks", manager=mgr)
             acked = {i for c, i, _ in rec.cmds if c == final_ack}
             assert acked == set(ids)
         conn.mqtt_unsub(f"rt/{version}/{qos}/#")
-        pump(mgr, lambda: rec.count(MQTT_CMD_UNSUBACK) == 1, 5, "UNSUBACK")
+        wait_for(lambda: rec.count(MQTT_CMD_UNSUBACK) == 1, 5, "UNSUBACK", manager=mgr)
         conn.mqtt_ping()
-        pump(mgr, lambda: rec.count(MQTT_CMD_PINGRESP) == 1, 5, "PINGRESP")
+        wait_for(lambda: rec.count(MQTT_CMD_PINGRESP) == 1, 5, "PINGRESP", manager=mgr)
         conn.mqtt_disconnect()
-        pump(mgr, lambda: rec.closed, 5, "broker closing after DISCONNECT")
+        wait_for(lambda: rec.closed, 5, "broker closing after DISCONNECT", manager=mgr)
     assert rec.errors == []
     assert rec.props == [[]] * len(payloads)  # no properties were sent
 
@@ -168,7 +167,7 @@ def test_message_view_fields_and_invalidation(broker: Broker) -> None:
 
     with cm.Manager(handler) as mgr:
         mgr.mqtt_connect(broker.url, client_id="view")
-        pump(mgr, lambda: bool(kept), 5, "message")
+        wait_for(lambda: bool(kept), 5, "message", manager=mgr)
     assert seen["topic"] == "view/t"
     assert seen["data"] == "payload \u2713".encode()
     assert seen["text"] == "payload \u2713"
@@ -190,17 +189,17 @@ def test_retain_and_will(broker: Broker) -> None:
                         will_topic="will/a", will_message=b"a died", will_qos=1,
                         will_retain=False)
         a.mqtt_pub("retained/x", b"kept", qos=1, retain=True)
-        pump(mgr, lambda: rec_a.count(MQTT_CMD_PUBACK) == 1, 5, "PUBACK")
+        wait_for(lambda: rec_a.count(MQTT_CMD_PUBACK) == 1, 5, "PUBACK", manager=mgr)
         b = open_client(mgr, broker, rec_b, client_id="will-b")
         subscribe(mgr, b, rec_b, "retained/x", 1)
-        pump(mgr, lambda: len(rec_b.msgs) == 1, 5, "retained message")
+        wait_for(lambda: len(rec_b.msgs) == 1, 5, "retained message", manager=mgr)
         assert rec_b.msgs[0][:2] == ("retained/x", b"kept")
         subscribe(mgr, b, rec_b, "will/a", 1)
         a.close()  # no DISCONNECT: the broker must publish the will
-        pump(mgr, lambda: len(rec_b.msgs) == 2, 5, "will message")
+        wait_for(lambda: len(rec_b.msgs) == 2, 5, "will message", manager=mgr)
         assert rec_b.msgs[1][:2] == ("will/a", b"a died")
         b.mqtt_pub("retained/x", b"", qos=1, retain=True)  # clear the retained message
-        pump(mgr, lambda: rec_b.count(MQTT_CMD_PUBACK) == 1, 5, "PUBACK")
+        wait_for(lambda: rec_b.count(MQTT_CMD_PUBACK) == 1, 5, "PUBACK", manager=mgr)
 
 
 @needs_mosquitto
@@ -237,7 +236,7 @@ def test_v5_properties_from_paho(broker: Broker) -> None:
             props.MessageExpiryInterval = 3600
             props.PayloadFormatIndicator = 1
             pub.publish("props/t", b"with props", qos=1, properties=props).wait_for_publish(5)
-            pump(mgr, lambda: len(rec.msgs) == 1, 5, "message with properties")
+            wait_for(lambda: len(rec.msgs) == 1, 5, "message with properties", manager=mgr)
         finally:
             pub.loop_stop()
             pub.disconnect()
@@ -319,8 +318,8 @@ def test_no_loss_ours_publishing_paho_subscribing(broker: Broker, qos: int) -> N
         with cm.Manager() as mgr:
             start = time.perf_counter()
             mgr.mqtt_connect(broker.url, handler, client_id=f"loss-out-pub-{qos}")
-            pump(mgr, lambda: (all_in.is_set() and len(acked) == N_LOSS) or state["closed"],
-                 60, "all messages delivered and acknowledged")
+            wait_for(lambda: (all_in.is_set() and len(acked) == N_LOSS) or state["closed"], 60,
+                     "all messages delivered and acknowledged", manager=mgr)
             elapsed = time.perf_counter() - start
             assert not state["closed"], f"broker closed the connection: {errors}"
     finally:
@@ -351,7 +350,7 @@ def test_no_loss_paho_publishing_ours_subscribing(broker: Broker, qos: int) -> N
     pub = paho_client(broker, f"loss-in-pub-{qos}")
     with cm.Manager() as mgr:
         conn = mgr.mqtt_connect(broker.url, handler, client_id=f"loss-in-sub-{qos}")
-        pump(mgr, lambda: rec.connack == 0, 5, "CONNACK")
+        wait_for(lambda: rec.connack == 0, 5, "CONNACK", manager=mgr)
         subscribe(mgr, conn, rec, topic, qos)
         paho_connect(pub, broker.host, broker.port)
         try:
@@ -366,8 +365,8 @@ def test_no_loss_paho_publishing_ours_subscribing(broker: Broker, qos: int) -> N
 
             t = threading.Thread(target=publish_all, daemon=True)
             t.start()
-            pump(mgr, lambda: len(received) == N_LOSS and done.is_set(), 60,
-                 "all paho messages")
+            wait_for(lambda: len(received) == N_LOSS and done.is_set(), 60, "all paho messages",
+                     manager=mgr)
             elapsed = time.perf_counter() - start
             t.join(5)
             # Anything still in flight (a duplicate) would show up now.
@@ -507,9 +506,7 @@ def test_our_listener_serves_paho(v5: bool) -> None:
             assert pinged.wait(5), "no PINGRESP"
             client.disconnect()
             client.loop_stop()
-            deadline = time.monotonic() + 5
-            while tiny.closed < 1 and time.monotonic() < deadline:
-                time.sleep(0.01)
+            wait_for(lambda: tiny.closed >= 1, 5, "our listener to see the client go")
         finally:
             client.loop_stop()
             stop.set()
@@ -552,17 +549,10 @@ def test_malformed_packet_to_our_listener(name: str) -> None:
             # A valid CONNECT first, then (once answered) the bad packet.
             s.sendall(b"\x10\x0c\x00\x04MQTT\x04\x02\x00\x3c\x00\x00")
             s.setblocking(False)
-            data = b""
-            deadline = time.monotonic() + 5
-            while len(data) < 4 and time.monotonic() < deadline:
-                mgr.poll(5)
-                try:
-                    data += s.recv(4096)
-                except BlockingIOError:
-                    pass
+            data = recv_polling(mgr, s, b"\x20\x02\x00\x00")
             assert data == b"\x20\x02\x00\x00"  # CONNACK
             s.sendall(MALFORMED[name])
-            pump(mgr, lambda: tiny.closed == 1, 5, "the server to close")
+            wait_for(lambda: tiny.closed == 1, 5, "the server to close", manager=mgr)
             assert len(tiny.errors) == 1 and "malformed MQTT packet" in tiny.errors[0]
             s.setblocking(True)
             s.settimeout(5)
@@ -573,15 +563,8 @@ def test_malformed_packet_to_our_listener(name: str) -> None:
         s2 = socket.create_connection(("127.0.0.1", port), timeout=5)
         try:
             s2.sendall(b"\x10\x0c\x00\x04MQTT\x04\x02\x00\x3c\x00\x00\xc0\x00")
-            s2.settimeout(0.05)
-            data = b""
-            deadline = time.monotonic() + 5
-            while data != b"\x20\x02\x00\x00\xd0\x00" and time.monotonic() < deadline:
-                mgr.poll(5)
-                try:
-                    data += s2.recv(4096)
-                except TimeoutError:
-                    pass
+            s2.setblocking(False)
+            data = recv_polling(mgr, s2, b"\x20\x02\x00\x00\xd0\x00")
             assert data == b"\x20\x02\x00\x00\xd0\x00"  # CONNACK, PINGRESP
         finally:
             s2.close()
@@ -634,7 +617,7 @@ def test_malformed_packet_to_our_client(name: str) -> None:
     rec = Recorder()
     with cm.Manager() as mgr:
         conn = mgr.mqtt_connect(f"mqtt://127.0.0.1:{port}", rec, client_id="victim")
-        pump(mgr, lambda: rec.closed, 5, "our client to close")
+        wait_for(lambda: rec.closed, 5, "our client to close", manager=mgr)
         assert conn.is_closing
     t.join(5)
     assert rec.connack == 0
@@ -659,7 +642,7 @@ def test_connect_packet_bytes_and_refused_connack() -> None:
     with cm.Manager() as mgr:
         mgr.mqtt_connect(f"mqtt://127.0.0.1:{port}", rec, client_id="cid", username="u",
                          password="pw", clean_session=True, keepalive=42)
-        pump(mgr, lambda: rec.closed, 5, "close after refusal")
+        wait_for(lambda: rec.closed, 5, "close after refusal", manager=mgr)
     t.join(5)
     assert rec.connack == 5
     body = seen["connect"][2:]
@@ -694,9 +677,9 @@ def test_v5_connect_and_disconnect_bytes() -> None:
     with cm.Manager() as mgr:
         conn = mgr.mqtt_connect(f"mqtt://127.0.0.1:{port}", rec, client_id="c5", version=5,
                                 keepalive=0)
-        pump(mgr, lambda: len(rec.msgs) == 1, 5, "PUBLISH")
+        wait_for(lambda: len(rec.msgs) == 1, 5, "PUBLISH", manager=mgr)
         conn.mqtt_disconnect()
-        pump(mgr, done.is_set, 5, "DISCONNECT at the fake broker")
+        wait_for(done.is_set, 5, "DISCONNECT at the fake broker", manager=mgr)
     t.join(5)
     assert seen["connect"][2:9] == b"\x00\x04MQTT\x05"
     assert rec.connack == 0
@@ -765,7 +748,7 @@ def test_mqtt_method_argument_errors() -> None:
         assert isinstance(conn.mqtt_pub("t", bytearray(b"x"), qos=1), int)
         assert conn.mqtt_pub("t", memoryview(b"x")) == 0
         conn.close()
-        pump(mgr, lambda: conn.id == 0, 5, "close")
+        wait_for(lambda: conn.id == 0, 5, "close", manager=mgr)
         for call in (lambda: conn.mqtt_pub("t", b"x"), lambda: conn.mqtt_sub("t"),
                      lambda: conn.mqtt_unsub("t"), conn.mqtt_ping, conn.mqtt_pong,
                      conn.mqtt_disconnect):
@@ -796,10 +779,10 @@ def test_handler_exception_in_mqtt_event_is_reported() -> None:
     port, t = _fake_broker(script)
     with cm.Manager(error_handler=reported.append) as mgr:
         conn = mgr.mqtt_connect(f"mqtt://127.0.0.1:{port}", handler)
-        pump(mgr, lambda: len(reported) == 2, 5, "two reported exceptions")
+        wait_for(lambda: len(reported) == 2, 5, "two reported exceptions", manager=mgr)
         assert not conn.is_closing  # the loop and the connection go on
         conn.close()
-        pump(mgr, lambda: conn.id == 0, 5, "close")
+        wait_for(lambda: conn.id == 0, 5, "close", manager=mgr)
     t.join(5)
     assert all(isinstance(e, ValueError) and "boom" in str(e) for e in reported)
 
@@ -909,7 +892,7 @@ def test_fuzzed_packets_to_our_client(v5: bool) -> None:
     port, t = _fake_broker(script)
     with cm.Manager() as mgr:
         mgr.mqtt_connect(f"mqtt://127.0.0.1:{port}", handler, version=5 if v5 else 4)
-        pump(mgr, sent.is_set, 5, "the junk to be sent")
+        wait_for(sent.is_set, 5, "the junk to be sent", manager=mgr)
         for _ in range(20):
             mgr.poll(1)
         # Either dropped with a readable error, or still waiting for the rest of a packet
@@ -918,5 +901,5 @@ def test_fuzzed_packets_to_our_client(v5: bool) -> None:
         assert all(isinstance(e, str) and e for e in rec.errors)
         for c in mgr.connections:
             c.close()
-        pump(mgr, lambda: rec.closed, 5, "close")
+        wait_for(lambda: rec.closed, 5, "close", manager=mgr)
     t.join(5)

@@ -13,10 +13,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from support.waiting import recv_polling, wait_for
 
 import cymongoose as cm
-
-from conftest import pump, recv_polling
 
 
 class Poller:
@@ -118,7 +117,7 @@ def test_recv_data_length_and_consume() -> None:
         port = mgr.listen("tcp://127.0.0.1:0", handler).local_addr[1]
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
             s.sendall(b"0123456789")
-            pump(mgr, lambda: bool(seen), 5, "data")
+            wait_for(lambda: bool(seen), 5, "data", manager=mgr)
             conns = [c for c in mgr.connections if not c.is_listening]
             assert conns[0].recv_len == 0
     assert seen == [(b"0123", b"45", 6)]
@@ -158,7 +157,7 @@ def test_tcp_client_to_python_echo_server() -> None:
     with cm.Manager() as mgr:
         conn = mgr.connect(f"tcp://127.0.0.1:{port}", handler)
         assert conn.is_client and not conn.is_udp
-        pump(mgr, lambda: cm.MG_EV_CLOSE in events, 10, "echo and close")
+        wait_for(lambda: cm.MG_EV_CLOSE in events, 10, "echo and close", manager=mgr)
     t.join(5)
     srv.close()
     assert bytes(got) == payload
@@ -218,7 +217,7 @@ def test_large_upload_with_send_side_back_pressure() -> None:
     with cm.Manager() as mgr:
         start = time.perf_counter()
         mgr.connect(f"tcp://127.0.0.1:{port}", handler)
-        pump(mgr, lambda: bool(state["closed"]), 30, "upload")
+        wait_for(lambda: bool(state["closed"]), 30, "upload", manager=mgr)
         elapsed = time.perf_counter() - start
     t.join(10)
     srv.close()
@@ -282,7 +281,7 @@ def test_large_download_from_our_server() -> None:
 
         t = threading.Thread(target=read_all, daemon=True)
         t.start()
-        pump(mgr, lambda: "data" in result, 30, "download")
+        wait_for(lambda: "data" in result, 30, "download", manager=mgr)
         t.join(5)
         s.close()
     assert result["data"] == data
@@ -295,10 +294,10 @@ def test_peer_close_detected_on_both_sides() -> None:
         port = mgr.listen(
             "tcp://127.0.0.1:0", lambda c, ev, d: events["server"].append(ev)).local_addr[1]
         s = socket.create_connection(("127.0.0.1", port), timeout=5)
-        pump(mgr, lambda: cm.MG_EV_ACCEPT in events["server"], 5, "accept")
+        wait_for(lambda: cm.MG_EV_ACCEPT in events["server"], 5, "accept", manager=mgr)
         s.sendall(b"bye")
         s.close()
-        pump(mgr, lambda: cm.MG_EV_CLOSE in events["server"], 5, "server-side close")
+        wait_for(lambda: cm.MG_EV_CLOSE in events["server"], 5, "server-side close", manager=mgr)
         assert events["server"].count(cm.MG_EV_CLOSE) == 1
         assert cm.MG_EV_READ in events["server"]
 
@@ -312,7 +311,7 @@ def test_peer_close_detected_on_both_sides() -> None:
         t.start()
         conn = mgr.connect(f"tcp://127.0.0.1:{cport}",
                            lambda c, ev, d: events["client"].append(ev))
-        pump(mgr, lambda: cm.MG_EV_CLOSE in events["client"], 5, "client-side close")
+        wait_for(lambda: cm.MG_EV_CLOSE in events["client"], 5, "client-side close", manager=mgr)
         t.join(5)
         srv.close()
         assert conn.is_closing and conn.id == 0 and conn.remote_addr is None
@@ -329,7 +328,7 @@ def test_connection_refused_is_an_error_event() -> None:
     log: list[tuple[int, Any]] = []
     with cm.Manager() as mgr:
         mgr.connect(f"tcp://127.0.0.1:{port}", lambda c, ev, d: log.append((ev, d)))
-        pump(mgr, lambda: any(ev == cm.MG_EV_CLOSE for ev, _ in log), 5, "close")
+        wait_for(lambda: any(ev == cm.MG_EV_CLOSE for ev, _ in log), 5, "close", manager=mgr)
     errors = [d for ev, d in log if ev == cm.MG_EV_ERROR]
     assert len(errors) == 1 and isinstance(errors[0], str) and errors[0]
     assert cm.MG_EV_CONNECT not in [ev for ev, _ in log]
@@ -365,16 +364,17 @@ def test_udp_server_echoes_datagrams_to_each_sender() -> None:
             for name, payload in sends:
                 # One at a time: a UDP listener's send() goes to the latest sender.
                 socks[name].sendto(payload, ("127.0.0.1", port))
-                deadline = time.monotonic() + 5
                 want = len(replies) + 1
-                while len(replies) < want:
-                    assert time.monotonic() < deadline, "no UDP reply"
-                    mgr.poll(5)
-                    for n, sock in socks.items():
+
+                def replied() -> bool:
+                    for n, sock in socks.items():  # noqa: B023 (called within this iteration)
                         try:
                             replies.append((n, sock.recv(2048)))
                         except BlockingIOError:
                             pass
+                    return len(replies) >= want  # noqa: B023
+
+                wait_for(replied, 5, "a UDP reply", manager=mgr)
         finally:
             a.close()
             b.close()
@@ -415,7 +415,7 @@ def test_udp_client_to_python_echo() -> None:
         with cm.Manager() as mgr:
             conn = mgr.connect(f"udp://127.0.0.1:{port}", handler)
             assert conn.is_udp and conn.is_client
-            pump(mgr, lambda: len(got) == len(payloads), 5, "UDP replies")
+            wait_for(lambda: len(got) == len(payloads), 5, "UDP replies", manager=mgr)
             assert conn.remote_addr == ("127.0.0.1", port, False)
     finally:
         stop.set()

@@ -21,6 +21,7 @@ from typing import Any
 import certs
 import httpx
 import pytest
+from support.waiting import wait_for
 from websockets.asyncio.client import connect as ws_connect_async
 from websockets.sync.server import ServerConnection
 from websockets.sync.server import serve as ws_serve
@@ -40,8 +41,6 @@ from cymongoose import (
     Manager,
     TlsOpts,
 )
-
-from conftest import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -87,9 +86,6 @@ class TlsServer:
             self.errors.append(data)
         elif ev == MG_EV_CLOSE and not conn.is_listening:
             self.closed += 1
-
-    def wait(self, pred: Any, timeout: float = 5.0) -> bool:
-        return wait_until(pred, timeout)
 
 
 @pytest.fixture
@@ -203,7 +199,7 @@ def test_wrong_ca_is_refused_by_client_and_server_keeps_serving(
     other = certs.CA(name="another CA").write(tmp_path, "other")
     with pytest.raises(ssl.SSLCertVerificationError):
         https_get(server.port, other)
-    assert server.wait(lambda: server.closed >= 1)
+    wait_for(lambda: server.closed >= 1, 5.0, "server.closed >= 1")
     assert server.requests == []
     assert_still_serving(server, cafile)
 
@@ -228,7 +224,7 @@ def test_plain_text_client_on_tls_port_is_closed_promptly(server: TlsServer,
         elapsed = time.monotonic() - start
     assert data == b""  # no plain-text answer, just a close
     assert elapsed < 2.0  # refused at once, not after a handshake timeout
-    assert server.wait(lambda: bool(server.errors))
+    wait_for(lambda: bool(server.errors), 5.0, "bool(server.errors)")
     assert certs.is_non_tls_refusal(server.errors[0]), server.errors
     assert_still_serving(server, cafile)
 
@@ -261,7 +257,7 @@ def test_garbage_on_tls_port_never_crashes(server: TlsServer, cafile: Path,
                     break
             except ConnectionResetError:
                 break
-    assert server.wait(lambda: server.closed >= 1)
+    wait_for(lambda: server.closed >= 1, 5.0, "server.closed >= 1")
     assert server.requests == []
     assert_still_serving(server, cafile)
 
@@ -316,7 +312,7 @@ def test_garbage_after_handshake_closes_cleanly(server: TlsServer, cafile: Path,
             except ConnectionResetError:
                 break
         assert time.monotonic() - start < 2.0  # closed at once, not after a timeout
-    assert server.wait(lambda: server.closed >= 1)
+    wait_for(lambda: server.closed >= 1, 5.0, "server.closed >= 1")
     assert server.requests == []
     if TLS_ENGINE == "builtin":  # OpenSSL's own alert and the peer's close end these quietly
         assert server.errors, "a readable error event for the refused bytes"
@@ -433,9 +429,7 @@ def test_server_with_unusable_key_closes_instead_of_serving_plain_text(
             assert sock.recv(4096) == b""
         except ConnectionResetError:  # closed with our request unread: also a refusal
             pass
-    deadline = time.monotonic() + 5
-    while not errors and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: errors, 5, "the handler's error")
     assert answered == []
     assert isinstance(errors[0], ValueError) and reason in str(errors[0]), errors
 
@@ -610,18 +604,11 @@ class HttpsClient:
             self.closed = True
 
 
-def run_until(mgr: Manager, pred: Any, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not pred() and time.monotonic() < deadline:
-        mgr.poll(10)
-    return bool(pred())
-
-
 def test_https_client_verifies_ca_and_host(py_server: PyTlsServer, manager: Manager,
                                            ca: certs.CA) -> None:
     client = HttpsClient(manager, py_server.port,
                          TlsOpts(ca=ca.cert_pem, name="localhost"), "/hello")
-    assert run_until(manager, lambda: client.closed)
+    wait_for(lambda: client.closed, 5.0, "client.closed", manager=manager)
     assert client.response == (200, b"py-tls /hello")
     assert MG_EV_TLS_HS in client.events
     assert client.errors == []
@@ -630,7 +617,7 @@ def test_https_client_verifies_ca_and_host(py_server: PyTlsServer, manager: Mana
 def test_https_client_refuses_wrong_ca(py_server: PyTlsServer, manager: Manager) -> None:
     other = certs.CA(name="stranger CA")
     client = HttpsClient(manager, py_server.port, TlsOpts(ca=other.cert_pem, name="localhost"))
-    assert run_until(manager, lambda: client.closed)
+    wait_for(lambda: client.closed, 5.0, "client.closed", manager=manager)
     assert client.response is None
     assert any("CA" in e or "unable to get local issuer certificate" in e
                for e in client.errors), client.errors
@@ -643,7 +630,8 @@ def test_https_client_checks_host_name(manager: Manager, ca: certs.CA, tmp_path:
     try:
         wrong = HttpsClient(manager, srv.port, TlsOpts(ca=ca.cert_pem, name="other.example"))
         right = HttpsClient(manager, srv.port, TlsOpts(ca=ca.cert_pem, name="localhost"))
-        assert run_until(manager, lambda: wrong.closed and right.closed)
+        wait_for(lambda: wrong.closed and right.closed, 5.0, "wrong.closed and right.closed",
+                 manager=manager)
     finally:
         srv.close()
     assert wrong.response is None
@@ -658,7 +646,7 @@ def test_https_client_refuses_expired_server_certificate(
     srv = PyTlsServer(ca.issue(not_before=before, not_after=after), tmp_path)
     try:
         client = HttpsClient(manager, srv.port, TlsOpts(ca=ca.cert_pem, name="localhost"))
-        assert run_until(manager, lambda: client.closed)
+        wait_for(lambda: client.closed, 5.0, "client.closed", manager=manager)
     finally:
         srv.close()
     assert client.response is None
@@ -684,7 +672,7 @@ def test_https_client_against_plain_http_server(manager: Manager, ca: certs.CA) 
         t = threading.Thread(target=serve, daemon=True)
         t.start()
         client = HttpsClient(manager, lsock.getsockname()[1], TlsOpts(ca=ca.cert_pem))
-        assert run_until(manager, lambda: client.closed)
+        wait_for(lambda: client.closed, 5.0, "client.closed", manager=manager)
         t.join(5)
     assert client.response is None
     assert len(client.errors) == 1 and certs.is_non_tls_refusal(client.errors[0]), client.errors
@@ -720,8 +708,8 @@ def test_wss_client_against_websockets_server(manager: Manager, leaf: certs.Leaf
         t.start()
         try:
             conn = manager.ws_connect(f"wss://127.0.0.1:{port}/", handler)
-            assert run_until(manager, lambda: bool(got))
-            assert run_until(manager, lambda: conn.is_closing)
+            wait_for(lambda: bool(got), 5.0, "bool(got)", manager=manager)
+            wait_for(lambda: conn.is_closing, 5.0, "conn.is_closing", manager=manager)
         finally:
             manager.close()
             server.shutdown()
@@ -763,6 +751,6 @@ def test_cymongoose_client_and_server_over_tls(manager: Manager, ca: certs.CA,
             got.append(("error", data))
 
     manager.ws_connect(f"wss://127.0.0.1:{port}/ws", wss)
-    assert run_until(manager, lambda: https.closed and bool(got))
+    wait_for(lambda: https.closed and bool(got), 5.0, "https.closed and bool(got)", manager=manager)
     assert https.response == (200, b"both ends mongoose")
     assert got == ["hello"]

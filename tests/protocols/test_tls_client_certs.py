@@ -17,11 +17,10 @@ import pytest
 from cryptography import x509
 from support.cli_run import CLI, cli_env, https_raw_get
 from support.ports import free_port
+from support.waiting import wait_for
 from websockets.asyncio.client import connect as ws_connect
 
 from cymongoose import MG_EV_ACCEPT, MG_EV_HTTP_MSG, TLS_ENGINE, Connection, TlsOpts
-
-from conftest import wait_until
 
 pytestmark = [
     pytest.mark.skipif(TLS_ENGINE != "openssl", reason="client certificates are read from "
@@ -120,9 +119,12 @@ def _serve(pki: Certs, app: str, *more: str) -> tuple[CLI, int]:
               str(pki.server_cert), "--ssl-keyfile", str(pki.server_key), *more,
               env=cli_env(keep_asan=True))
     ctx = pki.context()
-    if not wait_until(lambda: https_raw_get(port, ctx, "/up") is not None, 30):
+    try:
+        wait_for(lambda: https_raw_get(port, ctx, "/up") is not None, 30,
+                 lambda: f"the server to come up ({cli.err})")
+    except AssertionError:
         cli.stop()
-        raise AssertionError(f"server did not come up: {cli.err}")
+        raise
     return cli, port
 
 

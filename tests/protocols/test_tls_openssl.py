@@ -20,11 +20,10 @@ import pytest
 from support.http_client import recv_head
 from support.resources import fd_count
 from support.rss import rss_bytes
-from test_tls import HttpsClient, PyTlsServer, TlsServer, bio_handshake, https_get, run_until
+from support.waiting import wait_for
+from test_tls import HttpsClient, PyTlsServer, TlsServer, bio_handshake, https_get
 
 from cymongoose import MG_EV_ACCEPT, MG_EV_HTTP_MSG, TLS_ENGINE, Connection, Manager, TlsOpts
-
-from conftest import wait_until
 
 pytestmark = pytest.mark.skipif(
     TLS_ENGINE != "openssl", reason="built with CYMONGOOSE_TLS=builtin (test_tls.py covers it)")
@@ -124,7 +123,8 @@ def test_unsupported_version_is_refused_and_server_keeps_serving(
             pass
     # Either an alert record (type 21: protocol_version) or a bare close; never a ServerHello.
     assert answer == b"" or answer[0] == 0x15, answer[:16]
-    assert wait_until(lambda: bool(srv.errors) and srv.closed >= 1)
+    wait_for(lambda: bool(srv.errors) and srv.closed >= 1, 5.0,
+             "bool(srv.errors) and srv.closed >= 1")
     assert srv.errors[0].startswith("TLS handshake failed"), srv.errors
     assert srv.requests == []
     assert https_get(srv.port, cafile, "/after") == (200, b"secure /after")
@@ -183,7 +183,7 @@ def test_mutual_tls_with_rsa_client_certificate(server_thread: Any, ca: certs.CA
     for cert, key in ((None, None), (stranger_cert, stranger_key)):
         with pytest.raises((ssl.SSLError, ConnectionError, http.client.RemoteDisconnected)):
             get(cert, key)
-    assert wait_until(lambda: len(srv.errors) >= 2)
+    wait_for(lambda: len(srv.errors) >= 2, 5.0, "len(srv.errors) >= 2")
     assert any("refused" in e for e in srv.errors), srv.errors  # the stranger's CA
     assert srv.requests == ["/mtls", "/curl-mtls"]
     assert get(client_cert, client_key) == (200, b"secure /mtls")
@@ -195,7 +195,7 @@ def test_mongoose_client_verifies_an_rsa_server_over_tls_1_2(
     try:
         client = HttpsClient(manager, srv.port, TlsOpts(ca=ca.cert_pem, name="localhost"),
                              "/rsa")
-        assert run_until(manager, lambda: client.closed)
+        wait_for(lambda: client.closed, 5.0, "client.closed", manager=manager)
     finally:
         srv.close()
     assert client.errors == []
@@ -219,7 +219,7 @@ def test_garbage_from_a_peer_that_stays_connected_is_closed(
                 pass
         except ConnectionResetError:
             pass
-    assert wait_until(lambda: srv.closed >= 1)
+    wait_for(lambda: srv.closed >= 1, 5.0, "srv.closed >= 1")
     assert srv.requests == []
     assert https_get(srv.port, cafile, "/after") == (200, b"secure /after")
 
@@ -329,7 +329,7 @@ def test_memory_and_fds_back_to_baseline(server_thread: Any, leaves: dict[str, c
     fds, rss = fd_count(), rss_bytes()
     round_of(200)
     gc.collect()
-    assert wait_until(lambda: fd_count() <= fds, 3.0), (fd_count(), fds)
+    wait_for(lambda: fd_count() <= fds, 3.0, lambda: f"fd_count() <= fds ({(fd_count(), fds)})")
     growth = rss_bytes() - rss
     assert growth < 4 * 1024 * 1024, f"RSS grew {growth / 1e6:.1f} MB over 200 sessions"
     assert len(served) == 240
@@ -347,7 +347,8 @@ def test_skip_verification_connects_to_a_peer_it_could_not_verify(
         skipped = HttpsClient(manager, srv.port,
                               TlsOpts(ca=stranger.cert_pem, name="wrong.example",
                                       skip_verification=True), "/skipped")
-        assert run_until(manager, lambda: checked.closed and skipped.closed)
+        wait_for(lambda: checked.closed and skipped.closed, 5.0,
+                 "checked.closed and skipped.closed", manager=manager)
     finally:
         srv.close()
     assert checked.response is None and checked.errors
@@ -386,7 +387,7 @@ def test_http_client_offers_http_1_1_by_alpn(manager: Manager, ca: certs.CA,
     thread.start()
     try:
         client = HttpsClient(manager, srv.port, TlsOpts(ca=ca.cert_pem, name="localhost"))
-        assert run_until(manager, lambda: client.closed)
+        wait_for(lambda: client.closed, 5.0, "client.closed", manager=manager)
     finally:
         thread.join(5)
         srv.listener.close()

@@ -18,12 +18,11 @@ import certs
 import pytest
 from support.cli_run import CLI, cli_env, https_raw_get, run_cli
 from support.ports import free_port
+from support.waiting import wait_for
 from test_tls import TlsServer, https_get
 
 from cymongoose import TLS_ENGINE, TlsOpts
 from cymongoose.config import Config, ConfigError
-
-from conftest import wait_until
 
 pytestmark = [
     pytest.mark.skipif(TLS_ENGINE != "openssl", reason="the cipher list is OpenSSL's"),
@@ -159,7 +158,8 @@ def test_ssl_ciphers_flag_reaches_the_server(tmp_path: Path, ca: certs.CA,
               env=_env())
     ctx = ssl.create_default_context(cafile=str(cafile))
     try:
-        assert wait_until(lambda: https_raw_get(port, ctx, "/up") is not None, 30), cli.err
+        wait_for(lambda: https_raw_get(port, ctx, "/up") is not None, 30,
+                 lambda: f'https_raw_get(port, ctx, "/up") is not None ({cli.err})')
         rc, out = s_client(port, cafile, "-tls1_2")
         assert negotiated(out) == "ECDHE-RSA-AES256-GCM-SHA384", out
     finally:
@@ -224,7 +224,8 @@ def test_cli_starts_with_such_a_bundle_and_verifies_clients_against_the_rest(
     ctx = ssl.create_default_context(cafile=str(ca_path))
     ctx.load_cert_chain(client_cert, client_key)
     try:
-        assert wait_until(lambda: https_raw_get(port, ctx, "/up") is not None, 30), cli.err
+        wait_for(lambda: https_raw_get(port, ctx, "/up") is not None, 30,
+                 lambda: f'https_raw_get(port, ctx, "/up") is not None ({cli.err})')
         out = https_raw_get(port, ctx, "/mtls")
         assert out is not None and out.startswith(b"HTTP/1.1 200"), out
     finally:

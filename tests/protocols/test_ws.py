@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import socket
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 from support.http_client import recv_head
+from support.waiting import wait_for
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.sync.client import connect
 from websockets.sync.server import ServerConnection, serve
@@ -32,8 +34,6 @@ from cymongoose import (
     Manager,
     WsMessage,
 )
-
-from conftest import wait_until
 
 OP_CONT, OP_CLOSE, OP_PONG = 0, 8, 10
 
@@ -75,9 +75,6 @@ class WsServer:
 
     def count(self, ev: int) -> int:
         return sum(1 for e, _ in self.events if e == ev)
-
-    def wait(self, pred: Any, timeout: float = 5.0) -> bool:
-        return wait_until(pred, timeout)
 
 
 @pytest.fixture
@@ -212,7 +209,7 @@ def test_control_frames_interleaved_with_fragments(ws_server: WsServer) -> None:
 def test_ping_from_client_is_answered_and_ctl_gets_none(ws_server: WsServer) -> None:
     with connect(url(ws_server)) as ws:
         assert ws.ping(b"are you there").wait(5)
-    assert ws_server.wait(lambda: ws_server.count(MG_EV_WS_CTL) >= 2)
+    wait_for(lambda: ws_server.count(MG_EV_WS_CTL) >= 2, 5.0, "ws_server.count(MG_EV_WS_CTL) >= 2")
     assert all(data is None for ev, data in ws_server.events if ev == MG_EV_WS_CTL)
 
 
@@ -223,7 +220,7 @@ def test_client_initiated_close_handshake(ws_server: WsServer) -> None:
         ws.close(4001, "bye now")
         assert ws.close_code == 4001  # Mongoose echoes the client's close payload
         assert ws.close_reason == "bye now"
-    assert ws_server.wait(lambda: bool(ws_server.closes))
+    wait_for(lambda: bool(ws_server.closes), 5.0, "bool(ws_server.closes)")
     assert ws_server.closes == [(4001, "bye now")]
 
 
@@ -233,7 +230,7 @@ def test_close_without_status_code_reads_1005(ws_server: WsServer) -> None:
         sock.sendall(frame(OP_CLOSE))
         assert read_frame(sock) == (0x80 | OP_CLOSE, b"")
         assert read_until_eof(sock) == b""  # Mongoose closes the socket after the echo
-    assert ws_server.wait(lambda: bool(ws_server.closes))
+    wait_for(lambda: bool(ws_server.closes), 5.0, "bool(ws_server.closes)")
     assert ws_server.closes == [(1005, "")]
 
 
@@ -243,7 +240,7 @@ def test_frames_after_close_are_ignored(ws_server: WsServer) -> None:
         sock.sendall(frame(OP_CLOSE, struct.pack("!H", 1000)) + frame(WEBSOCKET_OP_TEXT, b"late"))
         assert read_frame(sock) == (0x80 | OP_CLOSE, struct.pack("!H", 1000))
         assert read_until_eof(sock) == b""
-    assert ws_server.wait(lambda: bool(ws_server.closes))
+    wait_for(lambda: bool(ws_server.closes), 5.0, "bool(ws_server.closes)")
     assert ws_server.messages == []
 
 
@@ -278,7 +275,7 @@ def test_server_initiated_close_handshake(server_thread: Any) -> None:
         assert info.value.rcvd.code == 1001
         assert info.value.rcvd.reason == "going away"
     # The client echoed 1001; cymongoose saw both closes and closed the socket.
-    assert srv.wait(lambda: bool(srv.closes))
+    wait_for(lambda: bool(srv.closes), 5.0, "bool(srv.closes)")
     assert srv.closes == [(1001, "going away")]
 
 
@@ -287,7 +284,7 @@ def test_server_ping_is_answered_by_the_client(server_thread: Any) -> None:
     with connect(url(srv)) as ws:
         ws.send("ping")
         # websockets answers the ping with a pong, which Mongoose reports as MG_EV_WS_CTL.
-        assert srv.wait(lambda: srv.count(MG_EV_WS_CTL) >= 1)
+        wait_for(lambda: srv.count(MG_EV_WS_CTL) >= 1, 5.0, "srv.count(MG_EV_WS_CTL) >= 1")
         ws.send("still here")
         assert ws.recv(timeout=5) == "still here"
 
@@ -326,7 +323,7 @@ def test_invalid_frames_are_refused_cleanly(
         assert struct.unpack("!H", payload[:2])[0] == code
         assert why in payload[2:].decode()
         assert read_until_eof(sock) == b""  # then the server closes the socket
-    assert ws_server.wait(lambda: bool(ws_server.errors))
+    wait_for(lambda: bool(ws_server.errors), 5.0, "bool(ws_server.errors)")
     assert ws_server.errors[0].startswith("WebSocket protocol error: ")
     assert why in ws_server.errors[0]
     assert ws_server.messages == [(0x80 | WEBSOCKET_OP_TEXT, b"ok")]
@@ -432,7 +429,7 @@ def test_ws_upgrade_refuses_unsafe_extra_headers(
     with pytest.raises(InvalidHandshake):
         with connect(url(srv), open_timeout=5):
             pass
-    assert srv.wait(lambda: bool(srv.upgrade_errors))
+    wait_for(lambda: bool(srv.upgrade_errors), 5.0, "bool(srv.upgrade_errors)")
     assert isinstance(srv.upgrade_errors[0], exc)
     if exc is ValueError and headers != {"": "v"}:
         assert re.match(r"Header (name|value) .* illegal character", str(srv.upgrade_errors[0]))
@@ -590,13 +587,6 @@ class WsClient:
             self.close_code = conn.ws_close_code
 
 
-def run_until(mgr: Manager, pred: Any, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not pred() and time.monotonic() < deadline:
-        mgr.poll(10)
-    return bool(pred())
-
-
 def test_client_echo_text_binary_fragments_and_big(
         echo_server: tuple[int, list[Any]], manager: Manager) -> None:
     port, received = echo_server
@@ -604,7 +594,8 @@ def test_client_echo_text_binary_fragments_and_big(
         ("hello", WEBSOCKET_OP_TEXT), (b"\x00\xff" * 100, WEBSOCKET_OP_BINARY),
         ("fragments", WEBSOCKET_OP_TEXT), ("big", WEBSOCKET_OP_TEXT),
         (b"y" * 300_000, WEBSOCKET_OP_BINARY)])
-    assert run_until(manager, lambda: len(client.got) == 5 or client.closed, 10)
+    wait_for(lambda: len(client.got) == 5 or client.closed, 10,
+             "len(client.got) == 5 or client.closed", manager=manager)
     assert client.got == [
         (WEBSOCKET_OP_TEXT, b"hello"), (WEBSOCKET_OP_BINARY, b"\x00\xff" * 100),
         (WEBSOCKET_OP_TEXT, b"part1-part2-part3"),
@@ -620,7 +611,7 @@ def test_client_close_handshake_initiated_by_client(
     port, _ = echo_server
     client = WsClient(manager, port, [("one", WEBSOCKET_OP_TEXT),
                                       (struct.pack("!H", 1000) + b"done", OP_CLOSE)])
-    assert run_until(manager, lambda: client.closed)
+    wait_for(lambda: client.closed, 5.0, "client.closed", manager=manager)
     assert client.close_code == 1000  # the server's echo of our close
 
 
@@ -628,7 +619,7 @@ def test_client_sees_server_close_code(
         echo_server: tuple[int, list[Any]], manager: Manager) -> None:
     port, _ = echo_server
     client = WsClient(manager, port, [("close-me", WEBSOCKET_OP_TEXT)])
-    assert run_until(manager, lambda: client.closed)
+    wait_for(lambda: client.closed, 5.0, "client.closed", manager=manager)
     assert client.close_code == 1001
     assert MG_EV_WS_CTL in client.events
 
@@ -636,7 +627,8 @@ def test_client_sees_server_close_code(
 def test_client_ping_gets_pong(echo_server: tuple[int, list[Any]], manager: Manager) -> None:
     port, _ = echo_server
     client = WsClient(manager, port, [(b"cli-ping", WEBSOCKET_OP_PING)])
-    assert run_until(manager, lambda: MG_EV_WS_CTL in client.events)
+    wait_for(lambda: MG_EV_WS_CTL in client.events, 5.0, "MG_EV_WS_CTL in client.events",
+             manager=manager)
 
 
 class RawServer:
@@ -694,7 +686,7 @@ def test_client_refuses_invalid_frames_from_server(
                     frame(WEBSOCKET_OP_TEXT, b"fine", mask=False) + bad)
     try:
         client = WsClient(manager, srv.port, [])
-        assert run_until(manager, lambda: client.closed)
+        wait_for(lambda: client.closed, 5.0, "client.closed", manager=manager)
         assert client.got == [(WEBSOCKET_OP_TEXT, b"fine")]
         assert client.errors and client.errors[0].startswith("WebSocket protocol error")
     finally:
@@ -710,7 +702,7 @@ def test_client_against_plain_http_server_errors(manager: Manager) -> None:
     srv = RawServer(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi")
     try:
         client = WsClient(manager, srv.port, [])
-        assert run_until(manager, lambda: client.closed)
+        wait_for(lambda: client.closed, 5.0, "client.closed", manager=manager)
     finally:
         srv.close()
     assert not client.opened
@@ -749,8 +741,12 @@ def test_client_survives_random_frames_from_server(manager: Manager) -> None:
         try:
             client = WsClient(manager, srv.port, [])
             # The lambdas run within this iteration, so late binding cannot bite.
-            run_until(manager, lambda: client.closed or srv.received != b"", 0.3)  # noqa: B023
+            # Up to 0.3 s for the client to react to the frames; whether it closed or not,
+            # it is closed next.
+            with contextlib.suppress(AssertionError):
+                wait_for(lambda: client.closed or srv.received != b"", 0.3,  # noqa: B023
+                         "the client to react", manager=manager)
             client.conn.close()
-            assert run_until(manager, lambda: client.closed)  # noqa: B023
+            wait_for(lambda: client.closed, 5.0, "client.closed", manager=manager)  # noqa: B023
         finally:
             srv.close()

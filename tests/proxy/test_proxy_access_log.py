@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 from support.http_client import HttpConnection
-
-from conftest import wait_until
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -26,7 +25,7 @@ def test_the_record_has_the_fields_and_the_duration(upstream: Any, proxy: Any) -
                                                           ("User-Agent", "agent/2")])
         assert resp.status == 200
         assert client.request("GET", "/fast").status == 200
-    assert wait_until(lambda: len(records) == 2, 5), records
+    wait_for(lambda: len(records) == 2, 5, lambda: f"len(records) == 2 ({records})")
     (status, line, size, took, referer, agent), fast = records
     assert (status, line, size, referer, agent) == (
         200, "GET /slow?x=1 HTTP/1.1", 5, "http://r.example/", "agent/2")

@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 from support.http_client import HttpConnection, IncompleteResponse
 from support.ports import HOST, free_port
-
-from conftest import wait_until
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -85,11 +84,11 @@ def test_an_upstream_failing_its_health_check_is_out_until_it_passes(upstream: A
     up = upstream()
     up.answers["/health"] = lambda conn, msg: conn.reply(200 if healthy[0] else 500, "h")
     p = proxy({"/": up.url}, health_path="/health", health_interval=0.05)
-    assert wait_until(lambda: not p.stats()[0]["up"], 5)
+    wait_for(lambda: not p.stats()[0]["up"], 5, 'not p.stats()[0]["up"]')
     with HttpConnection(p.port) as client:
         assert client.request("GET", "/x").status == 503
     healthy[0] = True
-    assert wait_until(lambda: p.stats()[0]["up"], 5)
+    wait_for(lambda: p.stats()[0]["up"], 5, 'p.stats()[0]["up"]')
     with HttpConnection(p.port) as client:
         assert client.request("GET", "/x").status == 200
 

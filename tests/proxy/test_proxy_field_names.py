@@ -15,8 +15,7 @@ from support.gunicorn_server import GunicornServer
 from support.http_client import HttpConnection
 from support.nginx import start_nginx, stop_nginx
 from support.ports import HOST, free_port
-
-from conftest import tool_env
+from support.subprocess_env import tool_env
 
 pytestmark = pytest.mark.timeout(60)
 

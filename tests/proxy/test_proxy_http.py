@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 from support.http_client import HttpConnection
-
-from conftest import wait_until
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -164,7 +163,8 @@ def test_a_chunked_body_over_max_body_size_is_a_413_and_never_completes_upstream
     with HttpConnection(p.port) as client:
         client.send_raw(b"POST /big HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
                         b"10\r\n" + b"x" * 16 + b"\r\n")
-        assert wait_until(lambda: p.stats()[0]["busy"] == 1, 5)  # the upstream has it
+        wait_for(lambda: p.stats()[0]["busy"] == 1, 5,
+                 'p.stats()[0]["busy"] == 1')  # the upstream has it
         client.send_raw(b"400\r\n" + b"x" * 1024 + b"\r\n0\r\n\r\n")
         resp = client.read_response("POST", "1.1")
         assert resp.status == 413

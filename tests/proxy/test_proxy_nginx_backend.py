@@ -11,8 +11,8 @@ import pytest
 from support.http_client import HttpConnection
 from support.nginx import start_nginx, stop_nginx
 from support.ports import HOST, free_port
-
-from conftest import tool_env, wait_until
+from support.subprocess_env import tool_env
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(60)  # nginx: tools/debian-packages.txt
 
@@ -40,7 +40,7 @@ def test_nginx_closing_idle_connections_costs_no_request(proxy: Any, tmp_path: P
                 resp = client.request(method, f"/n{i}", body=b"x" * 100 if i % 2 else b"")
                 assert resp.body == f"nginx {method} /n{i}\n".encode()
                 # nginx closes the pooled connection once it has been idle for 150 ms.
-                assert wait_until(lambda: p.stats()[0]["open"] == 0, 5)
+                wait_for(lambda: p.stats()[0]["open"] == 0, 5, 'p.stats()[0]["open"] == 0')
             resp = client.request("GET", "/file")
             assert resp.body == bytes(range(256)) * 1024
     finally:

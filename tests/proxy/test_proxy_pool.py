@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 from support.http_client import HttpConnection
-
-from conftest import wait_until
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -67,7 +66,8 @@ def test_a_backend_closing_idle_connections_costs_no_request(upstream: Any,
             method = "POST" if i % 2 else "GET"
             assert client.request(method, f"/k{i}", body=b"b" if i % 2 else b"").status == 200
             closed = up.accepted
-            assert wait_until(lambda: p.stats()[0]["open"] == 0, 5)  # the backend closed it
+            wait_for(lambda: p.stats()[0]["open"] == 0, 5,
+                     'p.stats()[0]["open"] == 0')  # the backend closed it
             assert up.accepted == closed
     assert [s.target for s in up.seen] == [f"/k{i}" for i in range(6)]  # each once
     assert up.accepted == 6
@@ -120,7 +120,8 @@ def test_least_conn_sends_requests_to_the_idle_upstream(upstream: Any, proxy: An
     slow = HttpConnection(p.port, timeout=10)
     try:
         slow.send_request("GET", "/slow")
-        assert wait_until(lambda: sum(s["busy"] for s in p.stats()) == 1, 5)
+        wait_for(lambda: sum(s["busy"] for s in p.stats()) == 1, 5,
+                 'sum(s["busy"] for s in p.stats()) == 1')
         busy = [s["busy"] for s in p.stats()].index(1)
         with HttpConnection(p.port) as client:
             names = {client.request("GET", "/fast").body.split()[0] for _ in range(4)}
@@ -142,7 +143,7 @@ def test_a_name_that_resolves_anew_moves_the_traffic(upstream: Any, proxy: Any,
         with HttpConnection(p.port) as client:
             return client.request("GET", "/who").body.split()[0]
 
-    assert wait_until(lambda: answered_by() == b"new", 10)
+    wait_for(lambda: answered_by() == b"new", 10, 'answered_by() == b"new"')
 
 
 def test_a_client_that_leaves_costs_no_upstream_connection(upstream: Any, proxy: Any) -> None:
@@ -156,15 +157,15 @@ def test_a_client_that_leaves_costs_no_upstream_connection(upstream: Any, proxy:
         with socket.create_connection(("127.0.0.1", p.port)) as sock:
             sock.sendall(b"GET /big HTTP/1.1\r\nHost: t\r\n\r\n")
             assert sock.recv(64).startswith(b"HTTP/1.1 200 OK")
-    assert wait_until(lambda: p.stats()[0]["idle"] == 1, 5)
+    wait_for(lambda: p.stats()[0]["idle"] == 1, 5, 'p.stats()[0]["idle"] == 1')
     # Queued for the one connection: a client that leaves is never sent upstream.
     with HttpConnection(p.port, timeout=10) as slow:
         slow.send_request("GET", "/slow")
-        assert wait_until(lambda: p.stats()[0]["busy"] == 1, 5)
+        wait_for(lambda: p.stats()[0]["busy"] == 1, 5, 'p.stats()[0]["busy"] == 1')
         with socket.create_connection(("127.0.0.1", p.port)) as gone:
             gone.sendall(b"GET /gone HTTP/1.1\r\nHost: t\r\n\r\n")
-            assert wait_until(lambda: p.stats()[0]["waiting"] == 1, 5)
-        assert wait_until(lambda: p.stats()[0]["waiting"] == 0, 5)
+            wait_for(lambda: p.stats()[0]["waiting"] == 1, 5, 'p.stats()[0]["waiting"] == 1')
+        wait_for(lambda: p.stats()[0]["waiting"] == 0, 5, 'p.stats()[0]["waiting"] == 0')
         assert slow.read_response().status == 200
     with HttpConnection(p.port) as client:
         assert client.request("GET", "/after").status == 200

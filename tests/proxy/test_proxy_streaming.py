@@ -15,11 +15,10 @@ import pytest
 from support.cli_run import CLI
 from support.ports import HOST, free_port
 from support.rss import RssSampler
+from support.waiting import wait_for
 from support.ws_echo import assert_echoes
 
 from cymongoose import MG_EV_WS_MSG
-
-from conftest import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -137,9 +136,10 @@ def test_an_upload_to_an_upstream_that_does_not_read_is_held_back(raw_upstream: 
         with RssSampler() as rss:
             thread = threading.Thread(target=upload, args=(sock,), daemon=True)
             thread.start()
-            assert wait_until(lambda: len(up.requests) == 1 and sent[0] > 0, 10)
+            wait_for(lambda: len(up.requests) == 1 and sent[0] > 0, 10,
+                     "len(up.requests) == 1 and sent[0] > 0")
             # Stalled: nothing more goes out for a while, far short of the body.
-            assert wait_until(lambda: _settled(sent), 10)
+            wait_for(lambda: _settled(sent), 10, "_settled(sent)")
             stalled = sent[0]
         sock.shutdown(socket.SHUT_RDWR)
         thread.join(10)

@@ -17,10 +17,9 @@ from support.h2c_client import h2c_upgrade
 from support.http_client import raw_request, recv_head
 from support.hypercorn_server import HypercornServer
 from support.ports import HOST
+from support.waiting import wait_for
 from support.ws_echo import assert_echoes
 from websockets.sync.server import ServerConnection, serve
-
-from conftest import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -90,7 +89,8 @@ def test_a_101_to_a_request_not_passed_on_as_an_upgrade_is_refused(
     sent = up.requests[0].partition(b"\r\n\r\n")[0].lower()
     assert b"\r\nupgrade:" not in sent and b"http2-settings" not in sent, sent
     assert b"\r\nconnection: upgrade" not in sent and b"sec-websocket-key" not in sent, sent
-    assert wait_until(lambda: p.stats()[0]["open"] == 0, 10)  # closed, not pooled
+    wait_for(lambda: p.stats()[0]["open"] == 0, 10,
+             'p.stats()[0]["open"] == 0')  # closed, not pooled
 
 
 @pytest.mark.parametrize("headers", [
@@ -143,7 +143,8 @@ def test_a_101_without_the_matching_accept_is_refused(raw_upstream: Any, proxy: 
     sent = up.requests[0].partition(b"\r\n\r\n")[0]
     assert f"\r\nSec-WebSocket-Key: {KEY}\r\n".encode() in sent
     assert b"\r\nSec-WebSocket-Version: 13\r\n" in sent
-    assert wait_until(lambda: p.stats()[0]["open"] == 0, 10)  # closed, not pooled
+    wait_for(lambda: p.stats()[0]["open"] == 0, 10,
+             'p.stats()[0]["open"] == 0')  # closed, not pooled
 
 
 def test_a_101_with_the_matching_accept_becomes_a_tunnel(raw_upstream: Any,

@@ -232,15 +232,6 @@ def fd_count(pid: int | None = None) -> int:
     return len(os.listdir(f"/proc/{pid or 'self'}/fd"))
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float, step: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step)
-    return predicate()
-
-
 def get(port: int, path: str = "/", timeout: float = 5.0) -> tuple[int, bytes]:
     """One fresh-connection GET; the canary that the server still serves everyone else."""
     res = exchange(port, f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode(),

@@ -19,8 +19,9 @@ import time
 from pathlib import Path
 
 import pytest
+from support.waiting import wait_for
 
-from .support import Server, cm, wait_until
+from .support import Server, cm
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -84,7 +85,8 @@ def _late_byte_exchange(port: int, request: bytes) -> bytes:
         s.connect(("127.0.0.1", port))
         s.sendall(request)
         client_port = s.getsockname()[1]
-        assert wait_until(lambda: _server_sent_fin(port, client_port), 20), "no FIN"
+        wait_for(lambda: _server_sent_fin(port, client_port), 20,
+                 "_server_sent_fin(port, client_port) (no FIN)")
         s.sendall(b"\r\n")
         got = b""
         try:
@@ -160,7 +162,8 @@ def test_a_quiet_client_is_closed_after_linger_timeout() -> None:
         s, t0 = _answered_then(server, server.port)
         with s:
             assert server.connection_count() == 1  # lingering: still counted
-            assert wait_until(lambda: _closed(server), 10)  # not the 60 s of linger_time_ms
+            wait_for(lambda: _closed(server), 10,
+                     "_closed(server)")  # not the 60 s of linger_time_ms
             assert time.monotonic() - t0 >= 0.25  # and not before linger_timeout_ms
 
 
@@ -179,7 +182,7 @@ def test_a_trickling_client_is_closed_after_linger_time() -> None:
         sender = threading.Thread(target=trickle, daemon=True)
         sender.start()
         try:
-            assert wait_until(lambda: _closed(server), 10)
+            wait_for(lambda: _closed(server), 10, "_closed(server)")
         finally:
             stop.set()
             sender.join(5)
@@ -196,21 +199,21 @@ def test_a_flooding_client_is_closed_once_it_sent_more_than_a_request_holds() ->
                 s.sendall(b"x" * 65536)
             except OSError:
                 pass  # closed under the flood: what the test waits for
-            assert wait_until(lambda: _closed(server), 10)
+            wait_for(lambda: _closed(server), 10, "_closed(server)")
 
 
 def test_a_client_that_closes_ends_the_linger_at_once() -> None:
     with Server(linger_timeout_ms=60_000, linger_time_ms=60_000) as server:
         s, _ = _answered_then(server, server.port)
         s.close()
-        assert wait_until(lambda: _closed(server), 10)
+        wait_for(lambda: _closed(server), 10, "_closed(server)")
 
 
 def test_lingering_can_be_turned_off() -> None:
     with Server(linger_timeout_ms=0) as server:
         s, _ = _answered_then(server, server.port)
         with s:
-            assert wait_until(lambda: _closed(server), 10)
+            wait_for(lambda: _closed(server), 10, "_closed(server)")
         assert cm.Manager().http_limits["linger_time_ms"] == 30_000  # the default stays
 
 
@@ -240,7 +243,7 @@ def test_a_refused_client_that_keeps_trickling_is_closed_within_linger_timeout()
                 got += data
             assert got.startswith(b"HTTP/1.1 408"), got
             # Lingering with the client still sending, then closed: not after 60 s.
-            assert wait_until(lambda: _closed(server), 10), "still lingering"
+            wait_for(lambda: _closed(server), 10, "_closed(server) (still lingering)")
         finally:
             stop.set()
             sender.join(5)

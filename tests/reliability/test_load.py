@@ -12,9 +12,10 @@ import time
 from collections.abc import Callable
 
 import pytest
+from support.waiting import wait_for
 
 from .soak import Sample, rss_slope_mib_per_10min
-from .support import ServerProcess, fd_count, read_response, rss_kib, wait_until
+from .support import ServerProcess, fd_count, read_response, rss_kib
 
 EXCEPTION_REQUESTS = int(os.environ.get("CYMONGOOSE_EXCEPTION_REQUESTS", "10000"))
 # 15 s in make test; make soak holds every workload for 30 minutes (soak.py) and judges the
@@ -70,7 +71,8 @@ def test_handler_exceptions_under_load() -> None:
         run_threads(workers, batch(server.port, EXCEPTION_REQUESTS - warm))
         elapsed = time.monotonic() - start
         rss_end = rss_kib(server.pid)
-        assert wait_until(lambda: fd_count(server.pid) <= fds, 5), (fd_count(server.pid), fds)
+        wait_for(lambda: fd_count(server.pid) <= fds, 5,
+                 lambda: f"fd_count(server.pid) <= fds ({(fd_count(server.pid), fds)})")
         summary = server.stop()
     print(f"\n{EXCEPTION_REQUESTS} raising requests in {elapsed:.1f} s "
           f"({EXCEPTION_REQUESTS / elapsed:.0f}/s); server RSS after warm-up {rss_warm} KiB, "
@@ -99,7 +101,8 @@ def test_idle_sockets_and_connection_storm() -> None:
 
         idle = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(500)]
         try:
-            assert wait_until(lambda: fd_count(server.pid) >= baseline + 500, 5)
+            wait_for(lambda: fd_count(server.pid) >= baseline + 500, 5,
+                     "fd_count(server.pid) >= baseline + 500")
             assert fresh_get() < 1.0
 
             kinds = [b"", b"GET / HTTP/1.1\r\nHost: x\r\n", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
@@ -140,10 +143,10 @@ def test_idle_sockets_and_connection_storm() -> None:
                 s.close()
         # Idle, half-sent and abandoned connections all end: by the client's close or the
         # server's timeouts.
-        assert wait_until(lambda: fd_count(server.pid) <= baseline, 5), (
-            fd_count(server.pid), baseline)
+        wait_for(lambda: fd_count(server.pid) <= baseline, 5,
+                 lambda: f"fd_count(server.pid) <= baseline ({( fd_count(server.pid), baseline)})")
         assert fresh_get() < 1.0
-        assert wait_until(lambda: fd_count(server.pid) <= baseline, 5)
+        wait_for(lambda: fd_count(server.pid) <= baseline, 5, "fd_count(server.pid) <= baseline")
         assert server.stop()["connections_at_exit"] == 0
 
 

@@ -11,8 +11,9 @@ import time
 from typing import Any
 
 from support.many_clients import open_many, raise_own_fd_limit, request_round
+from support.waiting import wait_for
 
-from .support import Server, ServerProcess, cm, fd_count, get, read_response, wait_until
+from .support import Server, ServerProcess, cm, fd_count, get, read_response
 
 REQUEST = b"GET /scale HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 CLIENTS = 2500
@@ -35,8 +36,8 @@ def test_thousands_of_keep_alive_clients_all_answered() -> None:
         finally:
             for s in socks:
                 s.close()
-        assert wait_until(lambda: fd_count(server.pid) <= baseline, 10), \
-            (fd_count(server.pid), baseline)
+        wait_for(lambda: fd_count(server.pid) <= baseline, 10,
+                 lambda: f"fd_count(server.pid) <= baseline ({(fd_count(server.pid), baseline)})")
         assert get(server.port)[0] == 200
         summary = server.stop()
     assert summary["requests"] == 2 * CLIENTS + 1
@@ -127,7 +128,7 @@ def test_idle_connections_skipped_by_the_loop_still_keep_their_rules() -> None:
                                          if c is not server.listener])
             assert len(conns) == 1
             server.call(lambda: conns[0].set_handler(wants_poll))
-            assert wait_until(lambda: len(polled) >= 3, 2)  # polled again at once
+            wait_for(lambda: len(polled) >= 3, 2, "len(polled) >= 3")  # polled again at once
             server.call(conns[0].close)  # and closed when told, well before its deadline
             start = time.monotonic()
             assert sock.recv(1) == b""
@@ -149,4 +150,5 @@ def test_a_quiet_connection_whose_client_leaves_is_closed_at_once() -> None:
                 sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
                 assert read_response(sock, bytearray())[0] == 200
                 time.sleep(pause)
-            assert wait_until(lambda: server.connection_count() == 0, 10), pause
+            wait_for(lambda: server.connection_count() == 0, 10,
+                     f"server.connection_count() == 0 (pause {pause})")

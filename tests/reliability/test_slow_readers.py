@@ -13,7 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .support import Server, cm, parse_responses, wait_until
+from support.waiting import wait_for
+
+from .support import Server, cm, parse_responses
 
 BIG = bytes(range(256)) * (8 * 4096)  # 8 MiB, a pattern so truncation or reordering shows
 
@@ -61,10 +63,10 @@ def test_client_that_stops_reading_is_closed_after_send_timeout() -> None:
     with _serve(send_timeout_ms=400) as server:
         sock = _stalled_client(server.port)
         try:
-            assert wait_until(lambda: server.connection_count() == 1, 2)
+            wait_for(lambda: server.connection_count() == 1, 2, "server.connection_count() == 1")
             start = time.monotonic()
             # Closed (and its ~8 MiB of queued output freed) 0.4 s after writes stopped.
-            assert wait_until(lambda: server.connection_count() == 0, 3)
+            wait_for(lambda: server.connection_count() == 0, 3, "server.connection_count() == 0")
             assert time.monotonic() - start < 2.5
         finally:
             sock.close()
@@ -137,7 +139,7 @@ def test_half_closed_client_gets_large_deferred_and_pipelined_responses() -> Non
         assert [r.body for r in res.responses] == [b"small /a", b"deferred answer",
                                                    b"small /b"]
         # Each half-closed connection was closed once its responses were out.
-        assert wait_until(lambda: server.connection_count() == 0, 3)
+        wait_for(lambda: server.connection_count() == 0, 3, "server.connection_count() == 0")
         assert not server.errors
 
 
@@ -148,7 +150,7 @@ def test_half_closed_request_cut_short_is_closed() -> None:
         start = time.monotonic()
         assert _half_closed(server.port, b"GET /big HTTP/1.1\r\nHo") == b""
         assert time.monotonic() - start < 2
-        assert wait_until(lambda: server.connection_count() == 0, 3)
+        wait_for(lambda: server.connection_count() == 0, 3, "server.connection_count() == 0")
 
 
 def test_nc_half_close() -> None:
@@ -231,8 +233,8 @@ def test_asgi_slow_readers_hold_bounded_memory(tmp_path: Path) -> None:
             sock.sendall(b"GET /stream HTTP/1.1\r\nHost: x\r\n\r\n")
         # Every stream is held back by the flow control (bounded in time: the server fills
         # what the kernel takes, then the mark, a few MiB per client at most).
-        assert wait_until(lambda: _waiting_streams(port) == SLOW_READERS, 60), \
-            _waiting_streams(port)
+        wait_for(lambda: _waiting_streams(port) == SLOW_READERS, 60,
+                 lambda: f"_waiting_streams(port) == SLOW_READERS ({_waiting_streams(port)})")
         growth = rss_bytes(cli.proc.pid) - before
         assert growth <= SLOW_READERS_MAX_GROWTH, \
             f"RSS grew by {growth >> 20} MiB for {SLOW_READERS} clients that stopped reading"

@@ -12,8 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from support.waiting import wait_for
 
-from .support import Server, get, wait_until
+from .support import Server, get
 
 SLOWHTTPTEST = shutil.which("slowhttptest")
 pytestmark = pytest.mark.skipif(SLOWHTTPTEST is None, reason="slowhttptest is not installed "
@@ -66,4 +67,4 @@ def test_slowhttptest(mode: str, tmp_path: Path) -> None:
         assert elapsed < LENGTH_S
         assert all(r["Service Available"] for r in rows)
         assert latencies and max(latencies) < 2.0
-        assert wait_until(lambda: server.connection_count() == 0, 5)
+        wait_for(lambda: server.connection_count() == 0, 5, "server.connection_count() == 0")

@@ -4,11 +4,11 @@ support.wsgi_apps and support.asgi_apps both record it so)."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from typing import Any
 
 from .http_client import HttpConnection, get
+from .waiting import wait_for
 
 
 def app_state(port: int, token: str) -> dict[str, Any]:
@@ -19,19 +19,23 @@ def app_state(port: int, token: str) -> dict[str, Any]:
 
 def wait_state(port: int, token: str, done: Callable[[dict[str, Any]], bool],
                timeout: float = 5.0) -> dict[str, Any]:
-    """Poll the state until `done(state)` holds for a non-empty one, or timeout; returns the
-    last state read."""
-    deadline = time.monotonic() + timeout
-    while True:
+    """Poll the state until `done(state)` holds for a non-empty one and return it; fails
+    showing the last state read after `timeout`."""
+    st: dict[str, Any] = {}
+
+    def reached() -> bool:
+        nonlocal st
         st = app_state(port, token)
-        if (st and done(st)) or time.monotonic() > deadline:
-            return st
-        time.sleep(0.02)
+        return bool(st) and done(st)
+
+    wait_for(reached, timeout, lambda: f"the app's state for {token} (last {st})",
+             interval=0.02)
+    return st
 
 
 def wait_app_state(port: int, token: str, key: str, value: Any = None,
                    timeout: float = 5.0) -> dict[str, Any]:
-    """Poll the state until it has `key` (equal to `value`, if given) or timeout."""
+    """Poll the state until it has `key` (equal to `value`, if given); fails after timeout."""
     return wait_state(port, token,
                       lambda st: key in st and (value is None or st[key] == value), timeout)
 

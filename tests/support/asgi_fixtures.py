@@ -5,7 +5,6 @@ to their baseline."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from typing import Any
@@ -15,6 +14,7 @@ import pytest
 from support.asgi_server import RunningASGI, UvicornServer, running_asgi_server
 from support.resources import fd_count, thread_count, wait_back_to
 from support.served import OURS, REFERENCE, Served
+from support.waiting import wait_for
 
 RAW_APP = "support.asgi_apps:raw_app"
 
@@ -27,14 +27,10 @@ def import_app(ref: str) -> Any:
     return getattr(mod, attr)
 
 
-def wait_tasks_done(running: RunningASGI, timeout: float = 5.0) -> int:
-    """Wait for the server's request tasks to end; returns how many are left."""
-    deadline = time.monotonic() + timeout
-    while True:
-        left = running.task_count()
-        if left == 0 or time.monotonic() > deadline:
-            return left
-        time.sleep(0.02)
+def _wait_tasks_done(running: RunningASGI, timeout: float = 5.0) -> None:
+    """Wait for the server's request tasks to end; fails saying how many still run."""
+    wait_for(lambda: running.task_count() == 0, timeout,
+             lambda: f"the request tasks to end ({running.task_count()} still running)")
 
 
 class UvicornPool:
@@ -81,11 +77,8 @@ def our_asgi(request: pytest.FixtureRequest) -> Iterator[ServeASGI]:
 
         yield start
         for running in runs:
-            left = wait_tasks_done(running)
-            assert left == 0, f"{left} request tasks still running after the test"
-    now_fds, now_threads = wait_back_to(fds, threads)
-    assert now_fds <= fds, f"file descriptors: {fds} before, {now_fds} after"
-    assert now_threads <= threads, f"threads: {threads} before, {now_threads} after"
+            _wait_tasks_done(running)
+    wait_back_to(fds, threads)
 
 
 @pytest.fixture

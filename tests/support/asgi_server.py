@@ -52,7 +52,7 @@ def running_asgi_server(app: Any, *, uvloop: bool = False,
     loop = new_event_loop() if uvloop else asyncio.new_event_loop()
     server = ASGIServer(app, **(server_kwargs or {}))
     started = threading.Event()
-    stop = threading.Event()
+    stop = asyncio.Event()  # set on the loop's thread (request_stop)
     errors: list[BaseException] = []
     port_box: list[int] = []
 
@@ -62,9 +62,14 @@ def running_asgi_server(app: Any, *, uvloop: bool = False,
             port_box.append(int(conn.local_addr[1]))
         finally:
             started.set()
-        while not stop.is_set():
-            await asyncio.sleep(0.02)
+        await stop.wait()
         await server.stop()
+
+    def request_stop() -> None:
+        try:
+            loop.call_soon_threadsafe(stop.set)
+        except RuntimeError:
+            pass  # the loop has ended already
 
     def run() -> None:
         asyncio.set_event_loop(loop)
@@ -79,14 +84,14 @@ def running_asgi_server(app: Any, *, uvloop: bool = False,
     thread.start()
     started.wait(20)
     if not port_box:
-        stop.set()
+        request_stop()
         thread.join(10)
         raise errors[0] if errors else RuntimeError("ASGIServer did not start")
     running = RunningASGI(server, port_box[0], loop, thread, errors)
     try:
         yield running
     finally:
-        stop.set()
+        request_stop()
         thread.join(15)
         assert not thread.is_alive(), "ASGIServer.stop() did not return within 15 s"
         if errors:

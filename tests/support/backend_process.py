@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from .cli_run import cli_env, port_open
 from .ports import HOST, free_port
 from .processes import stop_process
+from .waiting import wait_for
 
 _SCRIPT = r"""
 import http.server, ssl, sys, time
@@ -61,11 +61,18 @@ class BackendProcess:
         self._proc = subprocess.Popen(
             [sys.executable, "-c", _SCRIPT, HOST, str(self.port), *self._tls],
             env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout
-        while not port_open(self.port):
-            if self._proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise AssertionError(f"the backend did not listen on {self.port}")
+        proc = self._proc
+
+        def listening() -> bool:
+            if proc.poll() is not None:
+                raise AssertionError("the backend exited")
+            return port_open(self.port)
+
+        try:
+            wait_for(listening, timeout, f"the backend to listen on {self.port}")
+        except AssertionError:
+            self.stop()
+            raise AssertionError(f"the backend did not listen on {self.port}") from None
         return self
 
     def stop(self) -> None:

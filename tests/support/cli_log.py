@@ -8,10 +8,10 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from .cli_run import HELLO_APP, cli_env, port_open
+from .waiting import wait_for
 
 
 class LoggingCLI:
@@ -35,27 +35,37 @@ class LoggingCLI:
         return self._err_path.read_text(errors="replace")
 
     def wait_port(self, port: int, timeout: float = 20.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not port_open(port):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise AssertionError(f"server did not listen on {port}: {self.err}")
+        def listening() -> bool:
+            if self.proc.poll() is not None:
+                raise AssertionError("the server exited")
+            return port_open(port)
+
+        try:
+            wait_for(listening, timeout, f"the server to listen on {port}")
+        except AssertionError:
+            self.stop()
+            raise AssertionError(f"server did not listen on {port}: {self.err}") from None
 
     def wait_lines(self, pattern: str, count: int = 1, timeout: float = 20.0,
                    stdout: bool = False) -> list[str]:
         """Until stderr (stdout with `stdout`) holds `count` lines matching the regular
         expression `pattern`; AssertionError with both when it does not within `timeout`."""
         found = re.compile(pattern)
-        deadline = time.monotonic() + timeout
-        while True:
+        lines: list[str] = []
+
+        def enough() -> bool:
+            nonlocal lines
+            exited = self.proc.poll() is not None
             text = self.out if stdout else self.err
             lines = [line for line in text.splitlines() if found.search(line)]
-            if len(lines) >= count:
-                return lines
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"{count} lines matching {pattern!r} expected, "
-                                     f"{len(lines)} seen:\n{self.out}\n{self.err}")
-            time.sleep(0.02)
+            if len(lines) < count and exited:
+                raise AssertionError(f"the server exited; {count} lines matching {pattern!r} "
+                                     f"expected, {len(lines)} seen:\n{self.out}\n{self.err}")
+            return len(lines) >= count
+
+        wait_for(enough, timeout, lambda: f"{count} lines matching {pattern!r} ({len(lines)} "
+                 f"seen):\n{self.out}\n{self.err}", interval=0.02)
+        return lines
 
     def stop(self, timeout: float = 20.0) -> int:
         if self.proc.poll() is None:

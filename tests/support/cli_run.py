@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .subprocess_env import child_env
+from .waiting import wait_for
 
 HELLO_APP = '''\
 import os
@@ -46,6 +47,7 @@ def mortal(environ, start_response):
         os._exit(3)  # a crash the app brings on itself, mid-life
     if environ["PATH_INFO"] == "/hang":
         import time
+        open("hang.in", "w").close()  # the test waits for this: the app has the request
         time.sleep(120)  # a request that never finishes in time
     return app(environ, start_response)
 
@@ -93,19 +95,23 @@ class CLI:
 
     def wait_http(self, port: int, path: str = "/", timeout: float = 20.0) -> None:
         """Until a GET on `port` is answered; fails with stderr if the process ends first."""
-        deadline = time.monotonic() + timeout
-        while True:
+        def answered() -> bool:
             try:
                 c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
                 c.request("GET", path)
                 c.getresponse().read()
                 c.close()
-                return
+                return True
             except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise AssertionError(f"server did not come up: {self.err}") from None
-                time.sleep(0.05)
+                if self.proc.poll() is not None:
+                    raise AssertionError("exited") from None
+                return False
+
+        try:
+            wait_for(answered, timeout, f"a GET on {port}", interval=0.05)
+        except AssertionError:
+            self.stop()
+            raise AssertionError(f"server did not come up: {self.err}") from None
 
     def send(self, signum: int) -> None:
         self.proc.send_signal(signum)

@@ -7,13 +7,13 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .ports import free_port
 from .subprocess_env import child_env
+from .waiting import wait_for
 
 
 @dataclass(frozen=True)
@@ -78,13 +78,18 @@ def run_mosquitto(timeout: float = 10.0) -> Iterator[Broker]:
 
 
 def _wait_port(port: int, proc: subprocess.Popen[bytes], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            return False
+    """Whether the broker listens on `port` within `timeout` (False: it exited, e.g. the
+    port was taken, or it never answered)."""
+    def answers() -> bool:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 return True
         except OSError:
-            time.sleep(0.02)
-    return False
+            return False
+
+    try:
+        wait_for(lambda: proc.poll() is not None or answers(), timeout,
+                 f"mosquitto on port {port}", interval=0.02)
+    except AssertionError:
+        return False
+    return proc.poll() is None

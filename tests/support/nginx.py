@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 from .cli_run import port_open
+from .waiting import wait_for
 
 _MAIN = """
 {user}
@@ -38,12 +38,16 @@ def start_nginx(tmp: Path, http: str, port: int, env: dict[str, str],
     proc = subprocess.Popen(
         [shutil.which("nginx") or "/usr/sbin/nginx", "-p", str(tmp), "-c", str(conf), "-g",
          "daemon off;"], env=env, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + timeout
-    while not port_open(port):
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            raise AssertionError(f"nginx did not listen on {port}: {proc.communicate()[1]}")
-        time.sleep(0.05)
+    def listening() -> bool:
+        if proc.poll() is not None:
+            raise AssertionError("nginx exited")
+        return port_open(port)
+
+    try:
+        wait_for(listening, timeout, f"nginx to listen on {port}", interval=0.05)
+    except AssertionError:
+        proc.kill()
+        raise AssertionError(f"nginx did not listen on {port}: {proc.communicate()[1]}") from None
     return proc
 
 

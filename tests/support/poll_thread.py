@@ -1,5 +1,5 @@
-"""A Manager polled on a background thread: the one harness behind conftest's ServerThread
-and the reliability suite's Server."""
+"""A Manager polled on a background thread: the one harness behind ServerThread (the
+`server_thread` fixture's servers) and the reliability suite's Server."""
 
 from __future__ import annotations
 
@@ -60,3 +60,16 @@ class PollThread:
             self._thread.join(10)
             assert not self._thread.is_alive(), "poll thread did not stop"
         self.manager.close()
+
+
+class ServerThread(PollThread):
+    """A Manager made from these arguments, polled on a background thread; `errors` holds
+    what ended the loop."""
+
+    def __init__(self, handler: Any = None, **manager_kwargs: Any) -> None:
+        super().__init__(Manager(handler, **manager_kwargs))
+        self.errors = self.loop_errors
+
+    def listen(self, url: str = "http://127.0.0.1:0", handler: Any = None, **kw: Any) -> int:
+        conn = self.manager.listen(url, handler, **kw)
+        return int(conn.local_addr[1])

@@ -4,26 +4,27 @@ first, then for sure."""
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Callable
+
+from .waiting import wait_for
 
 
 def wait_serving(proc: subprocess.Popen[bytes], name: str, ready: Callable[[], bool],
                  timeout_s: float, log: Callable[[], str]) -> None:
     """Until `ready()` is true (an OSError or AssertionError from it counts as not yet);
     RuntimeError with the process's log if it exits first or `timeout_s` passes."""
-    deadline = time.monotonic() + timeout_s
-    while True:
+    def serving() -> bool:
         if proc.poll() is not None:
             raise RuntimeError(f"{name} exited at start-up:\n{log()}")
         try:
-            if ready():
-                return
+            return ready()
         except (OSError, AssertionError):
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{name} not ready in {timeout_s} s:\n{log()}")
-        time.sleep(0.05)
+            return False
+
+    try:
+        wait_for(serving, timeout_s, f"{name} to serve", interval=0.05)
+    except AssertionError:
+        raise RuntimeError(f"{name} not ready in {timeout_s} s:\n{log()}") from None
 
 
 def stop_process(proc: subprocess.Popen[bytes] | None, grace_s: float = 10.0) -> None:

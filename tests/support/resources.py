@@ -6,7 +6,8 @@ from __future__ import annotations
 import gc
 import os
 import threading
-import time
+
+from .waiting import wait_for
 
 
 def fd_count() -> int:
@@ -17,13 +18,14 @@ def thread_count() -> int:
     return threading.active_count()
 
 
-def wait_back_to(fds: int, threads: int, grace: float = 2.0) -> tuple[int, int]:
+def wait_back_to(fds: int, threads: int, grace: float = 2.0) -> None:
     """Wait up to `grace` seconds for the fd and thread counts to fall back to the given
-    baseline; returns the last counts seen (callers compare them with the baseline)."""
-    deadline = time.monotonic() + grace
-    while True:
-        now_fds, now_threads = fd_count(), thread_count()
-        if (now_fds <= fds and now_threads <= threads) or time.monotonic() > deadline:
-            return now_fds, now_threads
+    baseline (collecting garbage between checks); fails showing both counts if they do not."""
+    def back() -> bool:
+        if fd_count() <= fds and thread_count() <= threads:
+            return True
         gc.collect()
-        time.sleep(0.02)
+        return False
+
+    wait_for(back, grace, lambda: f"file descriptors and threads back to {fds} and {threads} "
+             f"(now {fd_count()} and {thread_count()})", interval=0.02)

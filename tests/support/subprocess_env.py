@@ -1,4 +1,4 @@
-"""Environment for the Python subprocesses tests start (reference servers, bulk clients)."""
+"""Environment for the subprocesses tests start: reference servers, bulk clients, external tools."""
 
 from __future__ import annotations
 
@@ -15,3 +15,10 @@ def child_env(pythonpath: str | None = None) -> dict[str, str]:
         rest = env.get("PYTHONPATH")
         env["PYTHONPATH"] = pythonpath + (os.pathsep + rest if rest else "")
     return env
+
+
+def tool_env() -> dict[str, str]:
+    """Environment for external tools (curl, openssl, mosquitto, wrk...): without the
+    AddressSanitizer preload that `make asan-test` sets for our extension, which would
+    otherwise be injected into programs that are not built for it."""
+    return child_env()

@@ -294,6 +294,7 @@ def router(environ: Environ, start_response: StartResponse) -> Iterable[Any]:
         start_response("200 OK", TEXT)
         return Tracked(token, _gated(token, float(q.get("timeout", "10"))))
     if path == "/sleep":
+        _record(token, sleeping=True)  # with ?token=: the test knows the app has it
         time.sleep(float(q.get("s", "1")))
         return _text(start_response, b"slept")
     if path == "/status":

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import logging
 import socket
-import time
 
 import h11
 import pytest
 from support.asgi_fixtures import ServeASGI
 from support.http_client import HttpConnection, IncompleteResponse, raw_request
 from support.served import Served
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -55,9 +55,8 @@ def test_errors_are_logged_on_cymongoose_error(our_asgi: ServeASGI,
                     c.request("GET", target)
                 except IncompleteResponse:
                     pass
-        deadline = time.monotonic() + 5
-        while len(caplog.records) < 4 and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for(lambda: len(caplog.records) >= 4, 5,
+                 lambda: f"4 error records ({len(caplog.records)} seen)")
     text = "\n".join(r.getMessage() for r in caplog.records)
     assert "/raise-before" in text and "/crlf-header" in text
     assert "/raise-after" in text and "/no-response" in text

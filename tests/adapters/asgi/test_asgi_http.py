@@ -169,7 +169,7 @@ def test_disconnect_then_send_raises_oserror(our_asgi: ServeASGI) -> None:
     token = uuid.uuid4().hex
     with socket.create_connection(("127.0.0.1", asgi_served.port)) as sock:
         sock.sendall(raw_request("GET", f"/wait-disconnect?token={token}"))
-        time.sleep(0.2)
+        wait_state(asgi_served.port, token, lambda st: True)  # the app has the request
     state = wait_state(asgi_served.port, token, lambda st: "send" in st)
     assert state["received"] == "http.disconnect"
     assert state["send"].startswith("OSError:"), state

@@ -9,7 +9,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from support.gunicorn_server import TESTS_DIR
 from support.http_client import get
 from support.ports import free_port
 from support.served import Served
+from support.waiting import wait_for
 
 from cymongoose.asgi import ASGIServer, LifespanFailure, serve
 
@@ -178,14 +178,14 @@ def test_serve_takes_the_servers_options(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=TESTS_DIR, env=env,
                             stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 20
-        while True:
+        def first_answer() -> int:
             try:
-                status = get(port, "/echo?first").status
-                break
+                return get(port, "/echo?first").status
             except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline
-                time.sleep(0.05)
+                assert proc.poll() is None, "the server exited"
+                return 0
+
+        status = wait_for(first_answer, 20, "the first answer", interval=0.05)
         assert status == 200
         assert get(port, "/" + "u" * 200).status == 414  # the limit reached the listener
         assert get(port, "/echo?second").status == 200

@@ -19,14 +19,13 @@ from support.asgi_server import running_asgi_server
 from support.cli_run import unix_get
 from support.http_client import HttpConnection, get
 from support.ports import bound_listener
+from support.waiting import wait_for
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from cymongoose.access_log import AccessLog
 from cymongoose.asgi import ASGIServer
 from cymongoose.proxy_headers import ProxyHeaders
-
-from conftest import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -81,7 +80,7 @@ def test_access_log_records_status_bytes_and_client() -> None:
         assert (whole.status, streamed.status, failed.status) == (200, 200, 500)
         with HttpConnection(run.port) as c:
             c.request("HEAD", "/h")
-        assert wait_until(lambda: len(lines.lines) == 4, 5), lines.lines
+        wait_for(lambda: len(lines.lines) == 4, 5, lambda: f"len(lines.lines) == 4 ({lines.lines})")
     records = [json.loads(line) for line in lines.lines]
     assert [(r["method"], r["path"], r["status"], r["bytes"]) for r in records] == [
         ("GET", "/a", 200, len(whole.body)), ("GET", "/stream", 200, len(streamed.body)),
@@ -97,7 +96,7 @@ def test_access_log_records_requests_the_server_refused() -> None:
         with HttpConnection(run.port) as c:
             c.send_raw(b"GET /x HTTP/1.1\r\nHost: a b\r\n\r\n")
             assert c.read_response().status == 400
-        assert wait_until(lambda: len(lines.lines) == 1, 5), lines.lines
+        wait_for(lambda: len(lines.lines) == 1, 5, lambda: f"len(lines.lines) == 1 ({lines.lines})")
     record = json.loads(lines.lines[0])
     assert (record["method"], record["path"], record["protocol"], record["status"],
             record["bytes"], record["client"]) == ("GET", "/x", "HTTP/1.1", 400, 12,
@@ -202,7 +201,7 @@ def test_max_requests_without_a_callback_stops_the_server() -> None:
             except OSError:
                 return True
 
-        assert wait_until(refused, 5)
+        wait_for(refused, 5, "refused")
 
 
 def test_stop_finishes_in_flight_and_closes_idle_keep_alive() -> None:
@@ -213,7 +212,7 @@ def test_stop_finishes_in_flight_and_closes_idle_keep_alive() -> None:
         busy = HttpConnection(run.port)
         reader = threading.Thread(target=lambda: answers.append(busy.request("GET", "/slow")))
         reader.start()
-        assert wait_until(lambda: run.task_count() == 1, 5)
+        wait_for(lambda: run.task_count() == 1, 5, "run.task_count() == 1")
         started = time.monotonic()
         stopping = asyncio.run_coroutine_threadsafe(run.server.stop(), run.loop)
         assert idle.server_closed(3)  # the idle keep-alive connection is closed at once
@@ -275,7 +274,7 @@ def test_websocket_handshakes_are_access_logged() -> None:
             with pytest.raises(InvalidStatus) as refused:
                 connect(f"ws://127.0.0.1:{run.port}{path}", open_timeout=5)
             assert refused.value.response.status_code == status
-        assert wait_until(lambda: len(lines.lines) == 3, 5), lines.lines
+        wait_for(lambda: len(lines.lines) == 3, 5, lambda: f"len(lines.lines) == 3 ({lines.lines})")
     records = [json.loads(line) for line in lines.lines]
     assert [(r["method"], r["path"], r["query"], r["status"], r["bytes"]) for r in records] == [
         ("GET", "/ok", "q=1", 101, 0), ("GET", "/no", "", 403, len(b"Forbidden\n")),

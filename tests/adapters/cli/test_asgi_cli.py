@@ -23,8 +23,7 @@ from support.cli_run import (
 )
 from support.http_client import HttpConnection, get
 from support.ports import bound_listener, free_port
-
-from conftest import wait_until
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -38,6 +37,7 @@ async def app(scope, receive, send):
     if scope["type"] != "http":
         return
     if scope["path"] == "/slow":
+        open("slow.in", "w").close()  # the test may wait for this: the app has the request
         await asyncio.sleep(float(scope["query_string"] or b"0.5"))
     host = dict(scope["headers"]).get(b"host", b"").decode()
     body = "|".join([str(os.getpid()), scope["client"][0], scope["scheme"], host,
@@ -78,13 +78,18 @@ def test_fastapi_app_on_two_workers(tmp_path: Path) -> None:
     cli = _asgi_cli(tmp_path, "asgi_fast:app", "--port", str(port), "--workers", "2")
     try:
         cli.wait_http(port)
-        assert wait_until(lambda: len(cli.worker_pids()) == 2, 20), cli.worker_pids()
+        wait_for(lambda: len(cli.worker_pids()) == 2, 20,
+                 lambda: f"len(cli.worker_pids()) == 2 ({cli.worker_pids()})")
         pids: set[int] = set()
-        deadline = time.monotonic() + 10
-        while len(pids) < 2 and time.monotonic() < deadline:
+
+        def both_answered() -> bool:
             answer = json.loads(get(port, "/items/1").body)
             assert answer["client"] == "127.0.0.1" and answer["path"] == "items/1"
             pids.add(answer["pid"])
+            return len(pids) >= 2
+
+        wait_for(both_answered, 10, lambda: f"answers from both workers (from {pids})",
+                 interval=0)
         assert pids == set(cli.worker_pids())  # both workers serve the shared socket
     finally:
         assert cli.stop() == 0, cli.err
@@ -95,7 +100,7 @@ def test_unix_socket_trusts_its_local_proxy(tmp_path: Path) -> None:
     cli = _asgi_cli(tmp_path, "asgi_raw:app", "--uds", path, "--proxy-headers",
                     "--proxy-headers-host", "--root-path", "/api")
     try:
-        assert wait_until(lambda: unix_answers(path), 20), cli.err
+        wait_for(lambda: unix_answers(path), 20, lambda: f"unix_answers(path) ({cli.err})")
         head, _, body = unix_get(path, "/api/u").partition(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 200")
         assert _fields(body)[1:] == ["127.0.0.1", "http", "unix", "/api", "/api/u"]
@@ -196,7 +201,7 @@ def test_sigterm_finishes_the_request_in_flight_and_exits_0(tmp_path: Path,
 
     client = threading.Thread(target=slow)
     client.start()
-    time.sleep(0.4)  # the request is in the app now
+    wait_for(lambda: (tmp_path / "slow.in").exists(), 20, "the request in the app")
     started = time.monotonic()
     code = cli.stop(signal.SIGTERM)
     took = time.monotonic() - started
@@ -214,7 +219,8 @@ def test_max_requests_recycles_asgi_workers(tmp_path: Path) -> None:
     try:
         cli.wait_http(port)
         with LoadClient(port, threads=3, max_requests=1000) as load:
-            assert wait_until(lambda: len(load.result.pids) >= 3, 20), load.result.pids
+            wait_for(lambda: len(load.result.pids) >= 3, 20,
+                     lambda: f"len(load.result.pids) >= 3 ({load.result.pids})")
     finally:
         assert cli.stop() == 0, cli.err
     result = load.result
@@ -241,7 +247,7 @@ def test_https_from_certificate_files(tmp_path: Path) -> None:
             return None
 
     try:
-        assert wait_until(fetch, 20), cli.err
+        wait_for(fetch, 20, lambda: f"fetch ({cli.err})")
         body = fetch()
         assert body and _fields(body)[2] == "https" and body.endswith(b"|/tls"), body
     finally:

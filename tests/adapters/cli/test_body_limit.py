@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 from support.cli_run import CLI
 from support.ports import free_port
-
-from conftest import wait_until
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -67,7 +66,8 @@ def test_an_oversized_chunked_upload_is_413_logged_and_named(tmp_path: Path,
             s.sendall(b"POST /upload HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
                       b"\r\n400\r\n" + b"a" * 1024 + b"\r\n")
             # The app has the request (and is reading) before the body goes over the limit.
-            assert wait_until(lambda: (tmp_path / "started").exists(), 20), cli.err
+            wait_for(lambda: (tmp_path / "started").exists(), 20,
+                     lambda: f'(tmp_path / "started").exists() ({cli.err})')
             chunk = b"4000\r\n" + b"b" * 0x4000 + b"\r\n"
             try:
                 for _ in range(2 * LIMIT // 0x4000):
@@ -79,7 +79,8 @@ def test_an_oversized_chunked_upload_is_413_logged_and_named(tmp_path: Path,
             while data := s.recv(65536):
                 answer += data
         assert answer.startswith(b"HTTP/1.1 413 "), answer[:200]
-        assert wait_until(lambda: (tmp_path / "outcome").exists(), 20), cli.err
+        wait_for(lambda: (tmp_path / "outcome").exists(), 20,
+                 lambda: f'(tmp_path / "outcome").exists() ({cli.err})')
     finally:
         assert cli.stop() == 0, cli.err
     outcome = (tmp_path / "outcome").read_text()

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from support.cli_run import CLI, port_open, proxied_get, self_signed_cert, unix_answers
 from support.ports import free_port
-
-from conftest import tool_env, wait_until
+from support.subprocess_env import tool_env
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(60)  # haproxy: tools/debian-packages.txt
 
@@ -63,7 +63,8 @@ def test_haproxy_in_front_of_a_tcp_and_a_unix_instance(tmp_path: Path) -> None:
     haproxy = None
     try:
         tcp.wait_http(tcp_port)
-        assert wait_until(lambda: os.path.exists(uds) and unix_answers(uds), 20), unix.err
+        wait_for(lambda: os.path.exists(uds) and unix_answers(uds), 20,
+                 lambda: f"os.path.exists(uds) and unix_answers(uds) ({unix.err})")
         (tmp_path / "haproxy.cfg").write_text(HAPROXY_CONF.format(
             tmp=tmp_path, uds=uds, tcp_port=tcp_port, http_port=http_port,
             https_port=https_port))
@@ -71,7 +72,7 @@ def test_haproxy_in_front_of_a_tcp_and_a_unix_instance(tmp_path: Path) -> None:
             [shutil.which("haproxy") or "/usr/sbin/haproxy", "-db", "-f",
              str(tmp_path / "haproxy.cfg")], env=tool_env(), stderr=subprocess.PIPE,
             text=True)
-        assert wait_until(lambda: port_open(http_port), 10)
+        wait_for(lambda: port_open(http_port), 10, "port_open(http_port)")
 
         pids: set[str] = set()
 
@@ -82,7 +83,7 @@ def test_haproxy_in_front_of_a_tcp_and_a_unix_instance(tmp_path: Path) -> None:
             pids.add(pid)
             return len(pids) == 2
 
-        assert wait_until(both_up, 10)
+        wait_for(both_up, 10, "both_up")
         body = proxied_get(https_port, "127.0.0.4", tls=True, headers=FORGED)
         assert body.decode().split("|")[1:4] == ["127.0.0.4", "https", "shop.example"]
     finally:

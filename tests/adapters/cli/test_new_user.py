@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 from support.cli_run import CLI, cli_env, run_cli
 from support.ports import free_port
-
-from conftest import wait_until
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -170,8 +169,8 @@ def test_health_and_refusals_the_core_makes_carry_a_date(tmp_path: Path) -> None
     cli = CLI(tmp_path, "cli_app:app", "--port", str(port), "--health-path", "/healthz")
     try:
         # The port answers 503 from the start: wait for the app's readiness.
-        assert wait_until(lambda: (r := _probe(port, "/healthz")) is not None
-                          and r.status == 200, 30), cli.err
+        wait_for(lambda: (r := _probe(port, "/healthz")) is not None and r.status == 200, 30,
+                 lambda: f"/healthz to answer 200 ({cli.err})")
         assert parsedate_to_datetime(_request(port, path="/healthz").headers["Date"])
         with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
             s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n")
@@ -182,7 +181,7 @@ def test_health_and_refusals_the_core_makes_carry_a_date(tmp_path: Path) -> None
                     break
                 got += chunk
         assert got.startswith(b"HTTP/1.1 400 ") and b"\r\nDate: " in got, got
-        assert wait_until(lambda: cli.proc.poll() is None)
+        wait_for(lambda: cli.proc.poll() is None, 5.0, "cli.proc.poll() is None")
     finally:
         assert cli.stop() == 0, cli.err
 
@@ -240,7 +239,8 @@ def test_health_path_answers_503_from_the_moment_the_port_listens(
               *workers)
     try:
         # Before: refused (WSGI import) or left waiting (ASGI lifespan), never 503.
-        assert wait_until(lambda: _probe(port, "/healthz") is not None, 30), cli.err
+        wait_for(lambda: _probe(port, "/healthz") is not None, 30,
+                 lambda: f'_probe(port, "/healthz") is not None ({cli.err})')
         health = _probe(port, "/healthz")
         assert health is not None and health.status == 503, cli.err
         assert health.read() == b"" and health.headers["Cache-Control"] == "no-store"
@@ -275,8 +275,8 @@ def test_the_proxy_s_own_502_carries_a_date(tmp_path: Path) -> None:
     cli = CLI(tmp_path, "--port", str(port), "--proxy", f"/=http://127.0.0.1:{dead}",
               "--health-path", "/healthz")
     try:
-        assert wait_until(lambda: (r := _probe(port, "/healthz")) is not None
-                          and r.status == 200, 30), cli.err
+        wait_for(lambda: (r := _probe(port, "/healthz")) is not None and r.status == 200, 30,
+                 lambda: f"/healthz to answer 200 ({cli.err})")
         resp = _request(port, path="/x")
         assert resp.status == 502
         assert parsedate_to_datetime(resp.headers["Date"]).tzinfo is not None

@@ -18,8 +18,8 @@ import pytest
 from support.cli_run import CLI, cli_env, port_open, proxied_get, self_signed_cert, unix_answers
 from support.nginx import start_nginx, stop_nginx
 from support.ports import free_port
-
-from conftest import tool_env, wait_until
+from support.subprocess_env import tool_env
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(60)  # nginx: tools/debian-packages.txt
 
@@ -87,7 +87,8 @@ def test_nginx_in_front_of_a_tcp_and_a_unix_instance(tmp_path: Path) -> None:
     nginx = None
     try:
         tcp.wait_http(tcp_port)
-        assert wait_until(lambda: os.path.exists(uds) and unix_answers(uds), 20), unix.err
+        wait_for(lambda: os.path.exists(uds) and unix_answers(uds), 20,
+                 lambda: f"os.path.exists(uds) and unix_answers(uds) ({unix.err})")
         nginx = start_nginx(tmp_path, NGINX_HTTP.format(
             tmp=tmp_path, uds=uds, tcp_port=tcp_port, http_port=http_port,
             https_port=https_port, location=DOCUMENTED), http_port, tool_env())
@@ -155,7 +156,7 @@ def test_asgi_behind_nginx_a_client_forges_nothing(tmp_path: Path, server: str) 
         proc = _uvicorn(tmp_path, app_port)
     nginx = None
     try:
-        assert wait_until(lambda: port_open(app_port), 20), server
+        wait_for(lambda: port_open(app_port), 20, lambda: f"port_open(app_port) ({server})")
         nginx = start_nginx(tmp_path, TWO_SITES.format(
             app_port=app_port, documented_port=documented_port, before_port=before_port,
             documented=DOCUMENTED, before=BEFORE), documented_port, tool_env())

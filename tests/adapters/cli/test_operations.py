@@ -20,8 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from support.cli_run import CLI, LoadClient, run_cli
 from support.http_client import IncompleteResponse, get
 from support.ports import free_port
-
-from conftest import wait_until
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -83,8 +82,10 @@ def test_a_worker_past_the_memory_limit_is_replaced_without_a_failed_request(
             _log_until(cli, rf"worker {first} uses \d+ MiB \(--workers-max-rss 80\): "
                             "replacing it")
             # The successor serves: its pid answers, the old one is gone.
-            assert wait_until(lambda: len(load.result.pids - {first}) >= 1, 30)
-            assert wait_until(lambda: first not in map(str, cli.worker_pids()), 30)
+            wait_for(lambda: len(load.result.pids - {first}) >= 1, 30,
+                     "len(load.result.pids - {first}) >= 1")
+            wait_for(lambda: first not in map(str, cli.worker_pids()), 30,
+                     "first not in map(str, cli.worker_pids())")
         result = load.result
         print(f"\n--workers-max-rss: ok={result.ok} retried={result.retried} "
               f"failed={len(result.failed)} pids={sorted(result.pids)}")
@@ -100,12 +101,14 @@ def test_while_workers_drain_health_says_503_and_new_clients_are_refused(
     cli = _start(tmp_path, port, "--workers", "2", "--threads", "2", "--health-path",
                  "/healthz", "--graceful-timeout", "20")
     try:
-        assert wait_until(lambda: get(port, "/healthz").status == 200, 10)
+        wait_for(lambda: get(port, "/healthz").status == 200, 10,
+                 'get(port, "/healthz").status == 200')
         slow = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         slow.request("GET", f"/wait?{gate}")
         # The signal comes once a worker runs the app on it: a request still on its way
         # (accepted, not yet read) is not in flight, and may be closed by the drain.
-        assert wait_until(lambda: (tmp_path / "gate.in").exists(), 20), cli.err
+        wait_for(lambda: (tmp_path / "gate.in").exists(), 20,
+                 lambda: f'(tmp_path / "gate.in").exists() ({cli.err})')
         probe = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
         probe.request("GET", "/healthz")
         assert probe.getresponse().read() == b"ok\n"
@@ -159,7 +162,8 @@ def test_metrics_add_up_every_worker_and_survive_a_killed_one(tmp_path: Path) ->
                  "--metrics-port", "0", "--access-log", "--access-log-file", str(access))
     try:
         url = _log_until(cli, r"metrics of all the workers at (http://\S+)").group(1)
-        assert wait_until(lambda: _scrape(url)[("cymongoose_workers", ())] == 2, 30)
+        wait_for(lambda: _scrape(url)[("cymongoose_workers", ())] == 2, 30,
+                 '_scrape(url)[("cymongoose_workers", ())] == 2')
         start = _scrape(url)  # the start-up's own request (CLI.wait_http) is counted
         started = _requests(start, "200")
         assert started >= 1
@@ -168,7 +172,8 @@ def test_metrics_add_up_every_worker_and_survive_a_killed_one(tmp_path: Path) ->
         with socket.create_connection(("127.0.0.1", port)) as bad:
             bad.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n")
             assert bad.recv(100).startswith(b"HTTP/1.1 400")
-        assert wait_until(lambda: _requests(_scrape(url), "400") == 1, 10)
+        wait_for(lambda: _requests(_scrape(url), "400") == 1, 10,
+                 '_requests(_scrape(url), "400") == 1')
         before = _scrape(url)
         assert _requests(before, "200") == started + 20 and _requests(before, "404") == 10
         assert _requests(before, "400", "cymongoose_requests_refused_total") == 1
@@ -180,8 +185,8 @@ def test_metrics_add_up_every_worker_and_survive_a_killed_one(tmp_path: Path) ->
         assert before[("cymongoose_received_bytes_total", ())] > 30 * 20
         # Every response counted is a line of the access log, and the reverse.
         counted = started + 31
-        assert wait_until(lambda: len(access.read_text().splitlines()) == counted, 10), \
-            access.read_text()
+        wait_for(lambda: len(access.read_text().splitlines()) == counted, 10,
+                 lambda: f"len(access.read_text().splitlines()) == counted ({access.read_text()})")
 
         victim = cli.worker_pids()[0]
         os.kill(victim, signal.SIGKILL)

@@ -16,6 +16,7 @@ import pytest
 from support.cli_run import CLI, cli_env
 from support.http_client import HttpConnection, get, raw_request
 from support.ports import free_port
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -138,14 +139,17 @@ def test_access_log_lines(served: Served) -> None:
         c.send_raw(b'GET /api/bad"\xe9 HTTP/1.1\r\nHost: x\r\n\r\n')
         assert c.read_response().status == 400
     # A line is written after its response has left, so the client can be ahead of the file.
-    deadline = time.monotonic() + 5
-    while True:
+    lines: list[str] = []
+
+    def all_logged() -> bool:
+        nonlocal lines
         lines = logged_lines()
-        if (sum("/s/big.bin" in ln for ln in lines) > static_before
+        return (sum("/s/big.bin" in ln for ln in lines) > static_before
                 and any("/api/logged?q=1" in ln for ln in lines)
-                and any("/api/bad" in ln for ln in lines)) or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
+                and any("/api/bad" in ln for ln in lines))
+
+    wait_for(all_logged, 5, lambda: f"the three requests in the access log: {lines}",
+             interval=0.05)
     parsed = [ACCESS_LINE.match(line) for line in lines]
     assert all(parsed), [ln for ln, m in zip(lines, parsed, strict=True) if not m]
     by_request = {m["request"]: m for m in parsed if m}

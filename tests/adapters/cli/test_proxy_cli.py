@@ -12,8 +12,7 @@ import pytest
 from support.cli_run import CLI, run_cli
 from support.http_client import HttpConnection
 from support.ports import free_port
-
-from conftest import wait_until
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -80,7 +79,7 @@ def test_sigterm_lets_a_proxied_request_in_flight_finish(upstream: Any,
         cli.wait_http(port, "/ready")
         with HttpConnection(port, timeout=10) as client:
             client.send_request("GET", "/slow")
-            assert wait_until(lambda: len(up.seen) == 2, 5)  # it reached the upstream
+            wait_for(lambda: len(up.seen) == 2, 5, "len(up.seen) == 2")  # it reached the upstream
             cli.send(signal.SIGTERM)
             resp = client.read_response()
             assert (resp.status, resp.body) == (200, b"finished\n")

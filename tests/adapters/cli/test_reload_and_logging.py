@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from support.cli_run import CLI, cli_env, https_raw_get, run_cli, self_signed_cert
 from support.http_client import get
+from support.kernel_view import inotify_watches
 from support.ports import free_port
-
-from conftest import wait_until
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -33,7 +33,8 @@ def test_reload_picks_up_an_edited_file(tmp_path: Path) -> None:
     try:
         cli.wait_http(port)
         assert get(port, "/").body == b"version 1"
-        time.sleep(0.3)  # the watcher is up (it starts with the first child)
+        # The watcher is up (it starts with the first child).
+        wait_for(lambda: inotify_watches(cli.proc.pid) > 0, 20, "the reloader's watches")
         (tmp_path / "versioned.py").write_text(VERSIONED % 2)
 
         def body() -> bytes:
@@ -42,7 +43,7 @@ def test_reload_picks_up_an_edited_file(tmp_path: Path) -> None:
             except OSError:
                 return b""
 
-        assert wait_until(lambda: body() == b"version 2", 20), cli.err
+        wait_for(lambda: body() == b"version 2", 20, lambda: f'body() == b"version 2" ({cli.err})')
     finally:
         assert cli.stop() == 0, cli.err
     assert "changed: restarting" in cli.err
@@ -58,7 +59,7 @@ def test_reload_dir_watches_only_the_directories_named(tmp_path: Path) -> None:
               str(watched), env=cli_env(PYTHONPATH=str(watched)))
     try:
         cli.wait_http(port)
-        time.sleep(0.3)  # the watcher is up
+        wait_for(lambda: inotify_watches(cli.proc.pid) > 0, 20, "the reloader's watches")
         (tmp_path / "elsewhere.py").write_text("x = 2\n")  # not watched: no restart
         time.sleep(1.0)
         assert get(port, "/").body == b"version 1"
@@ -70,7 +71,7 @@ def test_reload_dir_watches_only_the_directories_named(tmp_path: Path) -> None:
             except OSError:
                 return b""
 
-        assert wait_until(lambda: body() == b"version 2", 20), cli.err
+        wait_for(lambda: body() == b"version 2", 20, lambda: f'body() == b"version 2" ({cli.err})')
     finally:
         assert cli.stop() == 0, cli.err
     assert cli.err.count("changed: restarting") == 1, cli.err
@@ -206,7 +207,8 @@ def test_a_client_reset_and_plain_http_on_tls_are_one_quiet_line(tmp_path: Path,
     try:
         plain.wait_http(port)
         ctx = ssl.create_default_context(cafile=str(tmp_path / "cert.pem"))
-        assert wait_until(lambda: https_raw_get(tls_port, ctx, "/up") is not None, 20), tls.err
+        wait_for(lambda: https_raw_get(tls_port, ctx, "/up") is not None, 20,
+                 lambda: f'https_raw_get(tls_port, ctx, "/up") is not None ({tls.err})')
         assert _plain_http_to(tls_port) == b""  # refused: no HTTP answer in clear text
         _reset(port, b"GET /half HTTP/1.1\r\nHost: x\r\n")  # a reset mid-request
         get(port, "/after")  # the server goes on

@@ -13,8 +13,8 @@ import pytest
 from support.cli_run import CLI, cli_env, https_raw_get, run_cli, self_signed_cert, unix_get
 from support.http_client import get
 from support.ports import bound_listener, free_port
-
-from conftest import tool_env, wait_until
+from support.subprocess_env import tool_env
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -27,9 +27,9 @@ def test_unix_socket(tmp_path: Path) -> None:
     (tmp_path / "app.sock").unlink()
     cli = CLI(tmp_path, "cli_app:app", "--uds", path, "--proxy-headers")
     try:
-        assert wait_until(lambda: (tmp_path / "app.sock").is_socket(), 20), cli.err
-        out = wait_until(lambda: _try(unix_get, path, "/u"), 10)
-        assert out
+        wait_for(lambda: (tmp_path / "app.sock").is_socket(), 20,
+                 lambda: f'(tmp_path / "app.sock").is_socket() ({cli.err})')
+        wait_for(lambda: _try(unix_get, path, "/u"), 10, "an answer on the Unix socket")
         head, _, body = unix_get(path, "/u").partition(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 200") and body.split(b"|")[1:3] == [b"127.0.0.1",
                                                                               b"http"]
@@ -75,7 +75,7 @@ def test_https_from_certificate_files(tmp_path: Path) -> None:
         return https_raw_get(port, ctx, "/tls")
 
     try:
-        assert wait_until(lambda: fetch() is not None, 20), cli.err
+        wait_for(lambda: fetch() is not None, 20, lambda: f"fetch() is not None ({cli.err})")
         out = fetch()
         assert out is not None and out.startswith(b"HTTP/1.1 200")
         assert out.split(b"\r\n\r\n")[1].split(b"|")[2:3] == [b"https"]
@@ -151,7 +151,8 @@ def test_ssl_ca_requires_a_client_certificate_signed_by_it(tmp_path: Path) -> No
         return https_raw_get(port, ctx, "/tls")
 
     try:
-        assert wait_until(lambda: fetch("client") is not None, 20), cli.err
+        wait_for(lambda: fetch("client") is not None, 20,
+                 lambda: f'fetch("client") is not None ({cli.err})')
         out = fetch("client")
         assert out is not None and out.startswith(b"HTTP/1.1 200")
         assert not fetch(None), "served a client without a certificate"

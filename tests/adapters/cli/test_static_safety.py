@@ -16,10 +16,9 @@ from support.http_client import HttpConnection, Response, get, raw_request
 from support.nginx import nginx_static, start_nginx, stop_nginx
 from support.ports import free_port
 from support.static_tree import StaticTree, make_static_tree
+from support.subprocess_env import tool_env
 
 from cymongoose.static_files import StaticFiles
-
-from conftest import tool_env
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -18,8 +18,7 @@ import pytest
 from support.cli_run import CLI, LoadClient, run_cli
 from support.http_client import get
 from support.ports import free_port
-
-from conftest import wait_until
+from support.waiting import wait_for
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -38,10 +37,11 @@ def supervised(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[CLI, 
     cli = CLI(tmp_path_factory.mktemp("workers"), "cli_app:app", "--port", str(port),
               "--workers", "2", "--threads", "2", "--graceful-timeout", "10")
     cli.wait_http(port)
-    assert wait_until(lambda: len(cli.worker_pids()) == 2, 20)
+    wait_for(lambda: len(cli.worker_pids()) == 2, 20, "len(cli.worker_pids()) == 2")
     # Both ready: each answers from the shared socket (on a slow machine one worker may still
     # be importing the app when the other already serves).
-    assert wait_until(lambda: len(_pids_served(port, 2, 0.5)) == 2, 30)
+    wait_for(lambda: len(_pids_served(port, 2, 0.5)) == 2, 30,
+             "len(_pids_served(port, 2, 0.5)) == 2")
     yield cli, port
     assert cli.stop() == 0, cli.err
 
@@ -49,19 +49,20 @@ def supervised(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[CLI, 
 def test_a_killed_worker_is_replaced_and_serving_goes_on(supervised: tuple[CLI, int]) -> None:
     cli, port = supervised
     with LoadClient(port, threads=4) as load:
-        assert wait_until(lambda: load.result.ok > 100, 20)
+        wait_for(lambda: load.result.ok > 100, 20, "load.result.ok > 100")
         before_kill = set(cli.worker_pids())
         victim = min(before_kill)
         os.kill(victim, signal.SIGKILL)
         killed = time.monotonic()
-        assert wait_until(lambda: len(set(cli.worker_pids()) - {victim}) == 2, 5)
+        wait_for(lambda: len(set(cli.worker_pids()) - {victim}) == 2, 5,
+                 "len(set(cli.worker_pids()) - {victim}) == 2")
         spawned = time.monotonic() - killed
         new = str((set(cli.worker_pids()) - before_kill).pop())
         # Ready: the new worker answers fresh connections from the shared socket.
-        assert wait_until(lambda: new in _pids_served(port, 2, 0.2), 10)
+        wait_for(lambda: new in _pids_served(port, 2, 0.2), 10, "new in _pids_served(port, 2, 0.2)")
         serving = time.monotonic() - killed
         before = load.result.ok
-        assert wait_until(lambda: load.result.ok > before + 100, 10)
+        wait_for(lambda: load.result.ok > before + 100, 10, "load.result.ok > before + 100")
     result = load.result
     print(f"\nkill -9: replacement started after {spawned * 1000:.0f} ms, "
           f"serving after {serving * 1000:.0f} ms; ok={result.ok} "
@@ -76,10 +77,10 @@ def test_sighup_replaces_every_worker_without_a_failed_request(
     cli, port = supervised
     old = set(cli.worker_pids())
     with LoadClient(port, threads=4) as load:
-        assert wait_until(lambda: load.result.ok > 100, 20)
+        wait_for(lambda: load.result.ok > 100, 20, "load.result.ok > 100")
         cli.send(signal.SIGHUP)
-        assert wait_until(lambda: len(set(cli.worker_pids()) & old) == 0
-                          and len(cli.worker_pids()) == 2, 30)
+        wait_for(lambda: len(set(cli.worker_pids()) & old) == 0 and len(cli.worker_pids()) == 2, 30,
+                 "len(set(cli.worker_pids()) & old) == 0 and len(cli.worker_pids()) == 2")
         new = {str(p) for p in cli.worker_pids()}
         assert load.result.pids & new  # the load moved over to the new workers
         assert _pids_served(port, 2) == new
@@ -92,11 +93,12 @@ def test_sigttin_and_sigttou_add_and_remove_a_worker(supervised: tuple[CLI, int]
     cli, port = supervised
     before = set(cli.worker_pids())
     cli.send(signal.SIGTTIN)
-    assert wait_until(lambda: len(cli.worker_pids()) == 3, 10)
+    wait_for(lambda: len(cli.worker_pids()) == 3, 10, "len(cli.worker_pids()) == 3")
     added = str((set(cli.worker_pids()) - before).pop())
-    assert wait_until(lambda: added in _pids_served(port, 3, 0.5), 20)  # it serves
+    wait_for(lambda: added in _pids_served(port, 3, 0.5), 20,
+             "added in _pids_served(port, 3, 0.5)")  # it serves
     cli.send(signal.SIGTTOU)
-    assert wait_until(lambda: len(cli.worker_pids()) == 2, 15)
+    wait_for(lambda: len(cli.worker_pids()) == 2, 15, "len(cli.worker_pids()) == 2")
 
 
 @pytest.mark.parametrize("workers", ["1", "2"])
@@ -107,7 +109,7 @@ def test_sigterm_drains_in_flight_requests_and_exits_0(tmp_path: Path, workers: 
     cli.wait_http(port, "/?0")
     load = LoadClient(port, "/?0.3", threads=6, check=lambda b: len(b) == 100_000)
     with load:
-        assert wait_until(lambda: load.result.ok >= 12, 20)
+        wait_for(lambda: load.result.ok >= 12, 20, "load.result.ok >= 12")
         ok_at_signal = load.result.ok
         signalled = time.monotonic()
         cli.send(signal.SIGTERM)
@@ -132,7 +134,7 @@ def test_max_requests_recycles_workers_without_a_failed_request(tmp_path: Path) 
     try:
         cli.wait_http(port)
         with LoadClient(port, threads=3, max_requests=2000) as load:
-            assert wait_until(lambda: len(load.result.pids) >= 3, 30)
+            wait_for(lambda: len(load.result.pids) >= 3, 30, "len(load.result.pids) >= 3")
     finally:
         assert cli.stop() == 0, cli.err
     result = load.result
@@ -144,12 +146,13 @@ def test_a_worker_that_crashes_mid_life_is_replaced(tmp_path: Path) -> None:
     cli = CLI(tmp_path, "cli_app:mortal", "--port", str(port), "--workers", "2")
     try:
         cli.wait_http(port)
-        assert wait_until(lambda: len(cli.worker_pids()) == 2, 20)
+        wait_for(lambda: len(cli.worker_pids()) == 2, 20, "len(cli.worker_pids()) == 2")
         before = set(cli.worker_pids())
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
             sock.sendall(b"GET /die HTTP/1.1\r\nHost: x\r\n\r\n")
             assert sock.recv(4096) == b""  # the worker died under it: no answer
-        assert wait_until(lambda: len(set(cli.worker_pids()) - before) == 1, 20)
+        wait_for(lambda: len(set(cli.worker_pids()) - before) == 1, 20,
+                 "len(set(cli.worker_pids()) - before) == 1")
         assert len(cli.worker_pids()) == 2
         assert get(port, "/after").status == 200
     finally:
@@ -188,11 +191,12 @@ def test_a_worker_killed_before_it_is_ready_is_restarted(tmp_path: Path) -> None
     port = free_port()
     cli = CLI(tmp_path, "slow_start:app", "--port", str(port), "--workers", "2")
     try:
-        assert wait_until(lambda: len(cli.worker_pids()) == 2, 20)
+        wait_for(lambda: len(cli.worker_pids()) == 2, 20, "len(cli.worker_pids()) == 2")
         victim = min(cli.worker_pids())
         os.kill(victim, signal.SIGKILL)
         cli.wait_http(port)
-        assert wait_until(lambda: len(set(cli.worker_pids()) - {victim}) == 2, 10)
+        wait_for(lambda: len(set(cli.worker_pids()) - {victim}) == 2, 10,
+                 "len(set(cli.worker_pids()) - {victim}) == 2")
         assert victim not in {int(p) for p in _pids_served(port, 2)}
     finally:
         assert cli.stop() == 0, cli.err
@@ -216,7 +220,7 @@ def test_sigterm_gives_up_on_a_request_past_the_graceful_timeout(tmp_path: Path)
 
     stuck = threading.Thread(target=hang, daemon=True)
     stuck.start()
-    time.sleep(0.5)  # the request is in the app
+    wait_for(lambda: (tmp_path / "hang.in").exists(), 20, "the request in the app")
     signalled = time.monotonic()
     code = cli.stop(timeout=30)
     took = time.monotonic() - signalled

@@ -9,13 +9,16 @@ import sys
 import textwrap
 import threading
 import time
+import uuid
 from typing import Any
 
 import pytest
+from support.app_state import wait_app_state
 from support.gunicorn_server import TESTS_DIR
 from support.http_client import HttpConnection, get
 from support.ports import free_port
 from support.subprocess_env import child_env
+from support.waiting import wait_for
 from support.wsgi_server import running_wsgi_server
 
 
@@ -77,8 +80,9 @@ def test_stop_lets_in_flight_requests_finish(resource_check: None) -> None:
     from support.wsgi_apps import app
     with running_wsgi_server(app) as running:
         with HttpConnection(running.port) as c:
-            c.send_request("GET", "/sleep?s=0.5")
-            time.sleep(0.1)
+            token = uuid.uuid4().hex
+            c.send_request("GET", f"/sleep?s=0.5&token={token}")
+            wait_app_state(running.port, token, "sleeping")  # the request is in the app
             running.server.stop()
             assert c.read_response().body == b"slept"
         running.thread.join(5)
@@ -123,14 +127,15 @@ def _env() -> dict[str, str]:
 
 
 def _wait_get(port: int, timeout: float = 10) -> bytes:
-    deadline = time.monotonic() + timeout
-    while True:
+    def answer() -> bytes | None:
         try:
             return get(port, "/hello").body
         except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
+            return None
+
+    got = wait_for(answer, timeout, f"an answer on {port}", interval=0.05)
+    assert got is not None
+    return got
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])

@@ -12,9 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from support.http_client import HttpConnection, get
+from support.waiting import wait_for
 from support.wsgi_server import running_wsgi_server
-
-from conftest import wait_until
 
 THREADS = 6
 
@@ -65,11 +64,11 @@ def test_an_idle_server_lets_its_standby_sleep_and_wakes_it_for_the_next_app() -
     with running_wsgi_server(app, threads=THREADS) as running:
         turns = running.server._turns
         assert get(running.port, "/warm").status == 200
-        assert wait_until(lambda: turns.standby_asleep, 10)
+        wait_for(lambda: turns.standby_asleep, 10, "turns.standby_asleep")
         blocked = threading.Thread(target=lambda: get(running.port, "/block", timeout=30))
         blocked.start()
         try:
-            assert wait_until(lambda: turns.current is not None, 10)
+            wait_for(lambda: turns.current is not None, 10, "turns.current is not None")
             started = time.monotonic()
             answer = get(running.port, "/quick", timeout=10)
             assert answer.body == b"/quick"

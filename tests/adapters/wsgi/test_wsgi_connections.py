@@ -82,8 +82,9 @@ def test_connection_close_from_client(served: Served) -> None:
 def test_blocked_app_does_not_stall_other_connections(serve_app: Any) -> None:
     served = serve_app(threads=2)
     with HttpConnection(served.port) as slow, HttpConnection(served.port) as fast:
-        slow.send_request("GET", "/sleep?s=2")
-        time.sleep(0.1)  # the slow request is in the app
+        token = uuid.uuid4().hex
+        slow.send_request("GET", f"/sleep?s=2&token={token}")
+        wait_app_state(served.port, token, "sleeping")  # the slow request is in the app
         start = time.monotonic()
         assert fast.request("GET", "/hello").body == b"hello"
         assert time.monotonic() - start < 1.0
@@ -140,7 +141,7 @@ def test_client_leaving_mid_upload_makes_read_raise_oserror(served: Served) -> N
         c.send_raw(raw_request("POST", f"/read_until_error?token={token}",
                                [("Content-Length", str(10 << 20))]))
         c.send_raw(b"x" * (1 << 20))
-        time.sleep(0.2)
+        wait_app_state(served.port, token, "done")  # the app is reading when the client goes
     st = wait_app_state(served.port, token, "done", True)
     assert st["done"] is True, st
     assert st.get("oserror") is True, st

@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 from support.http_client import get
+from support.waiting import wait_for
 
 from cymongoose.config import Config
 from cymongoose.wsgi import WSGIServer
-
-from conftest import wait_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -37,7 +36,7 @@ def test_ready_while_serving_then_draining() -> None:
     t.start()
     slow: list[Any] = []
     try:
-        assert wait_until(lambda: srv.manager.ready)
+        wait_for(lambda: srv.manager.ready, 5.0, "srv.manager.ready")
         resp = get(port, "/healthz")
         assert (resp.status, resp.body) == (200, b"ok\n")
         assert get(port, "/").body == b"app"
@@ -45,7 +44,7 @@ def test_ready_while_serving_then_draining() -> None:
         waiter.start()
         assert entered.wait(5)
         srv.stop()  # drains: the request in flight keeps the server up
-        assert wait_until(lambda: not srv.manager.ready)
+        wait_for(lambda: not srv.manager.ready, 5.0, "not srv.manager.ready")
         release.set()
         waiter.join(10)
     finally:

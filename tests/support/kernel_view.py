@@ -1,0 +1,44 @@
+"""What the kernel says a thread or a process is doing, read from /proc: for a test that
+must wait until another thread blocks in epoll or a process watches files, where the code
+under test announces neither."""
+
+from __future__ import annotations
+
+import os
+import platform
+
+# epoll_wait, epoll_pwait and epoll_pwait2 by machine (aarch64 has no plain epoll_wait).
+_EPOLL_SYSCALLS = {"x86_64": {232, 281, 441}, "aarch64": {22, 441}}
+
+
+def in_epoll_wait(tid: int) -> bool:
+    """Whether this process's thread `tid` (threading.Thread.native_id) is blocked in an
+    epoll wait."""
+    try:
+        with open(f"/proc/self/task/{tid}/syscall") as f:
+            number = f.read().split()[0]
+    except (OSError, IndexError):
+        return False
+    if number.isdigit() and platform.machine() in _EPOLL_SYSCALLS:
+        return int(number) in _EPOLL_SYSCALLS[platform.machine()]
+    try:
+        with open(f"/proc/self/task/{tid}/wchan") as f:
+            return "epoll" in f.read()
+    except OSError:
+        return False
+
+
+def inotify_watches(pid: int) -> int:
+    """How many inotify watches process `pid` holds (over all its inotify descriptors)."""
+    count = 0
+    try:
+        fds = os.listdir(f"/proc/{pid}/fdinfo")
+    except OSError:
+        return 0
+    for fd in fds:
+        try:
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                count += sum(line.startswith("inotify wd:") for line in f)
+        except OSError:
+            continue  # closed meanwhile
+    return count
