@@ -27,7 +27,7 @@ def test_operations_names_every_interface_a_worker_reports() -> None:
     """Each serving process reports "ready <interface>" to the supervisor, which labels the
     metrics with it (process/serve.py, process/supervisor.py)."""
     source = (ROOT / "src" / "cymongoose" / "process" / "serve.py").read_text()
-    reported = set(re.findall(r'status\.send\("ready (\w+)"\)', source))
+    reported = set(re.findall(r'status\.ready\("(\w+)"\)', source))
     assert {"wsgi", "asgi", "raw", "proxy"} <= reported, reported
     (sentence,) = re.findall(r"`interface` is ([^.]*)\.", _prose("operations.md"))
     assert set(re.findall(r"`(\w+)`", sentence)) == reported, sentence
