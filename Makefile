@@ -37,7 +37,7 @@ INSTALLED_TESTS ?= tests/core/test_constants.py tests/core/test_manager.py \
                    tests/adapters/asgi/test_asgi_frameworks.py
 
 .PHONY: all setup fetch build demo test test-suite test-suite-1 test-suite-2 stubtest typecheck \
-        lint asan-test clean debian-packages build-packages docs dist test-installed \
+        lint asan-build asan-test asan-test-1 asan-test-2 clean debian-packages build-packages docs dist test-installed \
         test-installed-wheel test-installed-source fuzz soak flood
 
 all: build
@@ -71,12 +71,14 @@ demo: setup
 # test-installed in its wheel and source halves.
 TEST_JOBS ?= 6
 # stubtest is not a leg: the suite runs the same command (tests/typing/test_stubs.py).
-TEST_LEGS ?= asan-test test-installed-source test-suite-1 test-suite-2 test-installed-wheel \
-             lint typecheck
-# The legs that build an environment of their own start at once; the others wait for .venv.
-# A new leg goes into TEST_LEGS (and OWN_ENV_LEGS if it builds its own, like a third build).
-OWN_ENV_LEGS := asan-test
-VENV_LEGS := $(filter-out $(OWN_ENV_LEGS),$(TEST_LEGS))
+TEST_LEGS ?= asan-build test-installed-source test-suite-1 test-suite-2 asan-test-1 \
+             asan-test-2 test-installed-wheel lint typecheck
+# The legs that build an environment of their own start at once, the ASan runs wait for its
+# build, the others for .venv. A new leg goes into TEST_LEGS (and OWN_ENV_LEGS if it builds
+# an environment of its own, like a third build).
+OWN_ENV_LEGS := asan-build
+ASAN_LEGS := asan-test-1 asan-test-2
+VENV_LEGS := $(filter-out $(OWN_ENV_LEGS) $(ASAN_LEGS),$(TEST_LEGS))
 
 test: debian-packages fetch build-packages
 	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target \
@@ -88,6 +90,7 @@ timed-%:
 	@TIMEFORMAT='make $*: %0R s wall, %0U s user + %0S s sys'; \
 	time $(MAKE) --no-print-directory $*
 $(addprefix timed-,$(VENV_LEGS)): | timed-setup
+$(addprefix timed-,$(ASAN_LEGS)): | timed-asan-build
 
 test-suite:
 	$(UV) run --no-sync pytest -q -p no:cacheprovider $(PYTEST_ARGS)
@@ -121,15 +124,29 @@ lint:
 # A smaller quarantine (freed memory ASan holds back) keeps the RSS-bound tests meaningful.
 # The extension is built by the environment's pip, not by uv sync: uv builds one project at a
 # time, so its ASan build would hold make test's .venv build back (about 2 minutes).
-asan-test: fetch build-packages
+ASAN_TESTS := tests/core tests/protocols tests/adapters/wsgi tests/adapters/asgi \
+              tests/adapters/test_aio.py tests/proxy $(wildcard tests/reliability) tests/fuzz
+# make test runs them as two processes after one asan-build: ASAN_PART1, then the rest.
+ASAN_PART1 := tests/core tests/adapters/wsgi tests/adapters/asgi tests/adapters/test_aio.py
+ASAN_PYTEST := ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1:quarantine_size_mb=32 \
+	LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
+	UV_PROJECT_ENVIRONMENT=$(ASAN_VENV) CYMONGOOSE_ASAN=ON \
+	$(UV) run --no-sync pytest -q -p no:cacheprovider -m "not no_asan"
+
+asan-build: fetch build-packages
 	UV_PROJECT_ENVIRONMENT=$(ASAN_VENV) $(UV) sync --quiet --group dev --no-install-project
 	SKBUILD_BUILD_DIR=build/asan CYMONGOOSE_ASAN=ON $(ASAN_VENV)/bin/python -m pip install \
 	    --quiet --no-deps --no-build-isolation --force-reinstall --disable-pip-version-check .
-	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1:quarantine_size_mb=32 \
-	LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
-	UV_PROJECT_ENVIRONMENT=$(ASAN_VENV) CYMONGOOSE_ASAN=ON \
-	    $(UV) run --no-sync pytest -q -p no:cacheprovider -m "not no_asan" tests/core tests/protocols tests/adapters/wsgi tests/adapters/asgi tests/adapters/test_aio.py tests/proxy $(wildcard tests/reliability) tests/fuzz \
-	    $(PYTEST_ARGS)
+
+asan-test: asan-build
+	$(ASAN_PYTEST) $(ASAN_TESTS) $(PYTEST_ARGS)
+
+# The two halves of asan-test's run, over an existing asan-build.
+asan-test-1:
+	$(ASAN_PYTEST) $(ASAN_PART1) $(PYTEST_ARGS)
+
+asan-test-2:
+	$(ASAN_PYTEST) $(filter-out $(ASAN_PART1),$(ASAN_TESTS)) $(PYTEST_ARGS)
 
 # The soak (docs/reliability.md): figures to tests/reliability/results/soak.json.
 soak: debian-packages setup
