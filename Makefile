@@ -24,14 +24,23 @@ SOAK_CPU ?=
 FLOOD_SECONDS ?= 60
 FLOOD_ONLY ?=
 # make test-installed: the wheel built from a clean clone, its own environment, and the part of
-# the suite run against it (INSTALLED_TESTS=tests runs all of it).
+# the suite run against it (INSTALLED_TESTS=tests runs all of it). The wheel's module is the
+# suite's C built the same way but linked to a static, hidden OpenSSL and repaired by
+# auditwheel, its Python from site-packages: so the part is what those can change (TLS, the
+# WebSocket and HTTP server, the constants read from the C) and the servers under real
+# frameworks. The rest of the suite runs against the source build in make test.
 INSTALLED_DIST := build/dist-test
 INSTALLED_VENV := .venv-installed
-INSTALLED_TESTS ?= tests/core tests/protocols/test_tls_openssl.py tests/protocols/test_ws.py
+INSTALLED_TESTS ?= tests/core/test_constants.py tests/core/test_manager.py \
+                   tests/core/test_http_server.py tests/protocols/test_tls.py \
+                   tests/protocols/test_tls_openssl.py tests/protocols/test_tls_client_certs.py \
+                   tests/protocols/test_tls_server_choices.py tests/protocols/test_ws.py \
+                   tests/adapters/wsgi/test_wsgi_frameworks.py \
+                   tests/adapters/asgi/test_asgi_frameworks.py
 
-.PHONY: all setup fetch build demo test test-suite stubtest typecheck lint asan-test clean \
-        test-builtin-tls \
-        debian-packages build-packages docs dist test-installed fuzz soak flood
+.PHONY: all setup fetch build demo test test-suite test-suite-1 test-suite-2 stubtest typecheck \
+        lint asan-build asan-test asan-test-1 asan-test-2 test-builtin-tls clean debian-packages build-packages docs dist test-installed \
+        test-installed-wheel test-installed-source fuzz soak flood
 
 all: build
 
@@ -55,11 +64,49 @@ build: setup
 demo: setup
 	$(UV) run --no-sync python tests/benchmarks/demo_server.py
 
-test: debian-packages setup
-	$(MAKE) --no-print-directory lint typecheck test-suite stubtest asan-test test-installed
+# make test: the set-up, then its legs side by side, TEST_JOBS at a time: a build or a test
+# waiting on a socket leaves a core idle that another leg takes (the target is a 2-core
+# machine; the tests hold beside a CPU hog). Longest legs first. Each leg's output comes whole
+# when it ends (--output-sync), then a line with its wall and CPU time (user+sys of all its
+# processes). Every test of the old serial order runs in exactly the same legs' union:
+# test-suite is split in two processes (test-suite-1 + test-suite-2 = test-suite), and
+# test-installed in its wheel and source halves.
+TEST_JOBS ?= 4
+# stubtest is not a leg: the suite runs the same command (tests/typing/test_stubs.py).
+TEST_LEGS ?= asan-build test-installed-source test-suite-1 test-suite-2 asan-test-1 \
+             asan-test-2 test-installed-wheel test-builtin-tls lint typecheck
+# The legs that build an environment of their own start at once, the ASan runs wait for its
+# build, the others for .venv. A new leg goes into TEST_LEGS (and OWN_ENV_LEGS if it builds
+# an environment of its own, like a third build).
+OWN_ENV_LEGS := asan-build test-builtin-tls
+ASAN_LEGS := asan-test-1 asan-test-2
+VENV_LEGS := $(filter-out $(OWN_ENV_LEGS) $(ASAN_LEGS),$(TEST_LEGS))
+
+test: debian-packages fetch build-packages
+	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target \
+	    $(addprefix timed-,$(TEST_LEGS))
+
+# timed-X: make X, then one line with its wall and CPU seconds (bash's time: user and sys of
+# every process X waited for). Not .PHONY: make skips pattern rules for phony targets.
+timed-%:
+	@TIMEFORMAT='make $*: %0R s wall, %0U s user + %0S s sys'; \
+	time $(MAKE) --no-print-directory $*
+$(addprefix timed-,$(VENV_LEGS)): | timed-setup
+$(addprefix timed-,$(ASAN_LEGS)): | timed-asan-build
 
 test-suite:
 	$(UV) run --no-sync pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+# The suite as two processes of about equal length (make test runs them side by side):
+# part 1 the folders of SUITE_PART1, part 2 everything else, so a new folder is never
+# left out. Part 1 holds the many quick core tests and the slow process-starting ones.
+SUITE_PART1 := tests/core tests/adapters/cli tests/adapters/asgi tests/examples tests/typing
+test-suite-1:
+	$(UV) run --no-sync pytest -q -p no:cacheprovider $(SUITE_PART1) $(PYTEST_ARGS)
+
+test-suite-2:
+	$(UV) run --no-sync pytest -q -p no:cacheprovider $(addprefix --ignore=,$(SUITE_PART1)) \
+	    $(PYTEST_ARGS)
 
 stubtest:
 	$(UV) run --no-sync python -m mypy.stubtest cymongoose._mongoose \
@@ -77,22 +124,42 @@ lint:
 # extension, in its own environment so the normal build is untouched. Any ASan report fails
 # the run.
 # A smaller quarantine (freed memory ASan holds back) keeps the RSS-bound tests meaningful.
-asan-test: fetch build-packages
-	SKBUILD_BUILD_DIR=build/asan CYMONGOOSE_ASAN=ON UV_PROJECT_ENVIRONMENT=$(ASAN_VENV) \
-	    $(UV) sync --group dev --reinstall-package cymongoose
-	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1:quarantine_size_mb=32 \
+# The extension is built by the environment's pip, not by uv sync: uv builds one project at a
+# time, so its ASan build would hold make test's .venv build back (about 2 minutes).
+ASAN_TESTS := tests/core tests/protocols tests/adapters/wsgi tests/adapters/asgi \
+              tests/adapters/test_aio.py tests/proxy $(wildcard tests/reliability) tests/fuzz
+# make test runs them as two processes after one asan-build: ASAN_PART1, then the rest.
+ASAN_PART1 := tests/core tests/adapters/wsgi tests/adapters/asgi tests/adapters/test_aio.py
+ASAN_PYTEST := ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1:quarantine_size_mb=32 \
 	LD_PRELOAD=$$(gcc -print-file-name=libasan.so) \
 	UV_PROJECT_ENVIRONMENT=$(ASAN_VENV) CYMONGOOSE_ASAN=ON \
-	    $(UV) run --no-sync pytest -q -p no:cacheprovider -m "not no_asan" tests/core tests/protocols tests/adapters/wsgi tests/adapters/asgi tests/adapters/test_aio.py tests/proxy $(wildcard tests/reliability) tests/fuzz
+	$(UV) run --no-sync pytest -q -p no:cacheprovider -m "not no_asan"
+
+asan-build: fetch build-packages
+	UV_PROJECT_ENVIRONMENT=$(ASAN_VENV) $(UV) sync --quiet --group dev --no-install-project
+	SKBUILD_BUILD_DIR=build/asan CYMONGOOSE_ASAN=ON $(ASAN_VENV)/bin/python -m pip install \
+	    --quiet --no-deps --no-build-isolation --force-reinstall --disable-pip-version-check .
+
+asan-test: asan-build
+	$(ASAN_PYTEST) $(ASAN_TESTS) $(PYTEST_ARGS)
+
+# The two halves of asan-test's run, over an existing asan-build.
+asan-test-1:
+	$(ASAN_PYTEST) $(ASAN_PART1) $(PYTEST_ARGS)
+
+asan-test-2:
+	$(ASAN_PYTEST) $(filter-out $(ASAN_PART1),$(ASAN_TESTS)) $(PYTEST_ARGS)
 
 # The tests that need Mongoose's builtin TLS engine (CYMONGOOSE_TLS=builtin; the default build
 # links OpenSSL): tests/protocols/test_tls.py, whose thousand handshakes are the behaviour test
 # of the ECDSA_MINIMAL_DER fix (vendor/mongoose/inventory.py). The extension is built once, in
 # its own environment, so the normal build is untouched.
+# Built by the environment's pip, as asan-build, so it runs beside the other builds.
 test-builtin-tls: fetch
-	SKBUILD_BUILD_DIR=build/builtin-tls CYMONGOOSE_TLS=builtin \
-	    UV_PROJECT_ENVIRONMENT=$(BUILTIN_TLS_VENV) \
-	    $(UV) sync --group dev --reinstall-package cymongoose
+	UV_PROJECT_ENVIRONMENT=$(BUILTIN_TLS_VENV) $(UV) sync --quiet --group dev --no-install-project
+	SKBUILD_BUILD_DIR=build/builtin-tls CYMONGOOSE_TLS=builtin $(BUILTIN_TLS_VENV)/bin/python -m \
+	    pip install --quiet --no-deps --no-build-isolation --force-reinstall \
+	    --disable-pip-version-check .
 	UV_PROJECT_ENVIRONMENT=$(BUILTIN_TLS_VENV) $(UV) run --no-sync python -c \
 	    "import sys, cymongoose; sys.exit(cymongoose.TLS_ENGINE != 'builtin')"
 	UV_PROJECT_ENVIRONMENT=$(BUILTIN_TLS_VENV) CYMONGOOSE_TLS=builtin \
@@ -125,16 +192,24 @@ dist: setup
 # The wheel as a user gets it: built offline from an sdist made from a clean clone, installed
 # into a fresh environment with no compiler (tests/installed), then the suite's
 # INSTALLED_TESTS run against it instead of the source tree.
-test-installed: setup
+# Its two halves share nothing, so `make -j2 test-installed` (and make test) runs them side
+# by side: the wheel's, and the installs from a clone that build from source twice.
+test-installed: test-installed-wheel test-installed-source
+
+test-installed-source: setup
+	$(UV) run --no-sync pytest -q -p no:cacheprovider tests/installed/test_source_install.py \
+	    $(PYTEST_ARGS)
+
+test-installed-wheel: setup
 	.venv/bin/python tools/packaging/dist.py --uv "$(UV)" --python current --offline \
 	    --out $(INSTALLED_DIST)
 	CYMONGOOSE_DIST=$(INSTALLED_DIST) $(UV) run --no-sync pytest -q -p no:cacheprovider \
-	    tests/installed
+	    tests/installed --ignore=tests/installed/test_source_install.py $(PYTEST_ARGS)
 	UV_PROJECT_ENVIRONMENT=$(INSTALLED_VENV) $(UV) sync --quiet --group dev --no-install-project
 	$(UV) pip install --quiet --python $(INSTALLED_VENV)/bin/python --no-deps --reinstall \
 	    $(INSTALLED_DIST)/cymongoose-*.whl
 	CYMONGOOSE_TEST_INSTALLED=1 $(INSTALLED_VENV)/bin/python -m pytest -q -p no:cacheprovider \
-	    $(INSTALLED_TESTS)
+	    $(INSTALLED_TESTS) $(PYTEST_ARGS)
 
 # The docs site (mkdocs-material) into site/; tests/packaging/test_docs.py builds it strictly
 # in make test.
