@@ -64,7 +64,12 @@ def test_an_idle_server_lets_its_standby_sleep_and_wakes_it_for_the_next_app() -
     with running_wsgi_server(app, threads=THREADS) as running:
         turns = running.server._turns
         assert get(running.port, "/warm").status == 200
-        wait_for(lambda: turns.standby_asleep, 10, "turns.standby_asleep")
+        # Idle means the blocking mode is over too: on a starved machine /warm can take
+        # longer than stall_s, which starts that mode for a second (apps then run on the
+        # other threads, never inline), while the standby, scheduled only after /warm
+        # ended, falls back asleep at once.
+        wait_for(lambda: turns.standby_asleep and time.monotonic() >= turns.blocking_until,
+                 10, "the standby asleep and the blocking mode over")
         blocked = threading.Thread(target=lambda: get(running.port, "/block", timeout=30))
         blocked.start()
         try:
