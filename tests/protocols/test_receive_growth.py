@@ -108,13 +108,16 @@ def _send_fragments(port: int) -> tuple[int, ConnectionClosed]:
     raise AssertionError(f"{sent} bytes in fragments were taken without a close")
 
 
-def _assert_refused_at_the_limit(sent: int, closed: ConnectionClosed) -> None:
-    # The client reads the 1009 (not a reset that lost it). It had sent the limit, then the
-    # server discarded up to one more limit's worth and stopped reading: the rest is what the
-    # two sockets' buffers hold (Linux grows a receive buffer up to tcp_rmem's maximum).
+def _assert_refused_at_the_limit(closed: ConnectionClosed) -> None:
+    # The client reads the 1009 (not a reset that lost it) before its message ended: the
+    # server refused it on the way (a server without the limit answers the whole message).
+    # How much the client had sent by the time it read the CLOSE is not bounded here: the
+    # failed WebSocket reads on and discards (ws.pxi _ws_discard) until the client closes,
+    # and the websockets sync client reads frames only between its sends, so on a starved
+    # machine it sent all 16 limits' worth first (64 MiB in a parallel make test). What
+    # discarding costs is bounded in server CPU (the raw test and the CPU test below).
     assert closed.rcvd is not None, f"no close frame, the connection was cut: {closed!r}"
     assert closed.rcvd.code == 1009, closed.rcvd
-    assert sent <= 2 * LIMIT + (40 << 20), sent
 
 
 def test_oversize_fragmented_message_is_refused_with_1009_raw() -> None:
@@ -122,7 +125,7 @@ def test_oversize_fragmented_message_is_refused_with_1009_raw() -> None:
         before = server.cpu()
         sent, closed = _send_fragments(server.port)
         used = server.cpu() - before
-    _assert_refused_at_the_limit(sent, closed)
+    _assert_refused_at_the_limit(closed)
     assert any("message too big" in e for e in server.errors), server.errors
     assert used < 5, used  # 17 s for a 16 MiB limit before (the budget is checked below)
 
@@ -130,7 +133,7 @@ def test_oversize_fragmented_message_is_refused_with_1009_raw() -> None:
 def test_oversize_fragmented_message_is_refused_with_1009_asgi(tmp_path: Path) -> None:
     with _asgi_server(tmp_path, LIMIT) as (port, _):
         sent, closed = _send_fragments(port)
-    _assert_refused_at_the_limit(sent, closed)
+    _assert_refused_at_the_limit(closed)
 
 
 @pytest.mark.no_asan
@@ -140,7 +143,10 @@ def test_oversize_fragmented_message_costs_little_cpu() -> None:
         sent, closed = _send_fragments(server.port)
         used = server.cpu() - before
     assert closed.rcvd is not None and closed.rcvd.code == 1009, closed
-    assert used <= CPU_BUDGET, f"{used:.2f} s of server CPU to refuse {sent} bytes"
+    # Per byte sent: how much the client sent before it read the CLOSE depends on the
+    # machine's load (see _assert_refused_at_the_limit), and what was discarded costs too.
+    budget = CPU_BUDGET * max(1.0, sent / MESSAGE)
+    assert used <= budget, f"{used:.2f} s of server CPU to refuse {sent} bytes ({budget:.2f})"
 
 
 def _ws_handshake(port: int) -> socket.socket:
