@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.waiting import polls_within, wait_for
 
 from cymongoose import MG_EV_ACCEPT, MG_EV_READ, Connection, Manager
 
@@ -102,16 +103,10 @@ def test_a_paused_reader_with_bytes_waiting_lets_poll_sleep() -> None:
             client.sendall(b"x" * 1000)
             # Each poll(100) should sleep its 100 ms: the bytes wait, nothing else happens.
             # A spinning loop returns at once, thousands of times in the same second.
-            polls = 0
-            end = time.monotonic() + 1.0
-            while time.monotonic() < end:
-                mgr.poll(100)
-                polls += 1
+            polls = polls_within(mgr, 1.0, 100)
             assert polls <= 30, f"{polls} polls in 1 s while reads were paused: spinning"
             assert accepted[0].is_full and not received
             accepted[0].pause_reading(False)  # once reads resume, the bytes are read
-            deadline = time.monotonic() + 10
-            while len(received) < 1000:
-                assert time.monotonic() < deadline, f"read {len(received)} of 1000 bytes"
-                mgr.poll(10)
+            wait_for(lambda: len(received) >= 1000, 10,
+                     lambda: f"read {len(received)} of 1000 bytes", manager=mgr)
             assert bytes(received) == b"x" * 1000

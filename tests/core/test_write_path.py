@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import select
 import socket
-import time
 from typing import Any
 
 import pytest
-from support.waiting import wait_for
+from support.waiting import polls_within, wait_for
 
 from cymongoose import MG_EV_HTTP_MSG, Connection, Manager
 
@@ -65,11 +64,7 @@ def test_reader_that_pauses_gets_the_whole_response_and_the_loop_waits_meanwhile
             wait_for(lambda: seen, 5.0, "seen", manager=mgr)
             # The client reads nothing for a while: the socket fills, the rest waits in
             # the send buffer, and poll(10) must sleep rather than retry the write.
-            polls = 0
-            pause_end = time.monotonic() + 0.5
-            while time.monotonic() < pause_end:
-                mgr.poll(10)
-                polls += 1
+            polls = polls_within(mgr, 0.5, 10)
             assert polls <= 60, f"poll() spun {polls} times in 0.5 s with a blocked client"
             conn = next(c for c in mgr.connections if not c.is_listening)
             assert conn.send_len > 0

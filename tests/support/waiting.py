@@ -67,3 +67,14 @@ def recv_until(mgr: Manager, sock: socket.socket, done: Callable[[bytes], bool],
 def recv_polling(mgr: Manager, sock: socket.socket, want: bytes, timeout: float = 5.0) -> bytes:
     """recv_until the bytes read equal `want`."""
     return recv_until(mgr, sock, lambda got: got == want, timeout, repr(want))
+
+
+def polls_within(mgr: Manager, seconds: float, poll_ms: int) -> int:
+    """How many `mgr.poll(poll_ms)` calls return within `seconds`: a loop with nothing to
+    do sleeps each one out, a spinning loop returns thousands of times."""
+    polls = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        mgr.poll(poll_ms)
+        polls += 1
+    return polls
