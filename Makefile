@@ -82,8 +82,9 @@ OWN_ENV_LEGS := asan-build test-builtin-tls
 ASAN_LEGS := asan-test-1 asan-test-2
 VENV_LEGS := $(filter-out $(OWN_ENV_LEGS) $(ASAN_LEGS),$(TEST_LEGS))
 
+# --keep-going: a failed leg does not stop the others, so one run reports every failure.
 test: debian-packages fetch build-packages
-	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target \
+	$(MAKE) --no-print-directory --keep-going -j$(TEST_JOBS) --output-sync=target \
 	    $(addprefix timed-,$(TEST_LEGS))
 
 # timed-X: make X, then one line with its wall and CPU seconds (bash's time: user and sys of
