@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.http_client import HttpConnection, Response, get, raw_request
+from support.http_client import HttpConnection, get, get_as_sent
 from support.nginx import nginx_static, start_nginx, stop_nginx
 from support.ports import free_port
 from support.static_tree import StaticTree, make_static_tree
@@ -37,12 +37,6 @@ def _images_only(root: Path, **serve: Any) -> Any:
             else:
                 conn.serve_dir(msg, str(root), **serve)
     return handler
-
-
-def _ask(port: int, target: str) -> Response:
-    with HttpConnection(port) as c:
-        c.send_raw(raw_request("GET", target))
-        return c.read_response()
 
 
 @pytest.fixture
@@ -74,7 +68,7 @@ def test_nul_in_a_path_is_400_before_the_handler(server_thread: Any, tree: Stati
     port = st.listen()
     st.start()
     for target in NUL_TARGETS:
-        ours, theirs = _ask(port, target), _ask(nginx, target)
+        ours, theirs = get_as_sent(port, target), get_as_sent(nginx, target)
         assert (ours.status, theirs.status) == (400, 400), target
         assert tree.secret not in ours.body, target
     # A raw NUL never was a valid target byte.
@@ -86,7 +80,7 @@ def test_nul_in_a_path_is_400_before_the_handler(server_thread: Any, tree: Stati
     for p in (port, nginx):
         r = get(p, "/img/a.png?name=%00")
         assert r.status == 200 and r.body == (tree.root / "img" / "a.png").read_bytes()
-    assert _ask(port, "/img/.env.png").status == 404
+    assert get_as_sent(port, "/img/.env.png").status == 404
 
 
 def test_serve_dir_refuses_nul_in_a_message_the_guard_never_saw(tree: StaticTree) -> None:

@@ -7,7 +7,6 @@ import asyncio
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,7 +16,7 @@ from typing import Any
 from .gunicorn_server import TESTS_DIR
 from .http_client import HttpConnection
 from .ports import HOST, bound_listener
-from .processes import stop_process, wait_serving
+from .processes import ServerProcess, wait_serving
 from .subprocess_env import child_env
 
 
@@ -98,19 +97,17 @@ def running_asgi_server(app: Any, *, uvloop: bool = False,
             raise errors[0]
 
 
-class UvicornServer:
+class UvicornServer(ServerProcess):
     """`uvicorn --fd N app` (one process, websockets for WebSocket), the reference server.
     Ready once `GET /_ctl/ping` answers 200."""
 
     def __init__(self, app: str, *, root_path: str = "", factory: bool = False,
                  startup_timeout: float = 20.0) -> None:
+        super().__init__()
         self.app = app
         self.root_path = root_path
         self.factory = factory
         self.startup_timeout = startup_timeout
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.port = 0
-        self._log = tempfile.TemporaryFile()
 
     def start(self) -> UvicornServer:
         listener = bound_listener()
@@ -137,11 +134,3 @@ class UvicornServer:
 
         wait_serving(self.proc, "uvicorn", ready, self.startup_timeout, self.log)
         return self
-
-    def log(self) -> str:
-        self._log.seek(0)
-        return self._log.read().decode(errors="replace")
-
-    def stop(self) -> None:
-        stop_process(self.proc)
-        self._log.close()

@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
-from types import TracebackType
 
 from .http_client import HttpConnection
 from .ports import bound_listener
-from .processes import stop_process, wait_serving
+from .processes import ServerProcess, wait_serving
 from .subprocess_env import child_env
 
 TESTS_DIR = Path(__file__).resolve().parent.parent
 
 
-class GunicornServer:
+class GunicornServer(ServerProcess):
     """`gunicorn -k gthread -w 1 --threads N app` on a socket this process bound (handed over
     as `fd://N`, so the port is never raced). Ready once a request to `ready_path` succeeds.
     One worker process, so state an app keeps in module globals is shared by all requests."""
@@ -24,15 +22,13 @@ class GunicornServer:
     def __init__(self, app: str, *, threads: int = 8, root_path: str = "",
                  ready_path: str = "/_ctl/ping", startup_timeout: float = 20.0,
                  options: tuple[str, ...] = ()) -> None:
+        super().__init__()
         self.app = app
         self.options = options  # more command-line options (e.g. --header-map dangerous)
         self.threads = threads
         self.root_path = root_path
         self.ready_path = ready_path
         self.startup_timeout = startup_timeout
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.port = 0
-        self._log = tempfile.TemporaryFile()
 
     def start(self) -> GunicornServer:
         listener = bound_listener()
@@ -69,19 +65,4 @@ class GunicornServer:
         assert self.proc is not None
         path = f"/proc/{self.proc.pid}/task/{self.proc.pid}/children"
         return [int(p) for p in Path(path).read_text().split()]
-
-    def log(self) -> str:
-        self._log.seek(0)
-        return self._log.read().decode(errors="replace")
-
-    def stop(self) -> None:
-        stop_process(self.proc)
-        self._log.close()
-
-    def __enter__(self) -> GunicornServer:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()
 

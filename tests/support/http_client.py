@@ -226,6 +226,14 @@ def get(port: int, target: str, headers: Headers = (), timeout: float = 5.0) -> 
         return c.request("GET", target, headers)
 
 
+def get_as_sent(port: int, target: str) -> Response:
+    """One GET with `target` sent byte for byte (h11 would refuse or normalise a hostile one:
+    `..`, `%00`, `//`), on a fresh connection."""
+    with HttpConnection(port) as c:
+        c.send_raw(raw_request("GET", target))
+        return c.read_response()
+
+
 def raw_request(method: str, target: str, headers: Headers = (), body: bytes = b"",
                 version: str = "1.1", host: str = "127.0.0.1") -> bytes:
     """Request bytes written by hand (header values are latin-1 encoded as given)."""

@@ -6,29 +6,25 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from .http_client import HttpConnection
 from .ports import HOST, bound_listener
-from .processes import stop_process, wait_serving
+from .processes import ServerProcess, wait_serving
 from .subprocess_env import child_env
 
 TESTS_DIR = Path(__file__).resolve().parent.parent
 
 
-class HypercornServer:
+class HypercornServer(ServerProcess):
     """`hypercorn app` with one worker on a socket this process bound (handed over as
     `fd://N`, so the port is never raced); ready once GET /_seen answers 200."""
 
     def __init__(self, app: str = "support.h2c_app:app", startup_timeout: float = 20.0) -> None:
+        super().__init__()
         self.app = app
         self.startup_timeout = startup_timeout
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.port = 0
-        self._log = tempfile.TemporaryFile()
 
     @property
     def url(self) -> str:
@@ -57,18 +53,3 @@ class HypercornServer:
             assert resp.status == 200, resp
             result: list[dict[str, Any]] = json.loads(resp.body)
             return result
-
-    def log(self) -> str:
-        self._log.seek(0)
-        return self._log.read().decode(errors="replace")
-
-    def stop(self) -> None:
-        stop_process(self.proc)
-        self._log.close()
-
-    def __enter__(self) -> HypercornServer:
-        return self.start()
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.stop()

@@ -1,10 +1,13 @@
-"""Server subprocesses the tests start: waiting until one serves, and stopping it politely
-first, then for sure."""
+"""Server subprocesses the tests start: waiting until one serves, stopping it politely
+first, then for sure, and the reference servers' common shape (ServerProcess)."""
 
 from __future__ import annotations
 
 import subprocess
+import tempfile
 from collections.abc import Callable
+from types import TracebackType
+from typing import TypeVar
 
 from .waiting import wait_for
 
@@ -37,3 +40,35 @@ def stop_process(proc: subprocess.Popen[bytes] | None, grace_s: float = 10.0) ->
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(5)
+
+
+_Server = TypeVar("_Server", bound="ServerProcess")
+
+
+class ServerProcess:
+    """A reference server (gunicorn, uvicorn, hypercorn) in a subprocess whose output goes
+    to a temporary file: a subclass sets `proc` in start(); log(), stop() and the context
+    manager are the same for all."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.port = 0
+        self._log = tempfile.TemporaryFile()
+
+    def start(self: _Server) -> _Server:
+        raise NotImplementedError
+
+    def log(self) -> str:
+        self._log.seek(0)
+        return self._log.read().decode(errors="replace")
+
+    def stop(self) -> None:
+        stop_process(self.proc)
+        self._log.close()
+
+    def __enter__(self: _Server) -> _Server:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()

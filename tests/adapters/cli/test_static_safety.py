@@ -12,7 +12,7 @@ from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 import pytest
 from support.cli_run import CLI
-from support.http_client import HttpConnection, Response, get, raw_request
+from support.http_client import get, get_as_sent
 from support.nginx import nginx_static, start_nginx, stop_nginx
 from support.ports import free_port
 from support.static_tree import StaticTree, make_static_tree
@@ -32,12 +32,6 @@ async def app(scope, receive, send):
 '''
 
 NUL_TARGETS = ["/s/img/.env%00.png", "/s/img/a.png%00", "/s/%00", "/s/img/.env%00"]
-
-
-def _ask(port: int, target: str) -> Response:
-    with HttpConnection(port) as c:
-        c.send_raw(raw_request("GET", target))
-        return c.read_response()
 
 
 @pytest.fixture
@@ -73,7 +67,7 @@ def test_nul_in_a_path_is_400_and_logs_nothing(served: tuple[int, CLI], tree: St
                                                nginx: int) -> None:
     port, cli = served
     for target in NUL_TARGETS:
-        ours, theirs = _ask(port, target), _ask(nginx, target)
+        ours, theirs = get_as_sent(port, target), get_as_sent(nginx, target)
         assert (ours.status, theirs.status) == (400, 400), (target, ours.body)
         assert tree.secret not in ours.body
     assert get(port, "/s/img/a.png").status == 200  # and it goes on serving
@@ -113,9 +107,9 @@ def test_the_middleware_refuses_nul_behind_another_server(tree: StaticTree) -> N
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        r = _ask(server.server_port, "/s/img/.env%00.png")
+        r = get_as_sent(server.server_port, "/s/img/.env%00.png")
         assert r.status == 400 and tree.secret not in r.body
-        assert _ask(server.server_port, "/s/img/a.png").status == 200
+        assert get_as_sent(server.server_port, "/s/img/a.png").status == 200
     finally:
         server.shutdown()
         server.server_close()
