@@ -36,6 +36,27 @@ server declaring it (ours: raw, WSGI, ASGI; Mongoose in C; tuned nginx), quiet a
 server's CPU time while they are held; it goes to results/idle.json and idle.md and to a
 table of the README's block, like the proxy phase (`--phases idle` runs it alone).
 
+The realworld phase (benchkit/realworldphase.py, issue 35) runs TechEmpower's test types
+(json, plaintext, plaintext 16 deep pipelined, db, queries 20, fortunes, updates 20, and
+slowdb: one query that also sleeps 1 ms) against a PostgreSQL cluster of its own
+(tests/realworld/postgres_cluster.py, pinned to the client CPU with wrk, stopped at the end
+whatever happens), on the apps of tests/realworld/apps: Flask + psycopg pool on ours (default
+--threads and each of --realworld-threads), granian WSGI (1, 8, 32 blocking threads) and
+gunicorn gthread (8, 32 threads); FastAPI + asyncpg pool on ours, uvicorn (httptools,
+uvloop) and granian; the Django ORM app on ours, granian and gunicorn (WSGI) and on ours,
+uvicorn and granian (ASGI): benchkit/realworldservers.py. One worker process each, 64
+keep-alive clients (--realworld-connections), 3 interleaved rounds (--realworld-rounds; 1 in
+the quick form, which runs json, db, queries, fortunes, updates and slowdb on Flask: ours,
+granian 8, gunicorn 32, and FastAPI: ours, uvicorn, granian). Each server's answers are
+verified first (tests/realworld/techempower_verify.py; one that fails is reported, not
+timed). Per run: req/s, p99, non-2xx and socket errors, server CPU and database CPU as
+fractions of a CPU, and for the WSGI apps the most app calls in flight and the threads seen
+(/_stats). A database that goes away mid-run shows as non-2xx, and the cluster is restarted
+before the next run (--realworld-outage TEST does that on purpose). It goes to
+results/realworld.json and realworld.md (its own run and date), a table of
+docs/performance.md's block and rows of the README's summary (`--phases realworld` runs it
+alone; `--only rw-flask-cymongoose,rw-flask-granian-b8 --realworld-tests db` narrows it).
+
     python tests/benchmarks/run.py [--quick] [--only a,b] [--skip a,b] [--list] ...
     python tests/benchmarks/run.py --report-from results/results.json   # re-render only
 """
@@ -67,9 +88,12 @@ from benchkit import (  # noqa: E402
     procstat,
     proxyphase,
     proxyreport,
+    realworldphase,
+    realworldreport,
     report,
     shapes,
 )
+from benchkit import realworldservers as rws  # noqa: E402
 from benchkit import wrk as wrkmod  # noqa: E402
 from benchkit.appcost import AppCosts  # noqa: E402
 
@@ -86,8 +110,10 @@ LEADING = ["cymongoose-raw", "mongoose-c", "cymongoose-handles", "nginx", "cymon
            "cymongoose-asgi", "granian-asgi", "uvicorn-raw", "cymongoose-fastapi",
            "granian-fastapi", "fastapi", "cymongoose-static", "mongoose-c-static", "nginx-static",
            "cymongoose-proxy", "nginx-proxy-tuned", "nginx-proxy-defaults", "caddy-proxy"]
-# The phases whose runs go to results.json; "proxy" has a document of its own (proxy.json).
+# The phases whose runs go to results.json; the others each have a document of their own
+# (proxy.json, idle.json, realworld.json).
 MAIN_PHASES = ("app", "hello", "static", "rss", "connections") + shapes.PHASES
+OWN_PHASES = ("proxy", "idle", "realworld")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -113,11 +139,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--scale", default="",
                    help="connection counts of the connections phase (default 1000,10000; "
                         "quick 1000)")
-    p.add_argument("--phases", default=",".join(MAIN_PHASES + ("proxy", "idle")),
+    p.add_argument("--phases", default=",".join(MAIN_PHASES + OWN_PHASES),
                    help="which phases to run (comma-separated from app, hello, static, rss, "
-                   "connections, close, clients256, workers, pythons, proxy, idle; app: the "
-                   "in-process cost of each selected server's WSGI/ASGI app; close, "
-                   "clients256, workers, pythons: benchkit/shapes.py)")
+                   "connections, close, clients256, workers, pythons, proxy, idle, "
+                   "realworld; app: the in-process cost of each selected server's WSGI/ASGI "
+                   "app; close, clients256, workers, pythons: benchkit/shapes.py)")
     shapes.add_arguments(p)
     p.add_argument("--proxy-loads", default="",
                    help="keep-alive clients of the proxy phase besides the --scale counts "
@@ -126,6 +152,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="connections the idle phase holds open (default 15000; quick 5000)")
     p.add_argument("--idle-probes", type=int, default=400,
                    help="fresh clients timed by the idle phase, quiet and with them held")
+    p.add_argument("--realworld-tests", default="",
+                   help="test types of the realworld phase (default all: "
+                   f"{','.join(realworldphase.TEST_IDS)}; quick "
+                   f"{','.join(realworldphase.QUICK_TESTS)})")
+    p.add_argument("--realworld-apps", default=",".join(rws.APP_IDS),
+                   help="apps of the realworld phase (comma-separated from "
+                   f"{', '.join(rws.APP_IDS)})")
+    p.add_argument("--realworld-threads", default="32",
+                   help="--threads values ours also runs the Flask app with, besides its "
+                   "default (comma-separated; empty: the default only)")
+    p.add_argument("--realworld-rounds", type=int,
+                   help="interleaved rounds of the realworld phase (default 3; quick 1)")
+    p.add_argument("--realworld-connections", type=int, default=64,
+                   help="keep-alive clients of the realworld phase")
+    p.add_argument("--realworld-pool", type=int, default=16,
+                   help="database connections per app pool (REALWORLD_POOL)")
+    p.add_argument("--realworld-outage", choices=realworldphase.TEST_IDS, metavar="TEST",
+                   help="stop PostgreSQL halfway through TEST's first run on purpose (the "
+                   "bad-input check: the run shows non-2xx, the phase restarts it and goes on)")
     p.add_argument("--app-seconds", type=float,
                    help="CPU seconds per repeat of the in-process app calls (0.6; quick 0.3)")
     p.add_argument("--app-repeats", type=int,
@@ -148,8 +193,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             setattr(args, name, short if quick else full)
     if args.idle_count is None:
         args.idle_count = 5000 if quick else 15000
+    if args.realworld_rounds is None:
+        args.realworld_rounds = 1 if quick else 3
+    args.realworld_tests = [t for t in (args.realworld_tests or ",".join(
+        realworldphase.QUICK_TESTS if quick else realworldphase.TEST_IDS)).split(",") if t]
+    args.realworld_apps = [a for a in args.realworld_apps.split(",") if a]
+    bad = (set(args.realworld_tests) - set(realworldphase.TEST_IDS)) | (
+        set(args.realworld_apps) - set(rws.APP_IDS))
+    if bad:
+        p.error(f"unknown realworld test type(s) or app(s): {', '.join(sorted(bad))}")
     if args.out is None:
         args.out = BENCH_DIR / "results" / ("quick" if quick else "")
+    try:
+        args.realworld_threads = [int(n) for n in args.realworld_threads.split(",") if n]
+    except ValueError:
+        p.error("--realworld-threads takes comma-separated thread counts, e.g. 8,32")
     try:
         args.scale = [int(n) for n in (args.scale or ("1000" if quick else "1000,10000"))
                       .split(",") if n]
@@ -556,10 +614,17 @@ def load_main(path: Path) -> dict[str, Any] | None:
 
 
 def readme_extra(proxy_data: dict[str, Any] | None, out: Path,
-                 idle_data: dict[str, Any] | None = None) -> list[str]:
-    lines = proxyreport.readme_lines(proxy_data, out, ROOT) if proxy_data else []
-    idle = idlereport.readme_lines(idle_data, out, ROOT) if idle_data else []
-    return lines + ([""] if lines and idle else []) + idle
+                 idle_data: dict[str, Any] | None = None,
+                 realworld_data: dict[str, Any] | None = None) -> list[str]:
+    """The other documents' tables for docs/performance.md's block."""
+    tables = [proxyreport.readme_lines(proxy_data, out, ROOT) if proxy_data else [],
+              idlereport.readme_lines(idle_data, out, ROOT) if idle_data else [],
+              realworldreport.readme_lines(realworld_data, out, ROOT) if realworld_data
+              else []]
+    lines: list[str] = []
+    for table in (t for t in tables if t):
+        lines += ([""] if lines else []) + table
+    return lines
 
 
 def proxy_loads(args: argparse.Namespace) -> list[int]:
@@ -586,8 +651,13 @@ def rerender(args: argparse.Namespace) -> int:
     idle_data = idlereport.load(args.report_from.parent)
     if idle_data is not None:
         idlereport.write_all(idle_data, out)
+    realworld_data = realworldreport.load(args.report_from.parent)
+    if realworld_data is not None:
+        realworldreport.write_all(realworld_data, out)
     if args.readme == "yes" or (args.readme == "auto" and data["meta"].get("mode") == "full"):
-        report.update_docs(ROOT, data, out, readme_extra(proxy_data, out, idle_data))
+        report.update_docs(ROOT, data, out, readme_extra(proxy_data, out, idle_data,
+                                                         realworld_data),
+                           rows=realworldreport.readme_rows(realworld_data))
     report.print_targets(data)
     return 0
 
@@ -599,12 +669,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.report_from is not None:
         return rerender(args)
     all_contenders = order(ck.discover())
+    realworld_all = rws.contenders(args.realworld_threads)
     if args.list:
         for c in all_contenders:
             print(f"{c.name:26} {c.kind:7} {'quick' if c.quick else '':6} {c.label}")
+        for c in realworld_all:
+            print(f"{c.name:26} {'rw':7} {'quick' if c.quick else '':6} "
+                  f"{rws.app_of(c.name).label} on {c.label}")
         return 0
     preflight()
-    names = {c.name for c in all_contenders}
+    names = {c.name for c in all_contenders} | {c.name for c in realworld_all}
     only = {n for n in args.only.split(",") if n}
     skip = {n for n in args.skip.split(",") if n}
     unknown = (only | skip) - names
@@ -612,11 +686,11 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit(f"bench: unknown contender(s) {', '.join(sorted(unknown))}; "
                  f"known: {', '.join(sorted(names))}")
     phases = {p for p in args.phases.split(",") if p}
-    bad = phases - set(MAIN_PHASES) - {"proxy", "idle"}
+    bad = phases - set(MAIN_PHASES) - set(OWN_PHASES)
     if bad:
         sys.exit(f"bench: unknown phase(s) {', '.join(sorted(bad))}; "
                  "use app, hello, static, rss, connections, close, clients256, workers, "
-                 "pythons, proxy, idle")
+                 "pythons, proxy, idle, realworld")
     selected = [c for c in all_contenders
                 if (c.name in only if only else (c.quick or not args.quick))
                 and c.name not in skip
@@ -629,6 +703,13 @@ def main(argv: list[str] | None = None) -> int:
                                 rounds=1 if args.quick else args.rounds,
                                 window_s=1.0 if args.quick else 2.0)
             if "idle" in phases else None)
+    # A Bench of its own: its status and runs are realworld.json's.
+    realworld = (realworldphase.RealworldPhase(
+        Bench(args), realworldphase.select(realworld_all, only, skip, quick=args.quick,
+                                           apps=args.realworld_apps),
+        tests=args.realworld_tests, rounds=args.realworld_rounds,
+        connections=args.realworld_connections, pool=args.realworld_pool,
+        outage=args.realworld_outage) if "realworld" in phases else None)
     if bench.client_cpu is not None:
         # The runner's own work (reading /proc, parsing) stays off the server's CPU.
         os.sched_setaffinity(0, {bench.client_cpu})
@@ -682,6 +763,8 @@ def main(argv: list[str] | None = None) -> int:
             proxyphase.run(bench, [c for c in ready if "proxy" in c.phases], loads)
         if idle is not None:
             idle.run()
+        if realworld is not None:
+            realworld.run()
     except KeyboardInterrupt:
         log.warning("interrupted: writing what was measured")
     finally:
@@ -691,8 +774,11 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 bench.app_costs.close()
         bench.stop_all()
+        if realworld is not None:
+            realworld.bench.stop_all()
     meta["elapsed_s"] = round(time.time() - started, 1)
-    for env_name in sorted({c.env for c in ready if c.env not in ("project", "system")}):
+    measured = ready + (realworld.group if realworld is not None else [])
+    for env_name in sorted({c.env for c in measured if c.env not in ("project", "system")}):
         python = ck.ENVS_DIR / env_name / "bin" / "python"
         meta.setdefault("environments", {})[env_name] = ck.freeze(str(python))
     # Each document holds its own contenders: the proxies' runs and status go to proxy.json.
@@ -711,6 +797,11 @@ def main(argv: list[str] | None = None) -> int:
     if idle is not None and idle.runs:
         idle_data = idlereport.build(meta, idle.settings, idle.status, idle.runs)
         paths += idlereport.write_all(idle_data, args.out)
+    realworld_data = None
+    if realworld is not None and realworld.runs:
+        realworld_data = realworldreport.build(meta, realworld.settings, realworld.status,
+                                               realworld.runs)
+        paths += realworldreport.write_all(realworld_data, args.out)
     for p in paths:
         log.info("wrote %s", p.relative_to(ROOT) if p.is_relative_to(ROOT) else p)
     # The README's block shows every document: one this run did not make is the last one
@@ -721,9 +812,11 @@ def main(argv: list[str] | None = None) -> int:
         data = data or load_main(args.out / "results.json")
         proxy_data = proxy_data or proxyreport.load(args.out)
         idle_data = idle_data or idlereport.load(args.out)
+        realworld_data = realworld_data or realworldreport.load(args.out)
         if data is not None:
             report.update_docs(ROOT, data, args.out,
-                               readme_extra(proxy_data, args.out, idle_data))
+                               readme_extra(proxy_data, args.out, idle_data, realworld_data),
+                               rows=realworldreport.readme_rows(realworld_data))
         else:
             log.warning("no results.json in %s: the README's block is left as it is", args.out)
     if data is not None:
@@ -732,6 +825,12 @@ def main(argv: list[str] | None = None) -> int:
         proxyreport.print_summary(proxy_data)
     if idle_data is not None:
         idlereport.print_summary(idle_data)
+    if realworld_data is not None:
+        realworldreport.print_summary(realworld_data)
+    elif realworld is not None:
+        for name, s in sorted(realworld.status.items()):
+            log.warning("realworld %s not measured: %s: %s", name, s.get("state"),
+                        s.get("reason"))
     return 0
 
 

@@ -725,10 +725,12 @@ def _goals_line(data: dict[str, Any]) -> str:
             + (f"; missed: {'; '.join(missed)}." if missed else "."))
 
 
-def readme_block(data: dict[str, Any], out: Path, root: Path) -> str:
+def readme_block(data: dict[str, Any], out: Path, root: Path,
+                 rows: list[tuple[str, str]] | None = None) -> str:
     """The README's Performance section: one summary table, the chart, and links to
     docs/performance.md (every table) and results.md. Absolute links: the README is also
-    the package index's page."""
+    the package index's page. `rows`: more rows of the summary table (label, cell), from
+    the documents of other phases (the realworld apps')."""
     rel = out.relative_to(root).as_posix() if out.is_relative_to(root) else None
     chart = f"{REPO_RAW}/{rel}/results.svg" if rel else out / "results.svg"
     table = f"{REPO_BLOB}/{rel}/results.md" if rel else out / "results.md"
@@ -743,9 +745,10 @@ def readme_block(data: dict[str, Any], out: Path, root: Path) -> str:
         "|---|---|",
     ]
     lines += [f"| {label} | {cell.format_map(measured)} |" for label, cell in README_SUMMARY]
+    lines += [f"| {label} | {cell} |" for label, cell in rows or []]
     lines += ["", _goals_line(data) + " Every table (each goal, every contender, many "
               "clients, new connections, app servers per Python version, the reverse proxy, "
-              f"idle connections) and the method: [docs/performance.md]({REPO_BLOB}/docs/"
+              f"idle connections{', the apps on PostgreSQL' if rows else ''}) and the method: [docs/performance.md]({REPO_BLOB}/docs/"
               f"performance.md); every contender with latency, CPU and versions: "
               f"[{rel or out}/results.md]({table}).",
               "", f"![Benchmark chart]({chart})"]
@@ -846,11 +849,12 @@ def _replace_block(path: Path, block: str) -> bool:
 
 
 def update_docs(root: Path, data: dict[str, Any], out: Path,
-                extra: list[str] | None = None) -> bool:
-    """The README's Performance section (a summary) and the top of docs/performance.md
-    (every table; `extra`: more tables for it)."""
+                extra: list[str] | None = None,
+                rows: list[tuple[str, str]] | None = None) -> bool:
+    """The README's Performance section (a summary; `rows`: more rows of its table) and the
+    top of docs/performance.md (every table; `extra`: more tables for it)."""
     readme, page = root / "README.md", root / "docs" / "performance.md"
-    done = _replace_block(readme, readme_block(data, out, root))
+    done = _replace_block(readme, readme_block(data, out, root, rows))
     return _replace_block(page, performance_block(data, out, page, extra)) and done
 
 

@@ -7,11 +7,14 @@ import math
 import os
 import re
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 LUA_DIR = Path(__file__).resolve().parent.parent / "lua"
+# Seconds past its -d after which wrk is killed: past its --timeout and its own exit.
+WATCHDOG_S = 60
 
 
 @dataclass
@@ -49,12 +52,16 @@ class WrkError(RuntimeError):
     pass
 
 
-def write_script(path: Path, static_paths: list[str] | None = None) -> Path:
-    """One Lua script per kind of run: optional round-robin paths, then the report."""
+def write_script(path: Path, static_paths: list[str] | None = None, *,
+                 pipeline: int = 0) -> Path:
+    """One Lua script per kind of run: optional round-robin paths or `pipeline` requests per
+    write (HTTP/1.1 pipelining), then the report."""
     parts = []
     if static_paths:
         paths = ", ".join(json.dumps(p) for p in static_paths)
         parts.append((LUA_DIR / "static.lua").read_text().replace("@PATHS@", paths))
+    elif pipeline > 1:
+        parts.append((LUA_DIR / "pipeline.lua").read_text().replace("@DEPTH@", str(pipeline)))
     parts.append((LUA_DIR / "report.lua").read_text())
     path.write_text("\n".join(parts))
     return path
@@ -83,9 +90,16 @@ def run(url: str, script: Path, *, connections: int, duration_s: float, threads:
     started = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     assert proc.stdout is not None
-    out = proc.stdout.read().decode("utf-8", "replace")
-    # wait4 rather than wait: the rusage says how busy the client was (client-bound runs).
-    _, status, usage = os.wait4(proc.pid, 0)
+    # wrk stops itself at -d; the watchdog bounds the wait should it not (it then fails
+    # below, without a report).
+    watchdog = threading.Timer(seconds + WATCHDOG_S, proc.kill)
+    watchdog.start()
+    try:
+        out = proc.stdout.read().decode("utf-8", "replace")
+        # wait4 rather than wait: the rusage says how busy the client was (client-bound runs).
+        _, status, usage = os.wait4(proc.pid, 0)
+    finally:
+        watchdog.cancel()
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.monotonic() - started
     if raw_out is not None:
