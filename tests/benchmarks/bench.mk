@@ -1,8 +1,9 @@
 # Included by the root Makefile. `make bench`: every contender and every phase (hello, static,
-# rss, connections, close, clients256, workers, pythons, proxy, idle), full length, results/ and
-# the README's Performance block. `make bench-quick`: the subset, results/quick/ (2-3 minutes,
-# 2-3 more for the proxy phase's short form, and a few for the short forms of the traffic
-# shapes: close, clients256, and pythons on the project's own Python only).
+# rss, connections, close, clients256, workers, pythons, proxy, idle, realworld), full length,
+# results/ and the README's Performance block. `make bench-quick`: the subset, results/quick/
+# (2-3 minutes, 2-3 more for the proxy phase's short form, a few for the short forms of the
+# traffic shapes: close, clients256, and pythons on the project's own Python only, and about 5
+# for the realworld phase's).
 # The traffic shapes: --phases close,clients256,workers,pythons; --workers N (the workers
 # phase; it runs only where the machine has N + 2 CPUs); --pythons 3.10,3.12 (the pythons
 # phase; default every CPython 3.10+ of pyenv or PATH, each built under .envs/ once per
@@ -13,6 +14,16 @@
 # BENCH_ARGS="--phases idle": a fresh client's first byte, quiet and with 15,000 idle
 # connections held (--idle-count; 5,000 in the quick form), ours against Mongoose in C and
 # tuned nginx (~5 minutes; quick ~1): results/idle.json and idle.md, the same way.
+# BENCH_ARGS="--phases realworld": TechEmpower's test types (json, plaintext, pipelined, db,
+# queries, fortunes, updates, slowdb) against a PostgreSQL cluster the phase starts and stops,
+# on the apps of tests/realworld (Flask + psycopg, FastAPI + asyncpg, Django WSGI and ASGI):
+# ours against granian, gunicorn gthread and uvicorn, one worker each, server on CPU 0, wrk
+# and PostgreSQL on CPU 1; req/s, p99, errors, server and database CPU, WSGI apps in flight
+# (~55 minutes; quick ~5: Flask and FastAPI, 6 test types, 1 round): results/realworld.json
+# and realworld.md. Narrower: --realworld-apps flask --realworld-tests db,slowdb, or
+# --only rw-flask-cymongoose,rw-flask-granian-b8 (run.py --list names them);
+# --realworld-threads 8,32 adds ours at those --threads; --realworld-outage db stops the
+# database halfway through db's first run (the run reports non-2xx, the phase goes on).
 BENCH_ARGS ?=
 
 .PHONY: bench bench-quick bench-setup bench-profile bench-ws

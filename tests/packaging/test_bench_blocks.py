@@ -56,10 +56,12 @@ def test_readme_performance_is_a_summary_that_links_the_rest() -> None:
 def test_both_blocks_are_what_the_generator_renders_from_the_committed_results() -> None:
     run = _runner()
     data = run.load_main(RESULTS / "results.json")
+    realworld = run.realworldreport.load(RESULTS)
     extra = run.readme_extra(run.proxyreport.load(RESULTS), RESULTS,
-                             run.idlereport.load(RESULTS))
+                             run.idlereport.load(RESULTS), realworld)
     report = run.report
-    assert _block(ROOT / "README.md") == report.readme_block(data, RESULTS, ROOT)
+    assert _block(ROOT / "README.md") == report.readme_block(
+        data, RESULTS, ROOT, run.realworldreport.readme_rows(realworld))
     page = ROOT / "docs" / "performance.md"
     assert _block(page) == report.performance_block(data, RESULTS, page, extra), (
         "rerender: python tests/benchmarks/run.py --report-from "

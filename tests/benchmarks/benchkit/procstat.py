@@ -75,8 +75,28 @@ def _pss_kib(pid: int) -> int:
     return 0
 
 
+def descendant_pids(pid: int) -> list[int]:
+    """`pid` and every process below it by parent id: the tree of a server whose children
+    each start a session of their own (PostgreSQL's postmaster does that for every child)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            fields = _stat_fields(int(entry))
+            if fields is not None and len(fields) > 1:
+                parents.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [pid] if os.path.exists(f"/proc/{pid}") else []
+    while todo:
+        found.append(todo.pop())
+        todo += parents.get(found[-1], [])
+    return sorted(found)
+
+
 def sample(sid: int) -> TreeSample:
-    pids = session_pids(sid)
+    """The tree of the session `sid`."""
+    return sample_of(session_pids(sid))
+
+
+def sample_of(pids: list[int]) -> TreeSample:
     ticks = {p: _cpu_ticks(p) for p in pids}
     return TreeSample(
         pids=tuple(pids),

@@ -2,12 +2,12 @@
 its CPU time, whether it is up, and a restart when it went away.
 
 The cluster itself is tests/realworld/postgres_cluster.py's (started as the postgres user,
-on 127.0.0.1 and a port of its own, its socket in its own directory). `pg_ctl` starts the
-postmaster in a session of its own, so "its tree" is that session (procstat's sample): the
-postmaster, its background processes and one backend per pooled connection. The runner is
-pinned to the client CPU and the postmaster inherits that; the postmaster and its children
-are pinned again by pid after each start, so a cluster started another way is pinned too
-(the backends forked later inherit it from the postmaster).
+on 127.0.0.1 and a port of its own, its socket in its own directory). Its CPU time is the
+postmaster's and its children's, found by parent id (each child of the postmaster starts a
+session of its own): its background processes and one backend per pooled connection. The
+runner is pinned to the client CPU and the postmaster inherits that; the postmaster and its
+children are pinned again by pid after each start, so a cluster started another way is
+pinned too (the backends forked later inherit it from the postmaster).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class Database:
         self.pid = int(self.cluster.postmaster_pid)
         if self.cpu is None:
             return
-        for pid in procstat.session_pids(self.pid) or [self.pid]:
+        for pid in procstat.descendant_pids(self.pid):
             try:
                 os.sched_setaffinity(pid, {self.cpu})
             except OSError:
@@ -57,7 +57,7 @@ class Database:
             return False
 
     def sample(self) -> procstat.TreeSample:
-        return procstat.sample(self.pid)
+        return procstat.sample_of(procstat.descendant_pids(self.pid))
 
     def stop(self, why: str) -> None:
         """Take it away (pg_ctl stop -m fast: its sessions end at once), bounded by

@@ -213,15 +213,27 @@ def markdown(data: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-def _cell(data: dict[str, Any], app: rs.App, test: str, peer: str | None = None) -> str:
-    """Ours (the default settings) ÷ `peer` (a server name's tail: "uvicorn"), or ÷ the best
-    peer when None."""
+def _cell(data: dict[str, Any], app: rs.App, test: str, server: str | None = None) -> str:
+    """Ours (the default settings) ÷ the fastest setting of `server` ("granian": any of its
+    blocking threads), or ÷ the fastest other server when None."""
     cell = data["ratios"].get(f"rw-{app.id}-cymongoose", {}).get(test)
     if cell is None:
         return "–"
-    if peer is None:
+    if server is None:
         return _x(cell["best"])
-    return _x(cell["peers"].get(f"rw-{app.id}-{peer}"))
+    prefix = f"rw-{app.id}-{server}"
+    return _x(min((v for p, v in cell["peers"].items() if p == prefix
+                   or p.startswith(prefix + "-")), default=None))
+
+
+def _short(app: rs.App) -> str:
+    """"Flask WSGI" for "Flask + psycopg pool (WSGI)"."""
+    return f"{app.label.split(' (')[0].split(' + ')[0].replace(' ORM', '')} " \
+           f"{app.interface.upper()}"
+
+
+# The other servers of the page's table, per interface.
+PAGE_SERVERS = {"wsgi": ("granian", "gunicorn"), "asgi": ("uvicorn", "granian")}
 
 
 def readme_rows(data: dict[str, Any] | None) -> list[tuple[str, str]]:
@@ -235,19 +247,19 @@ def readme_rows(data: dict[str, Any] | None) -> list[tuple[str, str]]:
         if f"rw-{app.id}-cymongoose" not in data["ratios"]:
             continue
         if app.interface == "wsgi":
-            cell = ", ".join(f"{t} {_cell(data, app, t)}" for t in tests) + (
-                f" the best of {app.peers}")
+            cell = f"the best of {app.peers}: " + ", ".join(
+                f"{t} {_cell(data, app, t)}" for t in tests)
         else:
-            cell = "; ".join(f"{_label(data, f'rw-{app.id}-{p}')}: " + ", ".join(
-                f"{t} {_cell(data, app, t, p)}" for t in tests) for p in ("uvicorn", "granian"))
-        rows.append((f"{app.label.split(' (')[0]} on PostgreSQL ({app.interface.upper()}), "
-                     "req/s", cell))
+            cell = "; ".join(f"{server}: " + ", ".join(
+                f"{t} {_cell(data, app, t, server)}" for t in tests)
+                for server in PAGE_SERVERS["asgi"])
+        rows.append((f"{app.label} on PostgreSQL, req/s", cell))
     return rows
 
 
 def readme_lines(data: dict[str, Any], out: Path, root: Path) -> list[str]:
-    """docs/performance.md's table: per test type, ours ÷ the peers of each app, and the
-    server and database CPU of ours."""
+    """docs/performance.md's table: per test type, ours ÷ the other servers of each app,
+    then ours' server CPU per app."""
     tests = _tests(data)
     apps = [a for a in rs.APPS if f"rw-{a.id}-cymongoose" in data["ratios"]]
     if not tests or not apps:
@@ -256,30 +268,22 @@ def readme_lines(data: dict[str, Any], out: Path, root: Path) -> list[str]:
     link = f"{report.REPO_BLOB}/{rel}/realworld.md" if rel else str(out / "realworld.md")
     meta = data["meta"]
     rounds = meta["settings"]["rounds"]
-    columns: list[tuple[rs.App, str | None, str]] = []
-    for app in apps:
-        short = app.label.split(" (")[0].split(" + ")[0]
-        if app.interface == "wsgi":
-            columns.append((app, None, f"{short} {app.interface.upper()} ÷ best"))
-        else:
-            columns += [(app, p, f"{short} {app.interface.upper()} ÷ {p}")
-                        for p in ("uvicorn", "granian")]
+    columns = [(app, server) for app in apps for server in PAGE_SERVERS[app.interface]]
     lines = [f"Realworld apps on PostgreSQL ({meta['date'][:10]}, "
              f"{'1 round' if rounds == 1 else f'{rounds} rounds, medians'}): TechEmpower's "
-             "test types, ours ÷ the other servers' req/s (÷ best: the fastest of granian's "
-             "and gunicorn's settings), one worker each, "
-             f"{meta['settings']['connections']} keep-alive clients; ours' server CPU per "
-             "app in the last columns "
+             "test types, ours ÷ the other servers' req/s (the fastest of granian's blocking "
+             "threads and of gunicorn's threads for the WSGI apps), one worker each, "
+             f"{meta['settings']['connections']} keep-alive clients; then ours' server CPU "
              f"([{rel or 'results'}/realworld.md]({link})):", "",
-             "| Test | " + " | ".join(title for _a, _p, title in columns) + " | "
-             + " | ".join(f"server CPU, {a.label.split(' (')[0].split(' + ')[0]} "
-                          f"{a.interface.upper()}" for a in apps) + " |",
+             "| Test | " + " | ".join(f"{_short(a)} ÷ {server}" for a, server in columns)
+             + " | " + " | ".join(f"Server CPU, ours, {_short(a)}" for a in apps) + " |",
              "|---|" + "---|" * (len(columns) + len(apps))]
     for test in tests:
         cpu = [_num(data["summary"].get(f"rw-{a.id}-cymongoose", {}).get(test, {})
                     .get("server_cpu_util"), 2) for a in apps]
         lines.append(f"| {TEST_TITLES[test]} | "
-                     + " | ".join(_cell(data, a, test, p) for a, p, _t in columns) + " | "
+                     + " | ".join(_cell(data, a, test, server) for a, server in columns)
+                     + " | "
                      + " | ".join(cpu) + " |")
     return lines
 

@@ -16,9 +16,10 @@ from . import contenders as ck
 
 PACKAGE = ck.ROOT / "tests" / "realworld"
 ENV = "realworld"
-PEER_SERVERS = ["granian", "gunicorn", "uvicorn", "uvloop", "httptools"]
+PEER_SERVERS = ["granian", "gunicorn", "uvicorn", "httptools"]
 # Pinned to the .venv's versions when it has them (`pip install name==version`).
-PEER_APP_PACKAGES = ["flask", "fastapi", "django", "psycopg", "psycopg-pool", "asyncpg"]
+PEER_APP_PACKAGES = ["flask", "fastapi", "django", "psycopg", "psycopg-pool", "asyncpg",
+                     "uvloop"]
 QUICK = ("rw-flask-cymongoose", "rw-flask-granian-b8", "rw-flask-gunicorn-t32",
          "rw-fastapi-cymongoose", "rw-fastapi-uvicorn", "rw-fastapi-granian")
 
@@ -30,17 +31,18 @@ class App:
     ref: str  # module:attribute, imported from tests/
     interface: str  # "wsgi" or "asgi"
     peers: str  # how the report names the peers it is compared with
+    packages: tuple[str, ...]  # whose versions the report shows
 
 
 APPS = [
     App("flask", "Flask + psycopg pool (WSGI)", "realworld.apps.flask_psycopg:app", "wsgi",
-        "granian's and gunicorn's settings"),
+        "granian's and gunicorn's settings", ("flask", "psycopg", "psycopg-pool")),
     App("fastapi", "FastAPI + asyncpg pool (ASGI)", "realworld.apps.fastapi_asyncpg:app",
-        "asgi", "uvicorn and granian"),
+        "asgi", "uvicorn and granian", ("fastapi", "asyncpg", "uvloop")),
     App("django-wsgi", "Django ORM (WSGI)", "realworld.apps.django_world.wsgi:application",
-        "wsgi", "granian's and gunicorn's settings"),
+        "wsgi", "granian's and gunicorn's settings", ("django", "psycopg", "psycopg-pool")),
     App("django-asgi", "Django ORM (ASGI)", "realworld.apps.django_world.asgi:application",
-        "asgi", "uvicorn and granian"),
+        "asgi", "uvicorn and granian", ("django", "psycopg", "psycopg-pool")),
 ]
 APP_IDS = [a.id for a in APPS]
 # The peers' settings per app: granian's blocking threads, gunicorn gthread's threads.
@@ -67,13 +69,12 @@ def _peer_requires(project_python: str) -> list[str]:
     return out
 
 
-def _contender(app: App, name: str, label: str, command: list[str], notes: str,
-               env: str = ENV, requires: list[str] | None = None,
-               packages: list[str] | None = None) -> ck.Contender:
+def _contender(app: App, server: str, name: str, label: str, command: list[str],
+               notes: str, env: str = ENV) -> ck.Contender:
+    """`server`: the distribution whose version the report shows first."""
     return ck.Contender(name=name, label=label, kind="realworld", file=PACKAGE,
-                        command=command, env=env, requires=requires or [],
-                        packages=packages or [], notes=notes, quick=name in QUICK,
-                        phases=["realworld"])
+                        command=command, env=env, packages=[server, *app.packages],
+                        notes=notes, quick=name in QUICK, phases=["realworld"])
 
 
 def _ours(app: App, threads: int | None) -> ck.Contender:
@@ -85,8 +86,8 @@ def _ours(app: App, threads: int | None) -> ck.Contender:
     what = ("WSGI, " + (f"--threads {threads}" if threads else "--threads default")
             if app.interface == "wsgi" else "ASGI, lifespan auto")
     label = "ours" + (f" --threads {threads}" if threads else "")
-    return _contender(app, name, label, command, f"cymongoose CLI, 1 process, {what}",
-                      env="project", packages=["cymongoose"] + PEER_APP_PACKAGES)
+    return _contender(app, "cymongoose", name, label, command,
+                      f"cymongoose CLI, 1 process, {what}", env="project")
 
 
 def _granian(app: App, blocking: int | None) -> ck.Contender:
@@ -99,22 +100,23 @@ def _granian(app: App, blocking: int | None) -> ck.Contender:
     label = "granian" + (f" b{blocking}" if blocking else "")
     notes = f"1 worker, {app.interface.upper()} interface" + (
         f", {blocking} blocking threads" if blocking else ", lifespan on (its default)")
-    return _contender(app, name, label, command, notes)
+    return _contender(app, "granian", name, label, command, notes)
 
 
 def _gunicorn(app: App, threads: int) -> ck.Contender:
     command = ["{python}", "-m", "gunicorn", "--workers", "1", "--worker-class", "gthread",
                "--threads", str(threads), "--worker-connections", "1000", "--keep-alive", "30",
                "--bind", "127.0.0.1:{port}", "--log-level", "warning", app.ref]
-    return _contender(app, f"rw-{app.id}-gunicorn-t{threads}", f"gunicorn t{threads}",
-                      command, f"1 worker, gthread, {threads} threads, keep-alive 30 s")
+    return _contender(app, "gunicorn", f"rw-{app.id}-gunicorn-t{threads}",
+                      f"gunicorn t{threads}", command,
+                      f"1 worker, gthread, {threads} threads, keep-alive 30 s")
 
 
 def _uvicorn(app: App) -> ck.Contender:
     command = ["{python}", "-m", "uvicorn", app.ref, "--host", "127.0.0.1", "--port", "{port}",
                "--workers", "1", "--loop", "uvloop", "--http", "httptools", "--no-access-log",
                "--log-level", "warning"]
-    return _contender(app, f"rw-{app.id}-uvicorn", "uvicorn", command,
+    return _contender(app, "uvicorn", f"rw-{app.id}-uvicorn", "uvicorn", command,
                       "1 worker, uvloop + httptools, lifespan auto")
 
 
@@ -142,4 +144,3 @@ def set_peer_requires(group: list[ck.Contender], project_python: str) -> None:
     requires = _peer_requires(project_python)
     for c in peers:
         c.requires = list(requires)
-        c.packages = ["granian", "gunicorn", "uvicorn"] + PEER_APP_PACKAGES

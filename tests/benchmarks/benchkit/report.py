@@ -746,10 +746,11 @@ def readme_block(data: dict[str, Any], out: Path, root: Path,
     ]
     lines += [f"| {label} | {cell.format_map(measured)} |" for label, cell in README_SUMMARY]
     lines += [f"| {label} | {cell} |" for label, cell in rows or []]
+    postgres = ", the apps on PostgreSQL" if rows else ""
     lines += ["", _goals_line(data) + " Every table (each goal, every contender, many "
               "clients, new connections, app servers per Python version, the reverse proxy, "
-              f"idle connections{', the apps on PostgreSQL' if rows else ''}) and the method: [docs/performance.md]({REPO_BLOB}/docs/"
-              f"performance.md); every contender with latency, CPU and versions: "
+              f"idle connections{postgres}) and the method: [docs/performance.md]({REPO_BLOB}"
+              f"/docs/performance.md); every contender with latency, CPU and versions: "
               f"[{rel or out}/results.md]({table}).",
               "", f"![Benchmark chart]({chart})"]
     return "\n".join(lines)
