@@ -33,6 +33,7 @@ import http.client
 import json
 import logging
 import os
+import subprocess
 import sys
 import tempfile
 import threading
@@ -160,17 +161,23 @@ class RealworldPhase:
 
     # -- set-up ------------------------------------------------------------------------------
 
-    def prepare(self) -> list[ck.Contender]:
+    def prepare(self, skip: str | None) -> list[ck.Contender]:
+        """The contenders ready to start (venvs made); none, each excluded with `skip`, when
+        that says why the phase cannot run."""
         project_python = ck.ROOT / ".venv" / "bin" / "python"
         python = str(project_python) if project_python.exists() else sys.executable
         base_python = getattr(sys, "_base_executable", sys.executable)
-        rs.set_peer_requires(self.group, python)
+        if skip is None:
+            rs.set_peer_requires(self.group, python)
         ready = []
         for c in self.group:
             app = rs.app_of(c.name)
             self.bench.status[c.name] = {"label": c.label, "kind": c.kind, "env": c.env,
                                          "notes": c.notes, "app": app.id,
                                          "app_ref": app.ref, "ours": rs.is_ours(c.name)}
+            if skip is not None:
+                self.bench.exclude(c.name, "skipped", skip)
+                continue
             log.info("preparing %s", c.name)
             try:
                 ck.prepare(c, python, base_python)
@@ -297,19 +304,21 @@ class RealworldPhase:
     def run(self) -> None:
         if not self.group or not self.tests:
             return
-        ready = self.prepare()
-        if not ready:
-            return
-        try:
-            from realworld.postgres_cluster import PostgresCluster
-        except ImportError as exc:
-            for c in ready:
-                self.bench.exclude(c.name, "skipped", f"tests/realworld is missing: {exc}")
-            return
         # A directory the cluster makes (and removes): under /tmp, which the postgres user
         # can reach, never a folder of root's.
         directory = Path(tempfile.gettempdir()) / f"cymongoose-bench-pg-{os.getpid()}"
         port = ck.free_port()
+        cluster: Any = None
+        try:
+            from realworld.postgres_cluster import PostgresCluster
+
+            cluster = PostgresCluster(directory, port)  # finds the server's binaries
+            skip = None
+        except Exception as exc:  # noqa: BLE001 - ImportError, PostgresNotInstalled: reported
+            skip = f"no PostgreSQL cluster: {type(exc).__name__}: {exc}"
+        ready = self.prepare(skip)
+        if not ready or cluster is None:
+            return
         self.settings = {
             "tests": [t.id for t in self.tests], "rounds": self.rounds,
             "connections": self.connections, "duration_s": self.bench.args.duration,
@@ -321,14 +330,15 @@ class RealworldPhase:
         }
         saved = {k: os.environ.get(k) for k in ("REALWORLD_DSN", "REALWORLD_POOL")}
         try:
-            with PostgresCluster(directory, port) as cluster:
+            with cluster:
                 cluster.start()
                 self.db = Database(cluster, self.bench.client_cpu)
                 cluster.seed()
-                self.settings["database"] = {"version": cluster_version(cluster),
+                self.settings["database"] = {"version": server_version(cluster),
                                              "port": port}
-                log.info("realworld: PostgreSQL on port %d (pid %d), seeded", port,
-                         self.db.pid)
+                log.info("realworld: %s on port %d (pid %d, CPUs %s), seeded",
+                         self.settings["database"]["version"], port, self.db.pid,
+                         sorted(os.sched_getaffinity(self.db.pid)))
                 os.environ.update(REALWORLD_DSN=self.db.dsn, REALWORLD_POOL=str(self.pool))
                 for app in rs.APPS:
                     group = [c for c in ready if rs.app_of(c.name) == app]
@@ -350,9 +360,11 @@ class RealworldPhase:
                 self.settings["database_events"] = self.db.events
 
 
-def cluster_version(cluster: Any) -> str:
-    """The server's version, from the PG_VERSION file of its data directory."""
+def server_version(cluster: Any) -> str:
+    """`postgres --version` of the cluster's binaries ("postgres (PostgreSQL) 15.14")."""
     try:
-        return str((Path(cluster.data) / "PG_VERSION").read_text().strip())
-    except (OSError, AttributeError):
-        return "unknown"
+        done = subprocess.run([str(Path(cluster.bin) / "postgres"), "--version"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, AttributeError, subprocess.SubprocessError):
+        return "PostgreSQL"
+    return done.stdout.strip().replace("postgres (PostgreSQL)", "PostgreSQL") or "PostgreSQL"

@@ -124,7 +124,7 @@ def method_line(data: dict[str, Any]) -> str:
            else "no CPU pinning (fewer than 2 CPUs)")
     db = s.get("database", {})
     return (f"`{s['wrk']}` per test type, {rounds}, the first after a {s['warmup_s']:g} s "
-            f"warm-up at the same load; {pin}; PostgreSQL {db.get('version', '?')} (a "
+            f"warm-up at the same load; {pin}; {db.get('version', 'PostgreSQL')} (a "
             f"cluster of the phase's own, fsync off), the apps' pools {s['pool']} "
             f"connections; queries and updates ask for {s['queries']} rows, pipelined "
             f"plaintext sends {s['pipeline']} requests per write")
