@@ -346,9 +346,10 @@ class Bench:
             ready.append(c)
         return ready
 
-    def start_checked(self, c: ck.Contender, files: list[Path], *, cpu: str | None = None,
-                      values: dict[str, str] | None = None) -> ck.Running | None:
-        """`cpu`, `values`: the workers phase's CPUs ("0-7") and {workers}."""
+    def launch(self, c: ck.Contender, *, cpu: str | None = None,
+               values: dict[str, str] | None = None) -> ck.Running | None:
+        """c started, pinned to the server CPU (or `cpu`), and in the list of live servers;
+        None, with c excluded, if it did not start."""
         try:
             r = ck.start(c, cpu=cpu if cpu is not None else self.server_cpu,
                          static_dir=self.static_dir, run_dir=self.run_dir, values=values)
@@ -356,6 +357,14 @@ class Bench:
             self.exclude(c.name, "failed to start", str(exc))
             return None
         self.live.append(r)
+        return r
+
+    def start_checked(self, c: ck.Contender, files: list[Path], *, cpu: str | None = None,
+                      values: dict[str, str] | None = None) -> ck.Running | None:
+        """`cpu`, `values`: the workers phase's CPUs ("0-7") and {workers}."""
+        r = self.launch(c, cpu=cpu, values=values)
+        if r is None:
+            return None
         try:
             if c.kind == "hello":
                 note, self.status[c.name]["answer"] = httpcheck.check_hello(r.port,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import statistics
 from pathlib import Path
 from typing import Any
 
@@ -35,24 +34,14 @@ def _why_invalid(s: dict[str, Any]) -> str:
     return "no valid run" + (f" ({'; '.join(reasons)})" if reasons else "")
 
 
-def _median(values: list[Any]) -> float | None:
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
-
-
 def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
     summary: dict[str, dict[str, dict[str, Any]]] = {}
     for name, phases in report.grouped(runs).items():
         for phase, all_runs in phases.items():
-            valid = [r for r in all_runs if r["valid"]]
             # Errors of every run, valid or not: a proxy that drops clients shows there.
-            s: dict[str, Any] = report.run_counts(all_runs)
+            s = report.cell_summary(all_runs, MEDIANS)
             s["backend_opened_max"] = max((r.get("backend_opened", 0) for r in all_runs),
                                           default=0)
-            if valid:
-                s.update({k: _median([r.get(k) for r in valid]) for k in MEDIANS})
-                s["rps_min"] = min(r["rps"] for r in valid)
-                s["rps_max"] = max(r["rps"] for r in valid)
             ratio, pairs = report.paired_ratio(runs, {"ours": name, "ref": REF, "phase": phase,
                                                       "metric": "rps"})
             s["rps_ratio"] = round(ratio, 3) if ratio is not None else None

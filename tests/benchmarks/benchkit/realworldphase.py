@@ -198,13 +198,9 @@ class RealworldPhase:
 
     def start(self, c: ck.Contender) -> ck.Running | None:
         bench = self.bench
-        try:
-            r = ck.start(c, cpu=bench.server_cpu, static_dir=bench.static_dir,
-                         run_dir=bench.run_dir)
-        except ck.Skip as exc:
-            bench.exclude(c.name, "failed to start", str(exc))
+        r: ck.Running | None = bench.launch(c)
+        if r is None:
             return None
-        bench.live.append(r)
         problems = verify(r.port)
         if problems:
             bench.exclude(c.name, "failed verification",

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import statistics
 from pathlib import Path
 from typing import Any
 
@@ -28,24 +27,11 @@ MEDIANS = ("rps", "p50_us", "p99_us", "server_cpu_util", "db_cpu_util", "client_
            "server_cpu_us_per_req", "max_in_flight", "threads_seen")
 
 
-def _median(values: list[Any]) -> float | None:
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
-
-
 def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
-    summary: dict[str, dict[str, dict[str, Any]]] = {}
-    for name, tests in report.grouped(runs).items():
-        for test, all_runs in tests.items():
-            valid = [r for r in all_runs if r["valid"]]
-            # Errors of every run, valid or not: a database outage shows there.
-            s: dict[str, Any] = report.run_counts(all_runs)
-            if valid:
-                s.update({k: _median([r.get(k) for r in valid]) for k in MEDIANS})
-                s["rps_min"] = min(r["rps"] for r in valid)
-                s["rps_max"] = max(r["rps"] for r in valid)
-            summary.setdefault(name, {})[test] = s
-    return summary
+    # Errors of every run, valid or not: a database outage shows there.
+    return {name: {test: report.cell_summary(all_runs, MEDIANS)
+                   for test, all_runs in tests.items()}
+            for name, tests in report.grouped(runs).items()}
 
 
 def ratios(runs: list[dict[str, Any]], names: list[str]) -> dict[str, dict[str, Any]]:

@@ -161,6 +161,18 @@ def run_counts(all_runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def cell_summary(all_runs: list[dict[str, Any]], keys: tuple[str, ...]) -> dict[str, Any]:
+    """A summary cell of a phase's own document: run_counts() of every run, then over the
+    valid ones the medians of `keys` and the range of req/s."""
+    valid = [r for r in all_runs if r["valid"]]
+    s: dict[str, Any] = run_counts(all_runs)
+    if valid:
+        s.update({k: _median([r.get(k) for r in valid]) for k in keys})
+        s["rps_min"] = min(r["rps"] for r in valid)
+        s["rps_max"] = max(r["rps"] for r in valid)
+    return s
+
+
 def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     summary: dict[str, dict[str, Any]] = {}
     for name, phases in grouped(runs).items():
