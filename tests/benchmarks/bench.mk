@@ -19,7 +19,7 @@
 # on the apps of tests/realworld (Flask + psycopg, FastAPI + asyncpg, Django WSGI and ASGI):
 # ours against granian, gunicorn gthread and uvicorn, one worker each, server on CPU 0, wrk
 # and PostgreSQL on CPU 1; req/s, p99, errors, server and database CPU, WSGI apps in flight
-# (~55 minutes; quick ~5: Flask and FastAPI, 6 test types, 1 round): results/realworld.json
+# (~1 hour; quick ~5 minutes: Flask and FastAPI, 6 test types, 1 round): results/realworld.json
 # and realworld.md. Narrower: --realworld-apps flask --realworld-tests db,slowdb, or
 # --only rw-flask-cymongoose,rw-flask-granian-b8 (run.py --list names them);
 # --realworld-threads 8,32 adds ours at those --threads; --realworld-outage db stops the
