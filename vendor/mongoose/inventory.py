@@ -103,10 +103,13 @@ FIXES: tuple[Fix, ...] = (
               "  } else if (n <= 0) {\n"
               "    c->is_closing = 1;  // Termination. Don't call mg_error(): #1529\n"))),
     Fix("QUIET_SKIP", "perf", "cymongoose-only",
-        "MG_EV_POLL goes to every connection every iteration; an idle keep-alive one is "
-        "skipped until its deadline",
+        "MG_EV_POLL goes to every connection every iteration; an idle keep-alive one, and "
+        "one whose response its app still owes with nothing buffered, is skipped until its "
+        "deadline",
         ("tests/reliability/test_scale.py::"
-         "test_idle_connections_skipped_by_the_loop_still_keep_their_rules",),
+         "test_idle_connections_skipped_by_the_loop_still_keep_their_rules",
+         "tests/core/test_owed_skip.py::"
+         "test_owed_responses_are_skipped_then_written_and_the_connections_serve_on"),
         (Edit("definitions", "after", TOP),
          Edit("skip", "after", "    bool is_resp = c->is_resp;\n    tmp = c->next;\n"))),
     Fix("PARKING", "perf", "cymongoose-only",

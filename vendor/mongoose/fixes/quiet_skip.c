@@ -2,9 +2,10 @@
  *
  * Mongoose 7.23 sends MG_EV_POLL to every connection on every iteration: with 10,000 idle
  * keep-alive clients, one request costs 10,000 protocol-handler calls. cymongoose's HTTP guard
- * (cym_quiet_pfn) marks a connection that needs nothing until a deadline (idle keep-alive,
- * nothing buffered, a handler that does not take MG_EV_POLL) with the time in the first
- * uint64_t of its c->pfn_data; the loop skips it until then unless it has I/O or is closing.
+ * (cym_quiet_pfn) marks a connection that needs nothing until a deadline (idle keep-alive, or
+ * a response its app still owes; nothing buffered, a handler that does not take MG_EV_POLL)
+ * with the time in the first uint64_t of its c->pfn_data; the loop skips it until then unless
+ * it has I/O, bytes to send, or is closing or draining.
  */
 
 // @hunk definitions

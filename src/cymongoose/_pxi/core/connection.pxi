@@ -83,6 +83,7 @@ cdef class Connection:
         # does to it (send, close, drain, a new handler) is seen by the next poll.
         if self._guard.quiet.slot:
             mg.cym_unpark(self._c)
+        self._guard.quiet.until = 0  # skipped while its response was owed: polled again
 
     def __repr__(self):
         if self._c == NULL:

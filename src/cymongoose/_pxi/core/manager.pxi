@@ -170,6 +170,24 @@ cdef class Manager:
         the tests."""
         return 0 if self._closed else self._gil.parked.len
 
+    def _skipped(self):
+        """How many connections on the loop's list its MG_EV_POLL walk skips for now without
+        parking them (build_fixes.py QUIET_SKIP: a response owed, a proxied exchange waiting);
+        for the tests."""
+        cdef mg.mg_connection *c
+        cdef uint64_t now = mg.mg_millis()
+        cdef int count = 0
+        if self._closed:
+            return 0
+        c = self._mgr.conns
+        while c != NULL:
+            if (c.pfn == mg.cym_quiet_pfn and c.pfn_data != NULL and
+                    (<mg.cym_quiet *>c.pfn_data).until > now and
+                    not (<mg.cym_quiet *>c.pfn_data).park):
+                count += 1
+            c = c.next
+        return count
+
     @property
     def max_recv_size(self):
         return self._max_recv_size

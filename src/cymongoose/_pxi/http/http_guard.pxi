@@ -739,6 +739,24 @@ cdef void _maybe_quiet(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept
     g.quiet.park = 1
 
 
+cdef void _maybe_skip_owed(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nogil:
+    # A request handed to its handler whose response is still owed (an ASGI app awaiting its
+    # database, a WSGI app on its thread), nothing buffered either way: MG_EV_POLL has nothing
+    # to do for it (no phase clock runs in _PH_RESP, and the send clock restarts at 0 with
+    # nothing queued) until the response is written (send.len), the client sends or goes
+    # (readable), it is closed or drained, all of which end the loop's skip (QUIET_SKIP), or
+    # a Connection method touches it (_unpark). Skipped, not parked: the handler writes to it.
+    # Without it every poll called the guard of every connection whose app was still
+    # working: with 64 clients waiting on a database, 64 calls per poll for nothing.
+    if (not c.is_resp or c.recv.len or c.send.len or c.is_tls or c.is_closing
+            or c.is_draining or g.inner != NULL or g.file_fd >= 0 or g.proxy != NULL
+            or c.fn != _on_event or c.fn_data == NULL
+            or not (<Connection>c.fn_data)._skip_poll):
+        return
+    g.quiet.until = now + 1000
+    g.quiet.park = 0
+
+
 cdef void _check_send_progress(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nogil:
     # nginx's send_timeout: output queued for the client must make progress (MG_EV_WRITE
     # resets send_since_ms) within send_timeout_ms, or the client is not reading: close it,
@@ -872,6 +890,8 @@ cdef void _http_guard(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil
                 _finish_after_eof(c, g)
             elif g.phase == _PH_WAIT:
                 _maybe_quiet(c, g, now)
+            elif g.phase == _PH_RESP:
+                _maybe_skip_owed(c, g, now)
             if g.proxy != NULL:
                 _px_check_clock(c, g, now)
                 if g.proxy != NULL:
