@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from .._mongoose import WSGILoop, missing_default_headers
@@ -15,14 +15,14 @@ from ..errors import ClientDisconnected
 from ..serving.reporting import RESPONSE_500, report_app_error, request_text, wsgi_target
 from .bodies import FileWrapper
 from .exchange import _Exchange
-from .state import _OP_ABORT, _OP_BEGIN, _OP_END, _OP_FILE, _OP_WHOLE, ServerState
+from .state import _OP_ABORT, _OP_BEGIN, _OP_END, _OP_FILE, _OP_PARK, _OP_WHOLE, ServerState
 
 if TYPE_CHECKING:
     from .deadline import WSGIDeadline
 
 
 class AppResults(WSGILoop, partial=True):
-    """WSGILoop's app-side hooks: finish_app(), app_failed() and
+    """WSGILoop's app-side hooks: finish_app(), resume_app(), app_failed() and
     timed_out_app_returned(). `partial=True`: see ResponseWriter."""
 
     __slots__ = ()
@@ -31,38 +31,61 @@ class AppResults(WSGILoop, partial=True):
     _deadline: WSGIDeadline | None
 
     def finish_app(self, ex: _Exchange, result: Any) -> None:
-        """Send what the app returned (any iterable), then close() it."""
+        """Send what the app returned (any iterable), then close() it. An iterable whose
+        client falls behind is parked instead (parking.py), and closed once it ends."""
         try:
             if ex.timed_out:
-                return  # answered 504 (deadline.py): the result is only closed
-            if not ex.head_queued and type(result) in (list, tuple):
+                pass  # answered 504 (deadline.py): the result is only closed
+            elif not ex.head_queued and type(result) in (list, tuple):
                 self._respond_whole(ex, result)
-            elif isinstance(result, FileWrapper) and not ex.head_queued:
-                self._respond_file(ex, result)
-            else:
-                whole = False
-                for chunk in result:
-                    if not chunk:
-                        continue
-                    if (not ex.head_queued and len(chunk) == ex.declared
-                            and type(chunk) is bytes):
-                        # The first piece is the whole declared body (Flask's and Django's
-                        # responses): one write, as for a list. Any more is an app error.
-                        whole = True
-                        ex.sent = len(chunk)
-                        ex.head_sent = ex.head_queued = True
-                        self.state.post(ex, _OP_WHOLE, chunk)
-                        continue
-                    ex.stream(chunk)
-                if ex.status is None:
-                    raise AssertionError("the app returned without calling start_response()")
-                if whole:
-                    return
-                if not ex.head_queued and (ex.declared <= 0 or ex.is_head):
-                    # No body at all: one write too.
+            elif not (isinstance(result, FileWrapper) and not ex.head_queued
+                      and self._respond_file(ex, result)):
+                self._send_items(ex, result, iter(result))  # closes or parks `result`
+                return
+        except BaseException as exc:
+            self.app_failed(ex, exc)
+        self._close(ex, result)
+
+    def resume_app(self, ex: _Exchange) -> None:
+        """Take the next items of a parked response whose client drained (or went away:
+        then its iterable is only closed)."""
+        result, items = ex.resumed
+        ex.resumed = None
+        if ex.closed or ex.finished:
+            self._close(ex, result)
+        else:
+            self._send_items(ex, result, items)
+
+    def _send_items(self, ex: _Exchange, result: Any, items: Iterator[Any]) -> None:
+        """Stream the app's items until they end, then close() `result`; park the two once
+        more than the high mark is queued towards the client (the thread goes back to
+        work, a thread takes the next items once the client drained: parking.py)."""
+        whole = False
+        try:
+            for chunk in items:
+                if not chunk:
+                    continue
+                if (not ex.head_queued and len(chunk) == ex.declared
+                        and type(chunk) is bytes):
+                    # The first piece is the whole declared body (Flask's and Django's
+                    # responses): one write, as for a list. Any more is an app error.
+                    whole = True
+                    ex.sent = len(chunk)
                     ex.head_sent = ex.head_queued = True
-                    self.state.post(ex, _OP_WHOLE, b"")
-                    return
+                    self.state.post(ex, _OP_WHOLE, chunk)
+                    continue
+                if ex.post_piece(chunk):
+                    self.state.post(ex, _OP_PARK, (result, items))
+                    return  # the loop owns both now
+            if ex.status is None:
+                raise AssertionError("the app returned without calling start_response()")
+            if whole:
+                pass
+            elif not ex.head_queued and (ex.declared <= 0 or ex.is_head):
+                # No body at all: one write too.
+                ex.head_sent = ex.head_queued = True
+                self.state.post(ex, _OP_WHOLE, b"")
+            else:
                 if not ex.head_queued:
                     ex.stream(b"")
                 if 0 <= ex.declared != ex.sent and not ex.is_head:
@@ -71,12 +94,19 @@ class AppResults(WSGILoop, partial=True):
                 self.state.post(ex, _OP_END, None)
         except BaseException as exc:
             self.app_failed(ex, exc)
-        finally:
-            if result is not None and hasattr(result, "close"):
-                try:
-                    result.close()
-                except BaseException as exc:
-                    self._report(ex, "close() of the app's iterable failed", exc)
+        self._close(ex, result)
+
+    def _close(self, ex: _Exchange, result: Any) -> None:
+        """PEP 3333: close() of what the app returned, exactly once, whatever happened."""
+        if result is not None and hasattr(result, "close"):
+            try:
+                result.close()
+            except BaseException as exc:
+                self._report(ex, "close() of the app's iterable failed", exc)
+
+    def close_parked(self, ex: _Exchange, parked: tuple[Any, Any]) -> None:
+        """The server closes: close() a parked iterable no thread will resume."""
+        self._close(ex, parked[0])
 
     def _respond_whole(self, ex: _Exchange, result: Any) -> None:
         if ex.status is None:
@@ -93,15 +123,11 @@ class AppResults(WSGILoop, partial=True):
         ex.head_sent = ex.head_queued = True
         self.state.post(ex, _OP_WHOLE, body)
 
-    def _respond_file(self, ex: _Exchange, wrapper: FileWrapper) -> None:
+    def _respond_file(self, ex: _Exchange, wrapper: FileWrapper) -> bool:
+        """Send a regular file with sendfile(2); False: it is not one, iterate it."""
         fd = wrapper.fileno_for_sendfile()
         if fd is None or ex.status is None:
-            for chunk in wrapper:
-                ex.stream(chunk)
-            if not ex.head_queued:
-                ex.stream(b"")
-            self.state.post(ex, _OP_END, None)
-            return
+            return False
         offset = os.lseek(fd, 0, os.SEEK_CUR)
         count = max(0, os.fstat(fd).st_size - offset)
         if ex.declared >= 0:
@@ -111,6 +137,7 @@ class AppResults(WSGILoop, partial=True):
         self.state.post(ex, _OP_BEGIN, None)
         self.state.post(ex, _OP_FILE, (os.dup(fd), offset, count))
         self.state.post(ex, _OP_END, None)
+        return True
 
     def app_failed(self, ex: _Exchange, exc: BaseException) -> None:
         if ex.timed_out:
