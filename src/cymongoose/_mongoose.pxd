@@ -322,7 +322,7 @@ cdef class WSGIExchange:
     cdef public int app_phase
     cdef public bint timed_out  # the server answered 504: what the app does next is dropped
     # A streamed response parked while its client is behind (wsgi/parking.py): its
-    # (iterable, iterator). `parked` is the loop's while it waits for the client to drain;
+    # (iterable, iterator, context). `parked` is the loop's while it waits for the client to drain;
     # `resumed` is set by the loop when it queues the exchange again, and taken by the
     # thread that run_batch() gives it to (resume_app()).
     cdef public object parked

@@ -1090,8 +1090,8 @@ class WSGIExchange:
     started: float
     app_phase: int
     timed_out: bool
-    parked: tuple[Any, Any] | None
-    resumed: tuple[Any, Any] | None
+    parked: tuple[Any, ...] | None
+    resumed: tuple[Any, ...] | None
     def __init__(
         self, state: Any, conn: Connection, environ: dict[str, Any], is_head: bool
     ) -> None: ...

@@ -7,9 +7,10 @@ requests for a hello, each timed from its connect to its last byte.
         [--fresh 20] [--cpu 0] [--server cymongoose|gunicorn]
 
 The server runs in a subprocess (pinned to --cpu when given, this script to the other CPU);
-the app counts the streams it has started, and the fresh requests start once all N have
-started and the server's CPU is quiet (their writes are held by the clients). Prints one JSON
-object: the fresh requests' latencies (p50, max, timeouts) and the context. Stdlib only.
+the app counts the streams it has started, and the fresh requests start once min(N, threads)
+have started and a second has passed (their writes are held by the clients). Prints one JSON
+object: the fresh requests' latencies (p50, max, timeouts), the server's RSS growth with the
+readers connected, and the context. Stdlib only.
 """
 
 from __future__ import annotations
@@ -71,6 +72,14 @@ def _wait_up(port: int, proc: subprocess.Popen[bytes], timeout: float) -> None:
     raise SystemExit("the server did not answer")
 
 
+def _rss(pid: int) -> int:
+    """Resident memory of process `pid`, in bytes."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -105,6 +114,7 @@ def main() -> None:
         readers: list[socket.socket] = []
         try:
             _wait_up(port, proc, 30)
+            rss_before = _rss(proc.pid)
             for _ in range(args.readers):
                 sock = socket.socket()
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
@@ -120,6 +130,7 @@ def main() -> None:
                     raise SystemExit("the streams did not start")
                 time.sleep(0.05)
             time.sleep(1.0)  # the writes fill the kernel's buffers and stop
+            rss_growth = _rss(proc.pid) - rss_before
             lat: list[float] = []
             timeouts = 0
             for _ in range(args.fresh):
@@ -138,6 +149,7 @@ def main() -> None:
     print(json.dumps({
         "server": args.server, "readers": args.readers, "threads": args.threads,
         "fresh": args.fresh, "timeouts": timeouts, "streams_started": started,
+        "rss_growth_mib": round(rss_growth / (1 << 20), 1),
         "p50_ms": round(statistics.median(lat) * 1000, 2) if lat else None,
         "max_ms": round(max(lat) * 1000, 2) if lat else None,
         "python": platform.python_version(), "cpu": args.cpu,

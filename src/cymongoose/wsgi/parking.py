@@ -2,10 +2,10 @@
 the app threads (docs/wsgi.md, "Slow clients").
 
 When more than the high mark (serving/flow_control.py) waits towards a client, the thread
-sending an app's iterable does not wait: it posts OUTBOX_PARK with the iterable and its
-iterator (results.py) and goes back to work, its slot free. The loop keeps the pair on the
-exchange (`parked`) and queues the exchange again, as it queues a new request (turns.py,
-resume()), once:
+sending an app's iterable does not wait: it posts OUTBOX_PARK with the iterable, its
+iterator and the context it runs in (results.py) and goes back to work, its slot free. The
+loop keeps the three on the exchange (`parked`) and queues the exchange again, as it queues
+a new request (turns.py, resume()), once:
 
 - its client has read below the low mark (a write event: drained()), or had already when
   the park step was written;
@@ -15,7 +15,10 @@ resume()), once:
   write() that timed out is, the connection closed, the access log's line written.
 
 The thread that takes it (resume_app(), results.py) goes on with the next items, on
-whichever thread it is: a Python generator may be resumed on another thread. Everything here
+whichever thread it is: a Python generator may be resumed on another thread, and it runs in
+a context of its own (contextvars), so what it set there is still there. Thread-bound state
+(threading.local, Django's database connections) is not: the `park_streams` option turns
+parking off for apps that keep it across items. Everything here
 runs on the loop's owner, the only thread that touches `parked`; `resumed` is handed over
 through the queue of pending exchanges. Parked time counts against `stream_timeout` only:
 the request deadline ends once a response has started. At close() the server closes what is
@@ -24,13 +27,17 @@ still parked or queued (close_all()).
 
 from __future__ import annotations
 
+import contextvars
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ..serving.flow_control import SEND_LOW
 from .exchange import _Exchange
 from .state import ServerState
+
+# A parked response: the app's iterable, its iterator, the context its items run in.
+Parked = tuple[Any, Iterator[Any], contextvars.Context]
 
 # How often check() looks for parked responses whose client reads nothing, at most.
 _CHECK_S = 0.25
@@ -57,7 +64,7 @@ class ParkedResponses:
     def __len__(self) -> int:
         return len(self._parked)
 
-    def park(self, ex: _Exchange, pair: tuple[Any, Any]) -> None:
+    def park(self, ex: _Exchange, pair: Parked) -> None:
         """The park step, written after the response's queued pieces."""
         ex.parked = pair
         if ex.closed or ex.finished or ex.queued + ex.backlog <= SEND_LOW:
@@ -97,7 +104,7 @@ class ParkedResponses:
                 self.unpark(ex)
 
     def close_all(self, queued: Iterable[_Exchange],
-                  close: Callable[[_Exchange, tuple[Any, Any]], None]) -> None:
+                  close: Callable[[_Exchange, Parked], None]) -> None:
         """The server closes, its threads are gone: close() every iterable still parked,
         or queued (`queued`) to be resumed."""
         for ex in [*self._parked, *queued]:

@@ -42,8 +42,9 @@ _HEADERS_504 = [(b"Content-Type", b"text/plain; charset=utf-8"), (b"Connection",
 
 class ResponseWriter(WSGILoop, partial=True):
     """WSGILoop's loop-side hooks: write_step(), protocol_error() and log_access(); the
-    request deadline's 504 (answer_timeout()) and a parked response's end (abort_parked()). `partial=True`: the core checks that
-    ServerLoop, which adds AppResults' hooks, overrides them all."""
+    request deadline's 504 (answer_timeout()) and a parked response's end (abort_parked()).
+    `partial=True`: the core checks that ServerLoop, which adds AppResults' hooks, overrides
+    them all."""
 
     __slots__ = ()
     state: ServerState

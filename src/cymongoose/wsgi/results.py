@@ -5,6 +5,7 @@ they run on the thread that ran the app."""
 
 from __future__ import annotations
 
+import contextvars
 import os
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -15,6 +16,7 @@ from ..errors import ClientDisconnected
 from ..serving.reporting import RESPONSE_500, report_app_error, request_text, wsgi_target
 from .bodies import FileWrapper
 from .exchange import _Exchange
+from .parking import Parked
 from .state import _OP_ABORT, _OP_BEGIN, _OP_END, _OP_FILE, _OP_PARK, _OP_WHOLE, ServerState
 
 if TYPE_CHECKING:
@@ -29,6 +31,7 @@ class AppResults(WSGILoop, partial=True):
     state: ServerState
     _error_handler: Callable[[BaseException], object] | None
     _deadline: WSGIDeadline | None
+    _park: bool  # park iterables whose client is behind (parking.py), else wait
 
     def finish_app(self, ex: _Exchange, result: Any) -> None:
         """Send what the app returned (any iterable), then close() it. An iterable whose
@@ -40,26 +43,38 @@ class AppResults(WSGILoop, partial=True):
                 self._respond_whole(ex, result)
             elif not (isinstance(result, FileWrapper) and not ex.head_queued
                       and self._respond_file(ex, result)):
-                self._send_items(ex, result, iter(result))  # closes or parks `result`
-                return
+                items = iter(result)
+                if self._park:
+                    # The iterable may go on on another thread: from its first item it
+                    # runs in a context of its own (a copy of the app's), so the context
+                    # variables it sets (Flask's stream_with_context) stay its own.
+                    ctx = contextvars.copy_context()
+                    ctx.run(self._send_items, ex, result, items, ctx)
+                else:
+                    self._send_items(ex, result, items, None)
+                return  # _send_items() closed or parked `result`
         except BaseException as exc:
             self.app_failed(ex, exc)
         self._close(ex, result)
 
     def resume_app(self, ex: _Exchange) -> None:
         """Take the next items of a parked response whose client drained (or went away:
-        then its iterable is only closed)."""
-        result, items = ex.resumed
+        then its iterable is only closed), in the iterable's own context."""
+        parked: Parked | None = ex.resumed
+        assert parked is not None  # run_batch() calls this for a resumed exchange only
+        result, items, ctx = parked
         ex.resumed = None
         if ex.closed or ex.finished:
-            self._close(ex, result)
+            ctx.run(self._close, ex, result)
         else:
-            self._send_items(ex, result, items)
+            ctx.run(self._send_items, ex, result, items, ctx)
 
-    def _send_items(self, ex: _Exchange, result: Any, items: Iterator[Any]) -> None:
-        """Stream the app's items until they end, then close() `result`; park the two once
-        more than the high mark is queued towards the client (the thread goes back to
-        work, a thread takes the next items once the client drained: parking.py)."""
+    def _send_items(self, ex: _Exchange, result: Any, items: Iterator[Any],
+                    ctx: contextvars.Context | None) -> None:
+        """Stream the app's items until they end, then close() `result`. Once more than
+        the high mark is queued towards the client, park them (with `ctx`, their context)
+        and return: a thread takes the next items once the client drained (parking.py).
+        Without `ctx` (parking is off) wait for the client here, as write() does."""
         whole = False
         try:
             for chunk in items:
@@ -75,26 +90,32 @@ class AppResults(WSGILoop, partial=True):
                     self.state.post(ex, _OP_WHOLE, chunk)
                     continue
                 if ex.post_piece(chunk):
-                    self.state.post(ex, _OP_PARK, (result, items))
-                    return  # the loop owns both now
+                    if ctx is None:
+                        ex.wait_for_client()
+                        continue
+                    self.state.post(ex, _OP_PARK, (result, items, ctx))
+                    return  # the loop holds them now
             if ex.status is None:
                 raise AssertionError("the app returned without calling start_response()")
-            if whole:
-                pass
-            elif not ex.head_queued and (ex.declared <= 0 or ex.is_head):
-                # No body at all: one write too.
-                ex.head_sent = ex.head_queued = True
-                self.state.post(ex, _OP_WHOLE, b"")
-            else:
-                if not ex.head_queued:
-                    ex.stream(b"")
-                if 0 <= ex.declared != ex.sent and not ex.is_head:
-                    if ex.sent > ex.declared:
-                        raise ValueError("the app sent more than its Content-Length")
-                self.state.post(ex, _OP_END, None)
+            if not whole:
+                self._end_stream(ex)
         except BaseException as exc:
             self.app_failed(ex, exc)
         self._close(ex, result)
+
+    def _end_stream(self, ex: _Exchange) -> None:
+        """The app's items ended: queue the end of its response."""
+        if not ex.head_queued and (ex.declared <= 0 or ex.is_head):
+            # No body at all: one write too.
+            ex.head_sent = ex.head_queued = True
+            self.state.post(ex, _OP_WHOLE, b"")
+            return
+        if not ex.head_queued:
+            ex.stream(b"")
+        if 0 <= ex.declared != ex.sent and not ex.is_head:
+            if ex.sent > ex.declared:
+                raise ValueError("the app sent more than its Content-Length")
+        self.state.post(ex, _OP_END, None)
 
     def _close(self, ex: _Exchange, result: Any) -> None:
         """PEP 3333: close() of what the app returned, exactly once, whatever happened."""
@@ -104,9 +125,9 @@ class AppResults(WSGILoop, partial=True):
             except BaseException as exc:
                 self._report(ex, "close() of the app's iterable failed", exc)
 
-    def close_parked(self, ex: _Exchange, parked: tuple[Any, Any]) -> None:
+    def close_parked(self, ex: _Exchange, parked: Parked) -> None:
         """The server closes: close() a parked iterable no thread will resume."""
-        self._close(ex, parked[0])
+        parked[2].run(self._close, ex, parked[0])
 
     def _respond_whole(self, ex: _Exchange, result: Any) -> None:
         if ex.status is None:

@@ -5,9 +5,10 @@ runs the apps of the requests that poll delivered inline, one after another, so 
 request crosses a thread and the GIL does not change hands per request. A standby thread takes
 the loop over from an owner stuck in one app for `_STALL_S`; that app finishes on its own
 thread and hands its response to the loop through an outbox (`Manager.call_soon_threadsafe`).
-An app that must wait for the loop (a body still arriving, a client slow to read) hands the
-loop over before it waits. docs/wsgi.md says what is guaranteed, docs/performance.md what it
-costs.
+An app that must wait for the loop (a body still arriving, a client slow to read inside
+write()) hands the loop over before it waits; an iterable whose client is behind is parked
+instead, its thread free (parking.py). docs/wsgi.md says what is guaranteed,
+docs/performance.md what it costs.
 
 Responses leave through the core's `http_respond` (a whole body) or `http_begin/http_write/
 http_sendfile/http_end` (streamed), which keep keep-alive, pipelining, HEAD and
@@ -177,7 +178,8 @@ class WSGIServer:
                                bases=self._bases, root_path=root_path, busy_handler=on_stream,
                                access_log=access_log,
                                default_headers=self._default_headers.blocks,
-                               error_handler=error_handler, queue=self._turns.resume)
+                               error_handler=error_handler, queue=self._turns.resume,
+                               park=cfg.park_streams)
         self._loop_side = loop_side
         # Streamed responses parked while their client is behind (parking.py): the timer
         # ends those whose client reads nothing for stream_timeout.

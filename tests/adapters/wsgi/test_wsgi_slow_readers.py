@@ -190,3 +190,81 @@ def test_shutdown_closes_parked_iterables() -> None:
     finally:
         for sock in clients:
             sock.close()
+
+
+def _flask_streams() -> Any:
+    """A Flask app whose stream reads `request` after every piece (stream_with_context)."""
+    from flask import Flask, Response, request, stream_with_context
+
+    app = Flask(__name__)
+
+    @app.get("/stream")
+    def stream() -> Response:
+        def pieces() -> Iterator[bytes]:
+            for _ in range(STREAM // 65536):
+                # The request context, pushed by stream_with_context in the first piece,
+                # must still be this request's when a later piece runs on another thread.
+                yield request.args["n"].encode().ljust(65536, b".")
+        return Response(stream_with_context(pieces()),
+                        headers={"Content-Length": str(STREAM)})
+
+    @app.get("/hello")
+    def hello() -> str:
+        return "hello"
+
+    return app
+
+
+def test_flask_stream_with_context_keeps_its_request_across_threads() -> None:
+    count = 6
+    with running_wsgi_server(_flask_streams(), threads=2,
+                             server_kwargs={"stream_timeout": 120}) as running:
+        clients = []
+        for n in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.connect(("127.0.0.1", running.port))
+            sock.sendall(f"GET /stream?n={n} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            clients.append(sock)
+        try:
+            wait_for(lambda: _parked(running) == count, 60,
+                     lambda: f"{count} parked responses ({_parked(running)})")
+            assert _hello(running.port, 20) == b"hello"
+            for n, sock in enumerate(clients):
+                head, body = _read_response(sock, 60)
+                assert head.startswith(b"HTTP/1.1 200 ")
+                assert body == str(n).encode().ljust(65536, b".") * (STREAM // 65536)
+        finally:
+            for sock in clients:
+                sock.close()
+        assert not running.errors
+
+
+def test_without_park_streams_the_thread_waits_for_the_client() -> None:
+    from cymongoose.config import Config
+
+    log = _Log()
+    with running_wsgi_server(_app(log), threads=2, server_kwargs={
+            "config": Config(park_streams=False, stream_timeout=120)}) as running:
+        clients = [_slow_reader(running.port) for _ in range(3)]
+        try:
+            # Two threads, each held by a stream whose client reads nothing: the third
+            # request waits for one of them, and nothing is parked.
+            wait_for(lambda: log.started == 2, 30, lambda: f"2 streams ({log.started})")
+            assert _parked(running) == 0
+            # Which two got the threads is the server's choice: read all three at once.
+            bodies: list[bytes] = []
+
+            def read(sock: socket.socket) -> None:
+                bodies.append(_read_response(sock, 60)[1])
+
+            readers = [threading.Thread(target=read, args=(sock,)) for sock in clients]
+            for t in readers:
+                t.start()
+            for t in readers:
+                t.join(120)
+            assert bodies == [EXPECTED] * 3 and log.started == 3
+        finally:
+            for sock in clients:
+                sock.close()
+    assert log.closed == 3

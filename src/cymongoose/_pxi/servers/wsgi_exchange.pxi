@@ -147,7 +147,8 @@ cpdef enum OutboxOp:
     OUTBOX_FILE = 3  # (descriptor, offset, count) to send; the descriptor is the step's
     OUTBOX_END = 4  # the streamed response is complete
     OUTBOX_ABORT = 5  # it cannot be completed: close the connection
-    # The app's iterable is parked until its client drains: arg is (iterable, iterator).
+    # The app's iterable is parked until its client drains: arg is (iterable, iterator,
+    # context).
     # Passed to write_step() also for a closed exchange, whose iterable must be closed.
     OUTBOX_PARK = 6
 
