@@ -217,8 +217,10 @@ def _flask_streams() -> Any:
 
 def test_flask_stream_with_context_keeps_its_request_across_threads() -> None:
     count = 6
+    errors: list[BaseException] = []
     with running_wsgi_server(_flask_streams(), threads=2,
-                             server_kwargs={"stream_timeout": 120}) as running:
+                             server_kwargs={"stream_timeout": 120,
+                                            "error_handler": errors.append}) as running:
         clients = []
         for n in range(count):
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -238,6 +240,7 @@ def test_flask_stream_with_context_keeps_its_request_across_threads() -> None:
             for sock in clients:
                 sock.close()
         assert not running.errors
+    assert errors == []  # nor did a close() fail (Flask pops its request context there)
 
 
 def test_without_park_streams_the_thread_waits_for_the_client() -> None:
