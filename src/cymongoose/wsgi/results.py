@@ -47,7 +47,10 @@ class AppResults(WSGILoop, partial=True):
                 if self._park:
                     # The iterable may go on on another thread: from its first item it
                     # runs in a context of its own (a copy of the app's), so the context
-                    # variables it sets (Flask's stream_with_context) stay its own.
+                    # variables it sets stay its own. From the first: Flask's
+                    # stream_with_context sets its request there and resets it at the end,
+                    # which only works in the Context that set it (the Flask tests fail
+                    # when the first item is taken outside).
                     ctx = contextvars.copy_context()
                     ctx.run(self._send_items, ex, result, items, ctx)
                 else:
