@@ -321,6 +321,12 @@ cdef class WSGIExchange:
     # threads never see each other half-way).
     cdef public int app_phase
     cdef public bint timed_out  # the server answered 504: what the app does next is dropped
+    # A streamed response parked while its client is behind (wsgi/parking.py): its
+    # (iterable, iterator, context). `parked` is the loop's while it waits for the client to drain;
+    # `resumed` is set by the loop when it queues the exchange again, and taken by the
+    # thread that run_batch() gives it to (resume_app()).
+    cdef public object parked
+    cdef public object resumed
 
     # Hooks. App side: write() sends each piece of the body through stream(). Loop side:
     # WSGILoop admits a request whose body is still arriving with feed_input(), and tells
@@ -375,6 +381,8 @@ cdef class WSGILoop(_LoopHandler):
     # App side, from run_batch(): the app of an exchange that timed out returned (or raised);
     # the hook gives its slot back or not.
     cpdef timed_out_app_returned(self, WSGIExchange ex, slots)
+    # App side, from run_batch(): take the next items of a parked response (ex.resumed).
+    cpdef resume_app(self, WSGIExchange ex)
 
 
 cdef class RpcReq:

@@ -1090,6 +1090,8 @@ class WSGIExchange:
     started: float
     app_phase: int
     timed_out: bool
+    parked: tuple[Any, ...] | None
+    resumed: tuple[Any, ...] | None
     def __init__(
         self, state: Any, conn: Connection, environ: dict[str, Any], is_head: bool
     ) -> None: ...
@@ -1263,15 +1265,17 @@ class OutboxOp(enum.IntEnum):
     OUTBOX_FILE = 3
     OUTBOX_END = 4
     OUTBOX_ABORT = 5
+    OUTBOX_PARK = 6
 
 @disjoint_base
 class WSGILoop:
     """The WSGI server's per-request work on the loop thread, for `cymongoose.wsgi` (not a
     user API): the handler of a connection waiting for a request head, run_batch() and
-    drain(). The hooks `write_step()`, `protocol_error()`, `log_access()`, `finish_app()`
-    and `app_failed()` raise `NotImplementedError` here: the server's subclass implements
-    them, and the C side calls up only through them. They take the server's exchanges,
-    subclasses of `WSGIExchange`, hence `Any`."""
+    drain(). The hooks `write_step()`, `protocol_error()`, `log_access()`, `finish_app()`,
+    `app_failed()`, `timed_out_app_returned()` and `resume_app()` raise
+    `NotImplementedError` here: the server's subclass implements them, and the C side calls
+    up only through them. They take the server's exchanges, subclasses of `WSGIExchange`,
+    hence `Any`."""
 
     def __init_subclass__(cls, *, partial: bool = False) -> None:
         """A Python subclass must override every hook (else `TypeError` at its class
@@ -1303,4 +1307,5 @@ class WSGILoop:
     def finish_app(self, ex: Any, result: Any) -> None: ...
     def app_failed(self, ex: Any, exc: BaseException) -> None: ...
     def timed_out_app_returned(self, ex: Any, slots: Any) -> None: ...
+    def resume_app(self, ex: Any) -> None: ...
 

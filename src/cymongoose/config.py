@@ -315,9 +315,15 @@ class Config:
                  "file; a variable already set wins; `CYMONGOOSE_*` lines there do not "
                  "configure the server (its options are read before)")
     stream_timeout: float = _option(
-        5.0, "app", "seconds a WSGI app's streamed write waits for a client that reads "
-        "nothing (then TimeoutError)", "be a number of seconds > 0",
-        rule=lambda v: None if v > 0 else "", metavar="S")
+        5.0, "app", "seconds a WSGI app's streamed response waits for a client that reads "
+        "nothing (then its connection is closed; a write() gets TimeoutError)",
+        "be a number of seconds > 0", rule=lambda v: None if v > 0 else "", metavar="S")
+    park_streams: bool = _option(
+        True, "app", "a WSGI iterable whose client is behind gives its thread back until the "
+        "client reads (it goes on on any thread)", negatable=True,
+        doc_more="`--no-park-streams` keeps the thread waiting, for an iterable that uses "
+                 "thread-bound state across its items (Django's database connections, "
+                 "`threading.local`); see [WSGI](wsgi.md#slow-clients)")
 
     host: str = _option("127.0.0.1", "binding", "TCP address to listen on",
                         doc_more="`::` or `[::1]` for IPv6")

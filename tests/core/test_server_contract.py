@@ -80,7 +80,7 @@ def _hook_args(base: type, name: str) -> tuple[Any, ...]:
         return (None, None)
     if name == "admit_websocket":
         return (None, None, {})
-    if name in ("log_access", "stream", "app_done", "send", "send_slow"):
+    if name in ("log_access", "stream", "app_done", "send", "send_slow", "resume_app"):
         return (None,)
     return ()
 
@@ -182,6 +182,9 @@ class _Loop(WSGILoop):
     def timed_out_app_returned(self, ex: Any, slots: Any) -> None:
         self.calls.append(("timed_out_app_returned", ex))
 
+    def resume_app(self, ex: Any) -> None:
+        self.calls.append(("resume_app", ex.resumed))
+
 
 def test_run_batch_reaches_the_python_overrides_through_the_typed_bases() -> None:
     loop, turns, me = _Loop(), _Turns(), object()
@@ -205,6 +208,23 @@ def test_run_batch_reaches_the_python_overrides_through_the_typed_bases() -> Non
     assert turns.current is None and list(slots) == [None]
     with pytest.raises(TypeError):
         loop.run_batch(object(), me, app, slots)  # type: ignore[arg-type]
+
+
+def test_run_batch_gives_a_resumed_exchange_to_resume_app_not_the_app() -> None:
+    loop, turns, me = _Loop(), _Turns(), object()
+    ex = _Ex(None, None, {}, False)
+    ex.resumed = pair = ([b"x"], iter([b"x"]))
+    loop.pending = collections.deque([ex])
+    loop.outbox = collections.deque()
+    turns.owner = me
+
+    def app(environ: dict[str, Any], start_response: Any) -> Any:
+        raise AssertionError("a resumed exchange's app must not run again")
+
+    slots: collections.deque[None] = collections.deque([None])
+    loop.run_batch(turns, me, app, slots, True)
+    assert loop.calls == [("resume_app", pair)]
+    assert list(slots) == [None] and ex.app_phase == 2
 
 
 class _Cycle(ASGICycle):

@@ -47,6 +47,8 @@ class _Exchange(WSGIExchange):
         if self.input is not None:
             self.input.fail(ClientDisconnected("the client disconnected"))
         self.notify_writer()
+        if self.parked is not None:
+            self.state.unpark(self)  # a thread closes its iterable
 
     def notify_writer(self) -> None:
         cond = self.cond
@@ -57,7 +59,14 @@ class _Exchange(WSGIExchange):
 
     # App side: start_response() and write() are the base's; write() calls the stream() hook.
     def stream(self, data: bytes) -> None:
-        """Send one piece of a streamed body, waiting while the client is behind."""
+        """Send one piece of a streamed body, waiting while the client is behind (write();
+        results.py parks an iterable instead of waiting)."""
+        if self.post_piece(data):
+            self.wait_for_client()
+
+    def post_piece(self, data: bytes) -> bool:
+        """Queue one piece of a streamed body for the loop; True when the client is behind
+        (more than the high mark queued towards it)."""
         if type(data) is not bytes:
             if not isinstance(data, (bytes, bytearray, memoryview)):
                 raise TypeError(f"response body items must be bytes, not {type(data).__name__}")
@@ -76,8 +85,8 @@ class _Exchange(WSGIExchange):
         if data:
             self.queued += len(data)
             state.post(self, _OP_WRITE, data)
-            if self.queued + self.backlog > SEND_HIGH:
-                self.wait_for_client()
+            return self.queued + self.backlog > SEND_HIGH
+        return False
 
     def wait_for_client(self) -> None:
         turns = self.state.turns

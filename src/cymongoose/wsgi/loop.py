@@ -12,6 +12,7 @@ from .._mongoose import HeaderBlock
 from ..access_log import AccessLog
 from .bodies import _NO_BODY, _StreamInput
 from .exchange import _Exchange
+from .parking import ParkedResponses
 from .responses import ResponseWriter
 from .results import AppResults
 from .state import ServerState
@@ -23,13 +24,15 @@ class ServerLoop(ResponseWriter, AppResults):
     subclasses of WSGILoop with no fields of their own: a hook that delegated to a separate
     object would cost a Python frame more per request."""
 
-    __slots__ = ("_access", "_deadline", "_default_headers", "_error_handler")
+    __slots__ = ("_access", "_deadline", "_default_headers", "_error_handler", "_park",
+                 "_parking")
 
     def __init__(self, state: ServerState, *, pending: collections.deque[_Exchange],
                  live: set[_Exchange], bases: dict[int, dict[str, Any]], root_path: str,
                  busy_handler: Any, access_log: AccessLog | None,
                  default_headers: list[HeaderBlock | None],
-                 error_handler: Callable[[BaseException], object] | None) -> None:
+                 error_handler: Callable[[BaseException], object] | None,
+                 queue: Callable[[_Exchange], None], park: bool) -> None:
         self.state = state
         self.exchange_type = _Exchange
         self.stream_input_type = _StreamInput
@@ -46,5 +49,13 @@ class ServerLoop(ResponseWriter, AppResults):
         self._access = access_log
         self._default_headers = default_headers
         self._error_handler = error_handler
+        self._park = park
+        self._parking = ParkedResponses(state, queue, self.abort_parked)
         state.run_batch = self.run_batch
         state.body_too_large = self._body_too_large
+        state.unpark = self._parking.unpark
+
+    @property
+    def parking(self) -> ParkedResponses:
+        """The responses parked while their client is behind (parking.py)."""
+        return self._parking

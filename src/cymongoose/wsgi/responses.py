@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 from .._mongoose import HeaderBlock, RequestBodyTooLarge, WSGILoop
@@ -15,6 +16,7 @@ from ..serving.flow_control import SEND_LOW
 from ..serving.reporting import (
     RESPONSE_500,
     error_log,
+    report_app_error,
     report_exception,
     request_text,
     wsgi_target,
@@ -22,7 +24,8 @@ from ..serving.reporting import (
 from ..serving.request_body import body_refusal
 from ..serving.request_deadline import RESPONSE_504
 from .exchange import _Exchange
-from .state import _OP_ABORT, _OP_BEGIN, _OP_END, _OP_FILE, _OP_WRITE, ServerState
+from .parking import ParkedResponses
+from .state import _OP_ABORT, _OP_BEGIN, _OP_END, _OP_FILE, _OP_PARK, _OP_WRITE, ServerState
 
 
 class _EnvironKeys(dict[str, str]):
@@ -38,13 +41,16 @@ _HEADERS_504 = [(b"Content-Type", b"text/plain; charset=utf-8"), (b"Connection",
 
 
 class ResponseWriter(WSGILoop, partial=True):
-    """WSGILoop's loop-side hooks: write_step(), protocol_error() and log_access(); and
-    the request deadline's 504 (answer_timeout()). `partial=True`: the core checks that
-    ServerLoop, which adds AppResults' hooks, overrides them all."""
+    """WSGILoop's loop-side hooks: write_step(), protocol_error() and log_access(); the
+    request deadline's 504 (answer_timeout()) and a parked response's end (abort_parked()).
+    `partial=True`: the core checks that ServerLoop, which adds AppResults' hooks, overrides
+    them all."""
 
     __slots__ = ()
     state: ServerState
     _access: AccessLog | None
+    _error_handler: Callable[[BaseException], object] | None
+    _parking: ParkedResponses
     # The server's Date/Server header blocks, indexed by an exchange's `stock`
     # (serving/default_headers.py: updated in place once a second).
     _default_headers: list[HeaderBlock | None]
@@ -82,6 +88,15 @@ class ResponseWriter(WSGILoop, partial=True):
         elif op == _OP_ABORT:
             conn.close()
             self._finish(ex)
+        elif op == _OP_PARK:
+            self._parking.park(ex, arg)
+
+    def abort_parked(self, ex: _Exchange, exc: BaseException) -> None:
+        """Loop side: a parked response cannot go on (parking.py): logged as a failed
+        write() is, and ended with its connection closed."""
+        report_app_error(self._error_handler, f"{_request_text(ex.environ)}: the response "
+                         "could not be completed; the connection is closed", exc)
+        self.write_step(ex, _OP_ABORT, None)
 
     def _finish(self, ex: _Exchange) -> None:
         """As drain() ends a whole response."""

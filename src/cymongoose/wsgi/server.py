@@ -5,9 +5,10 @@ runs the apps of the requests that poll delivered inline, one after another, so 
 request crosses a thread and the GIL does not change hands per request. A standby thread takes
 the loop over from an owner stuck in one app for `_STALL_S`; that app finishes on its own
 thread and hands its response to the loop through an outbox (`Manager.call_soon_threadsafe`).
-An app that must wait for the loop (a body still arriving, a client slow to read) hands the
-loop over before it waits. docs/wsgi.md says what is guaranteed, docs/performance.md what it
-costs.
+An app that must wait for the loop (a body still arriving, a client slow to read inside
+write()) hands the loop over before it waits; an iterable whose client is behind is parked
+instead, its thread free (parking.py). docs/wsgi.md says what is guaranteed,
+docs/performance.md what it costs.
 
 Responses leave through the core's `http_respond` (a whole body) or `http_begin/http_write/
 http_sendfile/http_end` (streamed), which keep keep-alive, pipelining, HEAD and
@@ -59,6 +60,7 @@ from .bodies import _NO_BODY, FileWrapper, _StreamInput
 from .deadline import WSGIDeadline
 from .exchange import _Exchange
 from .loop import ServerLoop
+from .parking import check_interval_ms
 from .state import ServerState
 from .turns import _STALL_S, _LoopTurns
 
@@ -159,6 +161,8 @@ class WSGIServer:
                     ex.backlog = conn.send_len
                     if ex.waiting and ex.backlog < SEND_LOW:
                         ex.notify_writer()
+                    elif ex.parked is not None:
+                        parking.drained(ex)
             else:
                 on_request(conn, ev, msg)
 
@@ -174,8 +178,14 @@ class WSGIServer:
                                bases=self._bases, root_path=root_path, busy_handler=on_stream,
                                access_log=access_log,
                                default_headers=self._default_headers.blocks,
-                               error_handler=error_handler)
+                               error_handler=error_handler, queue=self._turns.resume,
+                               park=cfg.park_streams)
         self._loop_side = loop_side
+        # Streamed responses parked while their client is behind (parking.py): the timer
+        # ends those whose client reads nothing for stream_timeout.
+        parking = self._parking = loop_side.parking
+        self._manager.timer_add(check_interval_ms(float(stream_timeout)), parking.check,
+                                repeat=True)
         loop_side.clock_requests = self._clock_requests
         self._counts = DeadlineCounts()
         self._counts.metrics = self._manager.add_metric
@@ -222,6 +232,12 @@ class WSGIServer:
         """Requests answered 504 because their app had not started its response within
         `request_timeout` (serving/request_deadline.py counts them)."""
         return self._counts.request_timeouts
+
+    @property
+    def parked_responses(self) -> int:
+        """Streamed responses parked while their client is behind: they hold no thread
+        (parking.py). Read it from any thread."""
+        return len(self._parking)
 
     @property
     def threads_abandoned(self) -> int:
@@ -414,6 +430,8 @@ class WSGIServer:
         else:
             error_log.error("WSGIServer.close(): an app thread still holds the loop; "
                             "its Manager is left open")
+        # Iterables parked for their client, or queued to go on, that no thread will take.
+        self._parking.close_all(turns.pending, self._loop_side.close_parked)
 
 
 def serve(app: AppRef, url: str = "http://127.0.0.1:8000", workers: int | None = None,

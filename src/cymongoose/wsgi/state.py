@@ -24,6 +24,7 @@ _OP_WRITE = OutboxOp.OUTBOX_WRITE
 _OP_FILE = OutboxOp.OUTBOX_FILE
 _OP_END = OutboxOp.OUTBOX_END
 _OP_ABORT = OutboxOp.OUTBOX_ABORT
+_OP_PARK = OutboxOp.OUTBOX_PARK
 
 
 class LoopOwnership(Protocol):
@@ -63,7 +64,8 @@ class ServerState:
     loop side, the server) replace the placeholders as they are built, before any request."""
 
     __slots__ = ("manager", "app", "stream_timeout", "poll_ms", "outbox", "wake_pending",
-                 "turns", "run_batch", "drain_outbox", "drain_in_flight", "body_too_large")
+                 "turns", "run_batch", "drain_outbox", "drain_in_flight", "body_too_large",
+                 "unpark")
 
     def __init__(self, manager: Manager, app: WSGIApp, stream_timeout: float) -> None:
         self.manager = manager
@@ -83,6 +85,9 @@ class ServerState:
         # Loop side: an exchange's body went over max_body_size (its first argument is an
         # exchange.py _Exchange, which imports this module; loop.py).
         self.body_too_large: Callable[[Any, RequestBodyTooLarge], None] = _not_built
+        # Loop side: queue a parked response again, its client drained or gone (an
+        # exchange.py _Exchange; parking.py, set by server.py).
+        self.unpark: Callable[[Any], None] = _not_built
 
     def post(self, ex: WSGIExchange, op: int, arg: Any) -> None:
         """Queue one response step for the loop: its owner writes the outbox after each

@@ -115,6 +115,13 @@ class _LoopTurns(WSGITurns):
     def owns_loop(self) -> bool:
         return self.owner is threading.current_thread()
 
+    def resume(self, ex: _Exchange) -> None:
+        """Loop side: a parked response's client drained (wsgi/parking.py): queue it as a
+        new request, for whichever thread runs the next app. The loop is woken, as this
+        may be called after the owner looked at `pending` (from its outbox)."""
+        self.pending.append(ex)
+        self._state.interrupt_poll()
+
     # The owner.
     def run_pending(self) -> bool:
         """Owner: run the queued apps inline, then write their responses. False once this

@@ -147,6 +147,10 @@ cpdef enum OutboxOp:
     OUTBOX_FILE = 3  # (descriptor, offset, count) to send; the descriptor is the step's
     OUTBOX_END = 4  # the streamed response is complete
     OUTBOX_ABORT = 5  # it cannot be completed: close the connection
+    # The app's iterable is parked until its client drains: arg is (iterable, iterator,
+    # context).
+    # Passed to write_step() also for a closed exchange, whose iterable must be closed.
+    OUTBOX_PARK = 6
 
 
 @cython.auto_pickle(False)  # a server's live state: nothing to pickle
@@ -214,6 +218,8 @@ cdef class WSGILoop(_LoopHandler):
             if ex.closed or ex.finished:
                 if op == OUTBOX_FILE:
                     os_close(arg[0])
+                elif op == OUTBOX_PARK:
+                    self.write_step(ex, op, arg)
                 continue
             conn = ex.conn
             try:
@@ -240,7 +246,8 @@ cdef class WSGILoop(_LoopHandler):
         `once`: a thread that does not own the loop runs one queued app (apps that block are
         run that way, several at once). The common answer, start_response() and a one-item
         list, is queued whole here; any other result goes to finish_app(), an app that
-        raised to app_failed()."""
+        raised to app_failed(); a parked response whose client drained (ex.resumed) goes
+        to resume_app()."""
         cdef WSGIExchange ex
         pending = self.pending
         outbox = self.outbox
@@ -263,15 +270,18 @@ cdef class WSGILoop(_LoopHandler):
                 if turns.standby_asleep:  # idle until now: it sleeps, and must watch this
                     turns.wake_standby()
             try:
-                result = app(ex.environ, ex)
-                if (type(result) is list and len(<list>result) == 1 and ex.status is not None
-                        and not ex.head_queued):
-                    body = (<list>result)[0]
-                    ex.sent = len(body)
-                    ex.head_sent = ex.head_queued = True
-                    outbox.append((ex, <int>OUTBOX_WHOLE, body))  # an int, not a member
+                if ex.resumed is not None:  # a parked response whose client drained
+                    self.resume_app(ex)
                 else:
-                    self.finish_app(ex, result)
+                    result = app(ex.environ, ex)
+                    if (type(result) is list and len(<list>result) == 1
+                            and ex.status is not None and not ex.head_queued):
+                        body = (<list>result)[0]
+                        ex.sent = len(body)
+                        ex.head_sent = ex.head_queued = True
+                        outbox.append((ex, <int>OUTBOX_WHOLE, body))  # an int, not a member
+                    else:
+                        self.finish_app(ex, result)
             except BaseException as exc:
                 self.app_failed(ex, exc)
             finally:
@@ -309,6 +319,10 @@ cdef class WSGILoop(_LoopHandler):
         raise NotImplementedError("WSGILoop.timed_out_app_returned(): the server's subclass "
                                   "accounts for abandoned threads")
 
+    cpdef resume_app(self, WSGIExchange ex):
+        raise NotImplementedError(
+            "WSGILoop.resume_app(): the server's subclass resumes a parked response")
+
 
 _SERVER_HOOKS[WSGILoop] = ("write_step", "protocol_error", "log_access", "finish_app",
-                           "app_failed", "timed_out_app_returned")
+                           "app_failed", "timed_out_app_returned", "resume_app")
