@@ -343,9 +343,15 @@ cdef class WSGITurns:
     cdef public object current  # the exchange whose app the owner runs inline, or None
     # The standby thread sleeps (idle): the owner must wake it when it starts an app.
     cdef public bint standby_asleep
+    # Counts the standby's looks at the owner: a stretch of inline apps during which it
+    # took the GIL is not judged for waiting (run_batch()).
+    cdef public unsigned long standby_looks
 
     # Hook, from run_batch(): the owner set `current` while the standby sleeps.
     cpdef wake_standby(self)
+    # Hook, from run_batch(): the owner's inline apps waited (off CPU, asleep): run apps on
+    # the other threads from now on.
+    cpdef apps_wait(self)
 
 
 cdef class WSGILoop(_LoopHandler):

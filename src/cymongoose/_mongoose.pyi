@@ -1109,16 +1109,18 @@ class WSGIExchange:
 @disjoint_base
 class WSGITurns:
     """Who owns the loop among the WSGI server's threads, for `cymongoose.wsgi` (not a user
-    API): `WSGILoop.run_batch()` reads and writes these fields and calls the hook
-    `wake_standby()`, which raises `NotImplementedError` here."""
+    API): `WSGILoop.run_batch()` reads and writes these fields and calls the hooks
+    `wake_standby()` and `apps_wait()`, which raise `NotImplementedError` here."""
 
     owner: Any
     current: Any
     standby_asleep: bool
+    standby_looks: int
     def __init_subclass__(cls, *, partial: bool = False) -> None:
         """A Python subclass must override every hook (else `TypeError` at its class
         statement); `partial=True` marks a mixin holding some of them."""
     def wake_standby(self) -> None: ...
+    def apps_wait(self) -> None: ...
 
 @disjoint_base
 class ASGIServerState:

@@ -67,6 +67,39 @@ static inline int cym_release_free_heap(void) { return malloc_trim(0); }
 static inline int cym_release_free_heap(void) { return 0; }
 #endif
 
+/* What the WSGI loop owner reads around the apps it runs inline (wsgi_exchange.pxi
+ * run_batch): the calling thread's CPU time (user + system) and its voluntary context
+ * switches, with the monotonic clock. Wall time the thread spent off its CPU after
+ * sleeping on its own (a socket read, a lock) is an app waiting: the server then runs apps
+ * on several threads. Linux counts both per thread (RUSAGE_THREAD, pyconfig.h defines
+ * _GNU_SOURCE); elsewhere the figures stay 0 and apps are only handed off after a stall. */
+#include <time.h>
+#include <sys/resource.h>
+typedef struct {
+  int64_t wall_ns;
+  int64_t cpu_ns;
+  int64_t sleeps;
+} cym_thread_usage;
+static inline int64_t cym_monotonic_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+static inline void cym_thread_usage_now(cym_thread_usage *u) {
+  u->wall_ns = cym_monotonic_ns();
+#if defined(RUSAGE_THREAD)
+  struct rusage ru;
+  if (getrusage(RUSAGE_THREAD, &ru) == 0) {
+    u->cpu_ns = ((int64_t) ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000 +
+                ((int64_t) ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000;
+    u->sleeps = ru.ru_nvcsw;
+    return;
+  }
+#endif
+  u->cpu_ns = u->wall_ns; /* no per-thread figures: never reads as waiting */
+  u->sleeps = 0;
+}
+
 #if CYM_HAVE_SENDFILE
 #include <sys/sendfile.h>
 #define cym_sendfile sendfile

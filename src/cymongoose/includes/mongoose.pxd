@@ -407,6 +407,14 @@ cdef extern from "cym_os.h" nogil:
     # Linux's sendfile(2); elsewhere a stand-in failing with EAGAIN, so the bytes are copied.
     ssize_t sendfile "cym_sendfile"(int out_fd, int in_fd, long *offset, size_t count)
 
+    # The WSGI loop owner's check for apps that wait (wsgi_exchange.pxi run_batch).
+    ctypedef struct cym_thread_usage:
+        int64_t wall_ns
+        int64_t cpu_ns
+        int64_t sleeps
+    int64_t cym_monotonic_ns()
+    void cym_thread_usage_now(cym_thread_usage *u)
+
 
 cdef extern from "stdio.h" nogil:
     int fileno(FILE *stream)

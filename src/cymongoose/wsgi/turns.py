@@ -41,11 +41,13 @@ class _LoopTurns(WSGITurns):
     before it waits.
 
     Apps that block would start one per `stall_s` that way, each after a takeover (a 20 ms
-    app on 8 threads served 80 requests a second). So a takeover also starts the blocking
-    mode (`blocking_until`): the owner stops running apps inline and wakes the other threads,
-    which run the queued apps, one each, at once, while the owner keeps polling. Every app
-    run so that takes longer than `stall_s` renews the mode; once apps are quick again it
-    ends, and the owner runs them inline again.
+    app on 8 threads served 80 requests a second), and apps that wait less than `stall_s`
+    (a database round trip) would never run two at once. So the blocking mode
+    (`blocking_until`): the owner stops running apps inline and wakes the other threads,
+    which run the queued apps at once while the owner keeps polling. It starts when
+    run_batch() sees the owner's thread wait off CPU during its inline apps (apps_wait()),
+    or at a takeover; an app run so that takes longer than `stall_s` renews it; when it
+    ends, the owner runs apps inline again and measures them again.
 
     Per request this costs deque operations only (atomic under the GIL); `lock` is taken
     once per batch, and by the standby once per `stall_s`. `owner`, `current` and
@@ -70,6 +72,7 @@ class _LoopTurns(WSGITurns):
         # starts an inline app. Written by the standby, then `current` read; the owner
         # writes `current`, then reads this: under the GIL one of them sees the other.
         self.standby_asleep = False
+        self.standby_looks = 0
         self._standby: threading.Thread | None = None
         self.pending: collections.deque[_Exchange] = collections.deque()
         # One token per app allowed to run at once (the loop owner is a thread more, so a
@@ -213,6 +216,15 @@ class _LoopTurns(WSGITurns):
             self.blocking_until = now + _BLOCKING_S
         state.wake_loop()
 
+    def apps_wait(self) -> None:
+        """Owner, from run_batch(): the apps it just ran inline waited off CPU (a database
+        round trip, however short): start the blocking mode, so the queued apps and the
+        next ones run on the other threads at once. When the mode ends, the owner runs
+        apps inline again, and measures again: apps that still wait renew it there."""
+        self.blocking_until = time.monotonic() + _BLOCKING_S
+        with self._cond:  # the rest of the batch: now, not after the next poll
+            self._cond.notify(len(self.pending))
+
     def wake_standby(self) -> None:
         """Owner, having set `current` while the standby sleeps: watch this app."""
         self.standby_asleep = False
@@ -230,6 +242,9 @@ class _LoopTurns(WSGITurns):
             wake.wait(_DEEP_SLEEP_S if self.standby_asleep else self._stall_s)
             wake.clear()  # the state is read after this: a wake-up set from now on counts
             self.standby_asleep = False
+            # This thread took the GIL, maybe from the owner mid-app: the owner's wait for
+            # it back is not its app waiting (run_batch skips that stretch).
+            self.standby_looks += 1
             with self.lock:
                 if self.owner is None:
                     return False

@@ -83,3 +83,43 @@ def test_an_idle_server_lets_its_standby_sleep_and_wakes_it_for_the_next_app() -
         finally:
             release.set()
             blocked.join(30)
+
+
+def test_apps_that_wait_briefly_run_at_once() -> None:
+    # An app that waits 0.3 ms per request (a database round trip's order) never stalls the
+    # owner for a whole stall_s: the owner sees it waited off CPU and hands the queue to
+    # the threads. Before, 8 clients on 8 threads never had two such apps in flight.
+    lock = threading.Lock()
+    in_flight = 0
+    most = 0
+    seen_two = threading.Event()
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        nonlocal in_flight, most
+        with lock:
+            in_flight += 1
+            most = max(most, in_flight)
+            if most >= 2:
+                seen_two.set()
+        try:
+            time.sleep(0.0003)  # off CPU, GIL released, as a socket read would be
+        finally:
+            with lock:
+                in_flight -= 1
+        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "2")])
+        return [b"ok"]
+
+    def client(port: int) -> list[int]:
+        statuses = []
+        with HttpConnection(port, timeout=30) as c:
+            for _ in range(100):  # the bound: 800 requests in all
+                if seen_two.is_set():
+                    break
+                statuses.append(c.request("GET", "/wait").status)
+        return statuses
+
+    with running_wsgi_server(app, threads=8) as running:
+        with ThreadPoolExecutor(8) as pool:
+            answers = [s for got in pool.map(client, [running.port] * 8) for s in got]
+    assert answers and set(answers) == {200}
+    assert most >= 2, f"{len(answers)} requests, never two apps at once"

@@ -133,8 +133,38 @@ cdef class WSGITurns:
         raise NotImplementedError(
             "WSGITurns.wake_standby(): the server's subclass wakes its standby thread")
 
+    cpdef apps_wait(self):
+        raise NotImplementedError(
+            "WSGITurns.apps_wait(): the server's subclass starts running apps on threads")
 
-_SERVER_HOOKS[WSGITurns] = ("wake_standby",)
+
+_SERVER_HOOKS[WSGITurns] = ("wake_standby", "apps_wait")
+
+# The owner's inline apps waited when, since the batch started (or the last check), its
+# thread slept on its own and spent at least this long and this share of the wall time off
+# its CPU: a database round trip on loopback is 50-200 us. A GIL hand-over to the standby
+# (every stall_s at most) costs a few us off CPU in milliseconds of apps, far below both.
+DEF _WAITED_NS = 40000
+DEF _WAITED_SHARE = 8  # off-CPU >= wall / this
+# Checked after the app that ends this long after the last check: a batch of apps that wait
+# runs at most about this long on the owner alone before the rest go to the threads. Reading
+# the thread's usage is a system call; the clock is not.
+DEF _CHECK_EVERY_NS = 150000
+
+
+cdef inline bint _apps_waited(mg.cym_thread_usage *since, int64_t now_ns,
+                              bint standby_looked) noexcept nogil:
+    """Whether the owner's thread waited off CPU since `since` (then restarted from now);
+    never when the standby took the GIL meanwhile, the owner's wait for it being no app's."""
+    cdef mg.cym_thread_usage u
+    mg.cym_thread_usage_now(&u)
+    cdef int64_t wall = now_ns - since.wall_ns
+    cdef int64_t off_cpu = wall - (u.cpu_ns - since.cpu_ns)
+    cdef bint waited = (not standby_looked and u.sleeps != since.sleeps
+                        and off_cpu >= _WAITED_NS and off_cpu * _WAITED_SHARE >= wall)
+    since[0] = u
+    since.wall_ns = now_ns
+    return waited
 
 
 cpdef enum OutboxOp:
@@ -249,8 +279,14 @@ cdef class WSGILoop(_LoopHandler):
         raised to app_failed(); a parked response whose client drained (ex.resumed) goes
         to resume_app()."""
         cdef WSGIExchange ex
+        cdef mg.cym_thread_usage since
+        cdef int64_t now_ns
+        cdef unsigned long looks = turns.standby_looks
+        cdef bint looked
         pending = self.pending
         outbox = self.outbox
+        if not once:
+            mg.cym_thread_usage_now(&since)
         while pending and (once or turns.owner is me):
             try:
                 slots.pop()
@@ -293,6 +329,16 @@ cdef class WSGILoop(_LoopHandler):
                 else:
                     slots.append(None)
             if once:
+                break
+            now_ns = mg.cym_monotonic_ns()
+            if now_ns - since.wall_ns < _CHECK_EVERY_NS and pending:
+                continue
+            looked = turns.standby_looks != looks
+            looks = turns.standby_looks
+            if _apps_waited(&since, now_ns, looked):
+                # The owner ran apps that wait (a database, a service): the rest of the
+                # queue, and what comes next, run on threads, several at once.
+                turns.apps_wait()
                 break
 
     cpdef write_step(self, WSGIExchange ex, int op, arg):
