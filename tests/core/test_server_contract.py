@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import time
 import re
+import time
 from pathlib import Path
 from typing import Any
 
