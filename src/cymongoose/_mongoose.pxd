@@ -371,6 +371,9 @@ cdef class WSGILoop(_LoopHandler):
     cdef public object quiet_handler  # this, or the server's Python admission
     cdef public bint access_log_on  # drain() calls log_access() once per response
     cdef public bint clock_requests  # stamp each exchange's `started` (access log, deadline)
+    # run_batch() saw the owner's apps wait in its last judged stretch: a second one in a row
+    # starts the blocking mode (one alone may be the owner held up by another thread).
+    cdef bint waited_before
 
     cdef _admit(self, Connection conn, HttpMessage msg)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -143,10 +144,14 @@ def test_mixins_say_partial_and_the_class_combining_them_is_checked() -> None:
 class _Turns(WSGITurns):
     def __init__(self) -> None:
         self.woken = 0
+        self.waits_seen = 0
 
     def wake_standby(self) -> None:
         self.woken += 1
         self.standby_asleep = False
+
+    def apps_wait(self) -> None:
+        self.waits_seen += 1
 
 
 class _Ex(WSGIExchange):
@@ -225,6 +230,34 @@ def test_run_batch_gives_a_resumed_exchange_to_resume_app_not_the_app() -> None:
     loop.run_batch(turns, me, app, slots, True)
     assert loop.calls == [("resume_app", pair)]
     assert list(slots) == [None] and ex.app_phase == 2
+
+
+def test_run_batch_tells_apps_that_wait_off_cpu_from_apps_that_compute() -> None:
+    # The owner's inline apps: ones that sleep 1 ms (off CPU, as a database round trip)
+    # make run_batch() call apps_wait() and leave the rest of the queue to the threads;
+    # apps that only compute never do.
+    loop, turns, me = _Loop(), _Turns(), object()
+    loop.outbox = collections.deque()
+    turns.owner = me
+
+    def app(environ: dict[str, Any], start_response: Any) -> Any:
+        if environ.get("wait"):
+            time.sleep(0.001)
+        else:
+            sum(range(2000))
+        return iter(())
+
+    slots: collections.deque[None] = collections.deque([None])
+    loop.pending = collections.deque(_Ex(None, None, {}, False) for _ in range(50))
+    loop.run_batch(turns, me, app, slots)
+    assert turns.waits_seen == 0 and not loop.pending
+
+    # Judged after each app that waited (each takes over the 0.15 ms between checks); the
+    # second in a row starts the mode (one alone may be the owner held up by a thread).
+    loop.pending = collections.deque(_Ex(None, None, {"wait": True}, False) for _ in range(4))
+    loop.run_batch(turns, me, app, slots)
+    assert turns.waits_seen == 1
+    assert len(loop.pending) == 2  # the rest: for the threads, not one after another here
 
 
 class _Cycle(ASGICycle):

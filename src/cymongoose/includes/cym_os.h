@@ -68,11 +68,11 @@ static inline int cym_release_free_heap(void) { return 0; }
 #endif
 
 /* What the WSGI loop owner reads around the apps it runs inline (wsgi_exchange.pxi
- * run_batch): the calling thread's CPU time (user + system) and its voluntary context
- * switches, with the monotonic clock. Wall time the thread spent off its CPU after
- * sleeping on its own (a socket read, a lock) is an app waiting: the server then runs apps
- * on several threads. Linux counts both per thread (RUSAGE_THREAD, pyconfig.h defines
- * _GNU_SOURCE); elsewhere the figures stay 0 and apps are only handed off after a stall. */
+ * run_batch): the calling thread's CPU time and its voluntary context switches (two system
+ * calls), with the monotonic clock. Wall time the thread spent off its CPU after sleeping on
+ * its own (a socket read, a lock) is an app waiting: the server then runs apps on several
+ * threads. Linux counts switches per thread (RUSAGE_THREAD; pyconfig.h defines _GNU_SOURCE);
+ * elsewhere the CPU time reads as the wall time, and apps are only handed off after a stall. */
 #include <time.h>
 #include <sys/resource.h>
 typedef struct {
@@ -87,11 +87,13 @@ static inline int64_t cym_monotonic_ns(void) {
 }
 static inline void cym_thread_usage_now(cym_thread_usage *u) {
   u->wall_ns = cym_monotonic_ns();
-#if defined(RUSAGE_THREAD)
+#if defined(RUSAGE_THREAD) && defined(CLOCK_THREAD_CPUTIME_ID)
+  /* The CPU time from the thread's clock: getrusage()'s user and system times are split
+   * from it by ticks and can run ahead of the wall clock over a millisecond. */
   struct rusage ru;
-  if (getrusage(RUSAGE_THREAD, &ru) == 0) {
-    u->cpu_ns = ((int64_t) ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000 +
-                ((int64_t) ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000;
+  struct timespec ts;
+  if (getrusage(RUSAGE_THREAD, &ru) == 0 && clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0) {
+    u->cpu_ns = (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
     u->sleeps = ru.ru_nvcsw;
     return;
   }

@@ -142,7 +142,7 @@ _SERVER_HOOKS[WSGITurns] = ("wake_standby", "apps_wait")
 
 # The owner's inline apps waited when, since the batch started (or the last check), its
 # thread slept on its own and spent at least this long and this share of the wall time off
-# its CPU: a database round trip on loopback is 50-200 us. A GIL hand-over to the standby
+# its CPU, in two such stretches in a row: a database round trip on loopback is 50-200 us. A GIL hand-over to the standby
 # (every stall_s at most) costs a few us off CPU in milliseconds of apps, far below both.
 DEF _WAITED_NS = 40000
 DEF _WAITED_SHARE = 8  # off-CPU >= wall / this
@@ -335,11 +335,16 @@ cdef class WSGILoop(_LoopHandler):
                 continue
             looked = turns.standby_looks != looks
             looks = turns.standby_looks
-            if _apps_waited(&since, now_ns, looked):
-                # The owner ran apps that wait (a database, a service): the rest of the
-                # queue, and what comes next, run on threads, several at once.
+            if not _apps_waited(&since, now_ns, looked):
+                self.waited_before = False
+            elif self.waited_before:
+                # The owner ran apps that wait (a database, a service), twice in a row: the
+                # rest of the queue, and what comes next, run on threads, several at once.
+                self.waited_before = False
                 turns.apps_wait()
                 break
+            else:
+                self.waited_before = True
 
     cpdef write_step(self, WSGIExchange ex, int op, arg):
         raise NotImplementedError(
