@@ -142,8 +142,9 @@ _SERVER_HOOKS[WSGITurns] = ("wake_standby", "apps_wait")
 
 # The owner's inline apps waited when, since the batch started (or the last check), its
 # thread slept on its own and spent at least this long and this share of the wall time off
-# its CPU, in two such stretches in a row: a database round trip on loopback is 50-200 us. A GIL hand-over to the standby
-# (every stall_s at most) costs a few us off CPU in milliseconds of apps, far below both.
+# its CPU, in two such stretches in a row: a database round trip on loopback is 50-200 us.
+# A GIL hand-over to the standby (every stall_s at most) costs a few us off CPU in
+# milliseconds of apps, far below both, and its stretch is not judged anyway.
 DEF _WAITED_NS = 40000
 DEF _WAITED_SHARE = 8  # off-CPU >= wall / this
 # Checked after the app that ends this long after the last check: a batch of apps that wait
