@@ -48,6 +48,12 @@ def _world(row: Any) -> dict[str, int]:
     return {"id": row[0], "randomNumber": row[1]}
 
 
+async def _worlds(conn: Any, ids: list[int]) -> list[dict[str, int]]:
+    """Each row by its own query (one prepared statement, one round trip per row)."""
+    statement = await conn.prepare(SELECT_WORLD)
+    return [_world(await statement.fetchrow(i)) for i in ids]
+
+
 @app.get("/json")
 async def json_() -> JSONResponse:
     return JSONResponse({"message": te.HELLO})
@@ -76,8 +82,7 @@ async def slowdb() -> JSONResponse:
 async def queries(queries: str | None = None) -> JSONResponse:
     ids = te.random_ids(te.query_count(queries))
     async with _acquire() as conn:
-        statement = await conn.prepare(SELECT_WORLD)
-        worlds = [_world(await statement.fetchrow(i)) for i in ids]
+        worlds = await _worlds(conn, ids)
     return JSONResponse(worlds)
 
 
@@ -85,8 +90,7 @@ async def queries(queries: str | None = None) -> JSONResponse:
 async def updates(queries: str | None = None) -> JSONResponse:
     ids = te.distinct_random_ids(te.query_count(queries))
     async with _acquire() as conn:
-        statement = await conn.prepare(SELECT_WORLD)
-        worlds = [_world(await statement.fetchrow(i)) for i in ids]
+        worlds = await _worlds(conn, ids)
         for world in worlds:
             world["randomNumber"] = te.new_number()
         # One batch: asyncpg sends executemany's rows in one pipelined round.
