@@ -74,6 +74,7 @@ class _LoopTurns(WSGITurns):
         self.standby_asleep = False
         self.standby_looks = 0
         self._standby: threading.Thread | None = None
+        self._idle = 0  # followers waiting on _cond (written under it)
         self.pending: collections.deque[_Exchange] = collections.deque()
         # One token per app allowed to run at once (the loop owner is a thread more, so a
         # stalled app on every app thread still leaves one to serve the loop).
@@ -187,7 +188,11 @@ class _LoopTurns(WSGITurns):
                     if self._standby is None:
                         self._standby = me
                         break
-                    self._cond.wait()
+                    self._idle += 1
+                    try:
+                        self._cond.wait()
+                    finally:
+                        self._idle -= 1
             if self._standby is not me:
                 self._run_one()
                 continue
@@ -224,6 +229,20 @@ class _LoopTurns(WSGITurns):
         self.blocking_until = time.monotonic() + _BLOCKING_S
         with self._cond:  # the rest of the batch: now, not after the next poll
             self._cond.notify(len(self.pending))
+
+    def _wake_runners(self) -> None:
+        """Owner, blocking mode: wake as many threads as there are queued apps with a free
+        slot, the standby only when the idle followers are fewer. With no free slot nobody
+        is woken: the thread whose app frees one takes the next queued app itself
+        (follow()), and the standby looks every stall_s anyway. Waking threads that find no
+        slot cost a thread switch and a GIL hand-over per poll (about one per request
+        under load)."""
+        wanted = min(len(self.pending), len(self._slots))
+        with self._cond:
+            idle = self._idle
+            self._cond.notify(wanted)
+        if wanted > idle:
+            self._standby_wake.set()
 
     def wake_standby(self) -> None:
         """Owner, having set `current` while the standby sleeps: watch this app."""
@@ -282,9 +301,8 @@ class _LoopTurns(WSGITurns):
                     state.drain_outbox()
                 if self.pending:
                     if time.monotonic() < self.blocking_until:
-                        with self._cond:  # apps block: the other threads run them
-                            self._cond.notify(len(self.pending))
-                            self._standby_wake.set()
+                        if self._slots:  # apps block: the other threads run them
+                            self._wake_runners()
                     elif not self.run_pending():
                         return
                 if self.owner is not me:

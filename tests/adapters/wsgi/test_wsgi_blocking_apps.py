@@ -123,3 +123,52 @@ def test_apps_that_wait_briefly_run_at_once() -> None:
             answers = [s for got in pool.map(client, [running.port] * 8) for s in got]
     assert answers and set(answers) == {200}
     assert most >= 2, f"{len(answers)} requests, never two apps at once"
+
+
+class _CountingEvent(threading.Event):
+    def __init__(self) -> None:
+        super().__init__()
+        self.sets = 0
+
+    def set(self) -> None:
+        self.sets += 1
+        super().set()
+
+
+def test_queued_apps_wait_for_a_slot_without_waking_threads_and_run_when_one_frees() -> None:
+    # Blocking mode, every slot taken: each poll that queues a request used to wake the
+    # standby (a thread switch and a GIL hand-over, about one per request under load) to
+    # find no slot. Now nobody is woken for them; the thread whose app ends takes the next
+    # queued one itself, so they are still all answered once the blocked apps return.
+    release = threading.Event()
+    blocked_in = threading.Semaphore(0)
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        if environ["PATH_INFO"] == "/block":
+            blocked_in.release()
+            release.wait(20)
+        body = environ["PATH_INFO"].encode()
+        start_response("200 OK", [("Content-Type", "text/plain"),
+                                  ("Content-Length", str(len(body)))])
+        return [body]
+
+    with running_wsgi_server(app, threads=2) as running:
+        turns = running.server._turns
+        with ThreadPoolExecutor(6) as pool:
+            try:
+                blocked = [pool.submit(get, running.port, "/block", timeout=30)
+                           for _ in range(2)]
+                for _ in range(2):
+                    assert blocked_in.acquire(timeout=10), "the blocking apps never started"
+                # Both slots are taken (and a takeover started the blocking mode; it may
+                # end meanwhile on a slow machine: no slot means no wake-up either way).
+                wait_for(lambda: not turns._slots, 10, "no free slot")
+                turns._standby_wake = counting = _CountingEvent()
+                quick = [pool.submit(get, running.port, f"/quick{i}", timeout=30)
+                         for i in range(4)]
+                wait_for(lambda: len(turns.pending) == 4, 10, "the 4 quick requests queued")
+                assert counting.sets == 0, "a thread was woken with no slot to run an app"
+            finally:
+                release.set()
+            assert [f.result().body for f in quick] == [f"/quick{i}".encode() for i in range(4)]
+            assert [f.result().status for f in blocked] == [200, 200]
