@@ -74,7 +74,6 @@ class _LoopTurns(WSGITurns):
         self.standby_asleep = False
         self.standby_looks = 0
         self._standby: threading.Thread | None = None
-        self._idle = 0  # followers waiting on _cond (written under it)
         self.pending: collections.deque[_Exchange] = collections.deque()
         # One token per app allowed to run at once (the loop owner is a thread more, so a
         # stalled app on every app thread still leaves one to serve the loop).
@@ -188,11 +187,7 @@ class _LoopTurns(WSGITurns):
                     if self._standby is None:
                         self._standby = me
                         break
-                    self._idle += 1
-                    try:
-                        self._cond.wait()
-                    finally:
-                        self._idle -= 1
+                    self._cond.wait()
             if self._standby is not me:
                 self._run_one()
                 continue
@@ -231,18 +226,15 @@ class _LoopTurns(WSGITurns):
             self._cond.notify(len(self.pending))
 
     def _wake_runners(self) -> None:
-        """Owner, blocking mode: wake as many threads as there are queued apps with a free
-        slot, the standby only when the idle followers are fewer. With no free slot nobody
-        is woken: the thread whose app frees one takes the next queued app itself
-        (follow()), and the standby looks every stall_s anyway. Waking threads that find no
-        slot cost a thread switch and a GIL hand-over per poll (about one per request
-        under load)."""
-        wanted = min(len(self.pending), len(self._slots))
+        """Owner, blocking mode, a free slot: wake as many threads as there are queued apps
+        with a slot, and the standby (a follower told may still be on its way: the standby
+        takes what it does not). With no free slot the caller wakes nobody: the thread
+        whose app frees one takes the next queued app itself (follow()). Waking threads that
+        find no slot cost a thread switch and a GIL hand-over per poll, about one per
+        request under load."""
         with self._cond:
-            idle = self._idle
-            self._cond.notify(wanted)
-        if wanted > idle:
-            self._standby_wake.set()
+            self._cond.notify(min(len(self.pending), len(self._slots)))
+        self._standby_wake.set()
 
     def wake_standby(self) -> None:
         """Owner, having set `current` while the standby sleeps: watch this app."""
