@@ -29,8 +29,9 @@ class AppLoadError(Exception):
 
 class ClientDisconnected(ConnectionResetError):
     """The client went away while the app was reading its request or writing its response
-    (WSGI's `wsgi.input.read()` and `write()`, ASGI's `send()`): an `OSError`, as ASGI 2.4
-    asks."""
+    (WSGI's `wsgi.input.read()` and `write()`, an ASGI WebSocket's `send()`): an `OSError`.
+    An ASGI HTTP `send()` after the client left returns quietly instead (spec 2.3, as
+    uvicorn): Django's handler leaks the request's database connection on an error there."""
 
 
 class LifespanFailure(RuntimeError):

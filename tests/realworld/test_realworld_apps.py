@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import http.client
 import json
+import subprocess
 import tempfile
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -29,6 +31,7 @@ REQUEST_TIMEOUT_S = 30.0
 RECOVERY_TIMEOUT_S = 60.0
 CLIENTS = 16
 REQUESTS_EACH = 20
+POOL_SIZE = 16  # the apps' pools (REALWORLD_POOL's default, served_app.py)
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +120,35 @@ def test_many_clients_at_once_all_get_their_rows(app: ServedApp) -> None:
     assert not any(t.is_alive() for t in threads), "a client is still waiting"
     assert failures == [], app.log()[-3000:]
     assert counts["ok"] == CLIENTS * REQUESTS_EACH
+
+
+def test_clients_that_leave_before_their_answer_cost_the_app_no_pooled_connection(
+        app: ServedApp) -> None:
+    # wrk ends each run by closing its 64 keep-alive connections, their requests queued for
+    # the pool (16 connections) or running. On the ASGI server an answer sent after that
+    # raised an OSError (spec 2.4), and Django's handler then skipped request_finished: the
+    # request's pooled connection never came back (6 to 14 per 3 s run), and two or three
+    # runs later every query waited for the pool and failed (500). Now, as on uvicorn, such
+    # a send is dropped quietly. wrk, not a script: its ending is what found it (by hand,
+    # server and wrk pinned to a CPU each; here the old build did not always leak, so
+    # tests/adapters/asgi's send-after-disconnect test is the one that must fail on it).
+    if app.name != "django-asgi":
+        pytest.skip("the leak was Django's ASGI handler's; the others' pools are checked "
+                    "by the many-clients test")
+    for _ in range(3):
+        subprocess.run(["wrk", "-t1", "-c64", "-d2s", "--timeout", "10s",
+                        f"http://127.0.0.1:{app.port}/db"],
+                       check=True, capture_output=True, timeout=60)
+
+    def pool_whole() -> bool:
+        # Every pooled connection in use at once, each query answered: none went missing.
+        with ThreadPoolExecutor(POOL_SIZE) as pool:
+            return all(status == 200 for status, _ in pool.map(
+                lambda _: _get(app, "/db"), range(POOL_SIZE)))
+
+    wait_for(pool_whole, RECOVERY_TIMEOUT_S, f"{app.name}'s pool whole again after "
+             "clients left early", interval=0.2)
+    assert "Traceback" not in app.log(), app.log()[-3000:]
 
 
 def test_a_gone_database_is_a_500_and_the_server_keeps_serving(

@@ -123,9 +123,11 @@ class _HTTPCycle(ASGIHTTPExchange):
             self._finish()  # the access-log line, with the status the server applied
 
     async def send_slow(self, message: ASGIMessage) -> None:
-        """send() for every message its C path did not complete (streaming, files, errors)."""
+        """send() for every message its C path did not complete (streaming, files, errors).
+        Once the client is gone, every message is dropped without an error (spec 2.3, as
+        uvicorn; server.py's _ASGI_HTTP says why): the app learns of it from receive()."""
         if self.closed:
-            raise ClientDisconnected("the client disconnected")
+            return
         kind = message["type"]
         try:
             if kind == "http.response.body":
@@ -164,9 +166,8 @@ class _HTTPCycle(ASGIHTTPExchange):
         except (ClientDisconnected, asyncio.CancelledError):
             raise
         except Exception as exc:
-            refused = self._body_refused()
-            if refused is not None:  # the core answered 413 before the app read that far
-                raise ClientDisconnected(str(refused)) from None
+            if self._body_refused() is not None:
+                return  # the core answered 413 before the app read that far: client gone
             self._protocol_error(exc)
             raise
 
@@ -210,8 +211,7 @@ class _HTTPCycle(ASGIHTTPExchange):
                 if self.tx is None:
                     self.tx = _Waiter()
                 await self.tx.wait()
-            if self.closed:
-                raise ClientDisconnected("the client disconnected")
+            # Closed meanwhile: the rest of the app's messages are dropped (send_slow()).
 
     def _send_file(self, message: ASGIMessage) -> None:
         if not self.status:
@@ -265,7 +265,7 @@ class _HTTPCycle(ASGIHTTPExchange):
     def time_out(self) -> None:
         """Loop side: the request deadline passed before http.response.start (deadline.py):
         answer 504 (the access log says so), then cancel the app's task. The exchange counts
-        as closed, so what the app sends after raises ClientDisconnected, never logged."""
+        as closed, so what the app sends after is dropped, never logged."""
         try:
             self.conn.http_respond(504, _HEADERS_504, RESPONSE_504,
                                    more_headers=self.server_state.default_headers[3])

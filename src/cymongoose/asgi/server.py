@@ -44,7 +44,12 @@ from .websocket import _WSCycle
 __all__ = ["ASGIServer", "serve"]
 
 _HTTP_EXTENSIONS: dict[str, Any] = {"http.response.pathsend": {}}
-_ASGI_HTTP = {"version": "3.0", "spec_version": "2.4"}  # shared by every scope
+# Shared by every HTTP scope. 2.3, not 2.4: a send() after the client left returns quietly, as
+# on uvicorn and granian (2.3 servers), because Django's ASGI handler lets an OSError from
+# send() skip its request_finished, and with it the return of the request's database
+# connection to the pool: every client that left before its answer leaked one. Starlette, told
+# 2.3, listens for http.disconnect itself while it streams.
+_ASGI_HTTP = {"version": "3.0", "spec_version": "2.3"}
 
 
 def _scope_base(scheme: str, server: tuple[str, int | None], root_path: str) -> dict[str, Any]:

@@ -162,9 +162,10 @@ def test_receive_after_the_response_is_disconnect(asgi_served: Served) -> None:
     assert state == {"received": "http.disconnect"}
 
 
-def test_disconnect_then_send_raises_oserror(our_asgi: ServeASGI) -> None:
-    # ASGI 2.4: send() after a disconnect raises an OSError (uvicorn's h11 protocol returns
-    # quietly instead, so this case is ours alone).
+def test_send_after_a_disconnect_returns_quietly(our_asgi: ServeASGI) -> None:
+    # Spec 2.3, as uvicorn and granian: send() after the client left drops its message. An
+    # OSError there (2.4) makes Django's ASGI handler skip request_finished and leak the
+    # request's database connection (tests/realworld has that case with Django itself).
     asgi_served = our_asgi()
     token = uuid.uuid4().hex
     with socket.create_connection(("127.0.0.1", asgi_served.port)) as sock:
@@ -172,7 +173,7 @@ def test_disconnect_then_send_raises_oserror(our_asgi: ServeASGI) -> None:
         wait_state(asgi_served.port, token, lambda st: True)  # the app has the request
     state = wait_state(asgi_served.port, token, lambda st: "send" in st)
     assert state["received"] == "http.disconnect"
-    assert state["send"].startswith("OSError:"), state
+    assert state["send"] == "returned", state
 
 
 def test_broken_chunked_framing_mid_body_is_a_disconnect(our_asgi: ServeASGI) -> None:
