@@ -9,6 +9,16 @@ app, so a server's CPU per request minus this figure is the server's own overhea
 
     python tests/benchmarks/app_cost.py --app hello_apps:flask_app [--interface wsgi]
         [--cpu 0] [--seconds 0.6] [--repeats 5] [--json]
+    python tests/benchmarks/app_cost.py --app realworld.apps.flask_psycopg:app \
+        --path '/queries?queries=20' --cpu 0      # REALWORLD_DSN: a database to ask
+
+`--path` asks for another target than `/` (its answer must be a 200, any body): with the
+realworld apps (tests/realworld/apps), it tells the app's own CPU per request from what the
+server adds around it, which is how docs/performance.md splits a database test's time.
+`--threads N` (WSGI) calls the app from N threads at once, each call after the last, as a
+threaded server with no I/O of its own would: an app that waits on a database needs several
+in flight to fill a CPU, and pays for the GIL changing hands between them; that is the
+floor a threaded server's CPU per request is compared with.
 
 The runner (`run.py`, phase ``app``) starts this script with ``--serve`` once per app and
 environment, each in the contender's own interpreter and pinned to the server's CPU, and
@@ -35,6 +45,7 @@ import json
 import os
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -52,12 +63,13 @@ _DISTRIBUTIONS = {"flask": "flask", "werkzeug": "werkzeug", "fastapi": "fastapi"
 HOST, PORT, CLIENT_PORT = "127.0.0.1", 8000, 50000
 
 
-def wsgi_environ() -> dict[str, Any]:
+def wsgi_environ(target: str = "/") -> dict[str, Any]:
+    path, _, query = target.partition("?")
     return {
         "REQUEST_METHOD": "GET",
         "SCRIPT_NAME": "",
-        "PATH_INFO": "/",
-        "QUERY_STRING": "",
+        "PATH_INFO": path,
+        "QUERY_STRING": query,
         "SERVER_NAME": HOST,
         "SERVER_PORT": str(PORT),
         "SERVER_PROTOCOL": "HTTP/1.1",
@@ -74,7 +86,8 @@ def wsgi_environ() -> dict[str, Any]:
     }
 
 
-def asgi_scope() -> dict[str, Any]:
+def asgi_scope(target: str = "/") -> dict[str, Any]:
+    path, _, query = target.partition("?")
     return {
         "type": "http",
         "asgi": {"version": "3.0", "spec_version": "2.3"},
@@ -84,9 +97,9 @@ def asgi_scope() -> dict[str, Any]:
         "scheme": "http",
         "method": "GET",
         "root_path": "",
-        "path": "/",
-        "raw_path": b"/",
-        "query_string": b"",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": query.encode(),
         "headers": [(b"host", f"{HOST}:{PORT}".encode())],
         "state": {},
     }
@@ -96,19 +109,23 @@ class WrongAnswer(Exception):
     pass
 
 
-def _check(status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+def _check(status: int, headers: list[tuple[str, str]], body: bytes,
+           hello: bool = True) -> None:
+    """The benchmark's hello, or (`hello` False: another target) any 200."""
     ctype = next((v for k, v in headers if k.lower() == "content-type"), None)
     if status != 200:
         raise WrongAnswer(f"status {status}, expected 200")
+    if not hello:
+        return
     if ctype is None or ctype.split(";")[0].strip().lower() != HELLO_TYPE:
         raise WrongAnswer(f"Content-Type {ctype!r}, expected {HELLO_TYPE}")
     if body != HELLO_BODY:
         raise WrongAnswer(f"body {body[:80]!r} differs from {HELLO_BODY!r}")
 
 
-def wsgi_runner(app: Any) -> tuple[Any, Any]:
+def wsgi_runner(app: Any, target: str = "/") -> tuple[Any, Any]:
     """(check, run(n)): run(n) calls the app n times the way a minimal server would."""
-    base = wsgi_environ()
+    base = wsgi_environ(target)
     answer: list[Any] = []
 
     def write(data: bytes) -> None:
@@ -128,7 +145,7 @@ def wsgi_runner(app: Any) -> tuple[Any, Any]:
             if close is not None:
                 close()
         status, headers, *written = answer
-        _check(int(status.split()[0]), headers, b"".join(written + chunks))
+        _check(int(status.split()[0]), headers, b"".join(written + chunks), target == "/")
 
     def run(n: int) -> None:
         for _ in range(n):
@@ -142,10 +159,10 @@ def wsgi_runner(app: Any) -> tuple[Any, Any]:
     return check, run
 
 
-def asgi_runner(app: Any) -> tuple[Any, Any]:
+def asgi_runner(app: Any, target: str = "/") -> tuple[Any, Any]:
     """(check, run(n)). The calls are awaited in one task on an asyncio loop (no task per
     call); an app that never suspends never touches the loop."""
-    base = asgi_scope()
+    base = asgi_scope(target)
     request = {"type": "http.request", "body": b"", "more_body": False}
     sent: list[dict[str, Any]] = []
     loop = asyncio.new_event_loop()
@@ -170,7 +187,7 @@ def asgi_runner(app: Any) -> tuple[Any, Any]:
         headers = [(bytes(k).decode("latin-1"), bytes(v).decode("latin-1"))
                    for k, v in start.get("headers", [])]
         body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-        _check(start["status"], headers, body)
+        _check(start["status"], headers, body, target == "/")
         sent.clear()
 
     def run(n: int) -> None:
@@ -179,10 +196,32 @@ def asgi_runner(app: Any) -> tuple[Any, Any]:
     return check, run
 
 
-def prepare(app: Any, interface: str, seconds: float, warmup: float) -> tuple[Any, Any, int]:
+def threaded_runner(app: Any, target: str, threads: int) -> tuple[Any, Any]:
+    """(check, run(n)): run(n) makes n calls from `threads` threads at once (WSGI), each
+    thread with its own environ and start_response."""
+    check, _ = wsgi_runner(app, target)
+    runs = [wsgi_runner(app, target)[1] for _ in range(threads)]
+
+    def run(n: int) -> None:
+        share, extra = divmod(n, threads)
+        workers = [threading.Thread(target=r, args=(share + (i < extra),))
+                   for i, r in enumerate(runs)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+
+    return check, run
+
+
+def prepare(app: Any, interface: str, seconds: float, warmup: float,
+            target: str = "/", threads: int = 1) -> tuple[Any, Any, int]:
     """(check, run, calls): the answer checked, the app warmed up (lazy set-up, caches), and
     the number of calls that takes about `seconds` of CPU."""
-    check, run = (wsgi_runner if interface == "wsgi" else asgi_runner)(app)
+    if threads > 1:
+        check, run = threaded_runner(app, target, threads)
+    else:
+        check, run = (wsgi_runner if interface == "wsgi" else asgi_runner)(app, target)
     check()
     n, spent = 16, 0.0
     deadline = time.process_time() + warmup
@@ -213,8 +252,8 @@ def summarize(calls: int, cpu_us: list[float], wall_us: list[float]) -> dict[str
 
 
 def measure(app: Any, interface: str, seconds: float, repeats: int,
-            warmup: float) -> dict[str, Any]:
-    check, run, calls = prepare(app, interface, seconds, warmup)
+            warmup: float, target: str = "/", threads: int = 1) -> dict[str, Any]:
+    check, run, calls = prepare(app, interface, seconds, warmup, target, threads)
     cpu_us, wall_us = zip(*(repeat(run, calls) for _ in range(repeats)), strict=True)
     check()  # still the right answer after all those calls
     return summarize(calls, list(cpu_us), list(wall_us))
@@ -238,7 +277,8 @@ def serve(app: Any, args: argparse.Namespace) -> int:
         sys.stdout.flush()
 
     try:
-        check, run, calls = prepare(app, args.interface, args.seconds, args.warmup)
+        check, run, calls = prepare(app, args.interface, args.seconds, args.warmup,
+                                    args.path, args.threads)
     except WrongAnswer as exc:
         say({"error": f"{args.app} answered wrongly: {exc}"})
         return 1
@@ -264,8 +304,13 @@ def serve(app: Any, args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--app", required=True, help="module:attr, imported from servers/")
+    p.add_argument("--app", required=True,
+                   help="module:attr, imported from servers/ or tests/ (realworld.apps...)")
+    p.add_argument("--path", default="/", help="the request target (path?query); not / "
+                   "means any 200 answer passes the check")
     p.add_argument("--interface", choices=["wsgi", "asgi"], default="wsgi")
+    p.add_argument("--threads", type=int, default=1,
+                   help="WSGI: call the app from this many threads at once")
     p.add_argument("--cpu", type=int, help="pin to this CPU (the server's)")
     p.add_argument("--seconds", type=float, default=0.6, help="CPU seconds per repeat")
     p.add_argument("--repeats", type=int, default=5)
@@ -276,6 +321,12 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.cpu is not None:
         os.sched_setaffinity(0, {args.cpu})
+    if not args.path.startswith("/"):
+        p.error(f"--path must start with /, got {args.path!r}")
+    if args.threads < 1 or (args.threads > 1 and args.interface != "wsgi"):
+        p.error(f"--threads takes a count of 1 or more, and more than 1 only with "
+                f"--interface wsgi; got {args.threads} with {args.interface}")
+    sys.path.insert(0, str(BENCH_DIR.parent))  # tests/: the realworld apps
     sys.path.insert(0, str(BENCH_DIR / "servers"))
     module_name, _, attr = args.app.partition(":")
     app: Any = importlib.import_module(module_name)
@@ -284,16 +335,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.serve:
         return serve(app, args)
     try:
-        result = measure(app, args.interface, args.seconds, args.repeats, args.warmup)
+        result = measure(app, args.interface, args.seconds, args.repeats, args.warmup,
+                         args.path, args.threads)
     except WrongAnswer as exc:
         sys.exit(f"app_cost: {args.app} answered wrongly: {exc}")
-    out = {"app": args.app, "interface": args.interface, "cpu": args.cpu,
+    out = {"app": args.app, "path": args.path, "threads": args.threads,
+           "interface": args.interface, "cpu": args.cpu,
            "python": sys.version.split()[0], "executable": sys.executable,
            "versions": versions(), **result}
     if args.json:
         print(json.dumps(out))
     else:
-        print(f"{args.app} ({args.interface}, Python {out['python']}): "
+        target = "" if args.path == "/" else f" {args.path}"
+        on = f", {args.threads} threads" if args.threads > 1 else ""
+        print(f"{args.app}{target} ({args.interface}{on}, Python {out['python']}): "
               f"{out['per_call_us']:.2f} µs CPU per call (median of {args.repeats} x "
               f"{out['calls_per_repeat']:,} calls; {out['min_us']:.2f}–{out['max_us']:.2f}), "
               f"wall {out['wall_per_call_us']:.2f} µs")
