@@ -254,7 +254,7 @@ class _LoopTurns(WSGITurns):
             wake.clear()  # the state is read after this: a wake-up set from now on counts
             self.standby_asleep = False
             # This thread took the GIL, maybe from the owner mid-app: the owner's wait for
-            # it back is not its app waiting (run_batch skips that stretch).
+            # it back is not its app waiting (run_batch discounts it).
             self.standby_looks += 1
             with self.lock:
                 if self.owner is None:

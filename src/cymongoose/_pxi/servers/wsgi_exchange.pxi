@@ -143,10 +143,14 @@ _SERVER_HOOKS[WSGITurns] = ("wake_standby", "apps_wait")
 # The owner's inline apps waited when, since the batch started (or the last check), its
 # thread slept on its own and spent at least this long and this share of the wall time off
 # its CPU, in two such stretches in a row: a database round trip on loopback is 50-200 us.
-# A GIL hand-over to the standby (every stall_s at most) costs a few us off CPU in
-# milliseconds of apps, far below both, and its stretch is not judged anyway.
 DEF _WAITED_NS = 40000
 DEF _WAITED_SHARE = 8  # off-CPU >= wall / this
+# Each look of the standby (every stall_s while apps run) takes the GIL, maybe from the owner
+# mid-app: the owner's wait for it back is no app's. A few us on a quiet machine, up to a
+# scheduler slice on a busy one: a stretch is judged on its off-CPU time less this much per
+# look. Skipping such stretches instead lost apps that wait most of a stall_s: a look fell
+# in nearly every one, too short to be taken over, they ran one at a time for good.
+DEF _LOOK_NS = 500000
 # Checked after the app that ends this long after the last check: a batch of apps that wait
 # runs at most about this long on the owner alone before the rest go to the threads. Reading
 # the thread's usage is a system call; the clock is not.
@@ -154,15 +158,15 @@ DEF _CHECK_EVERY_NS = 150000
 
 
 cdef inline bint _apps_waited(mg.cym_thread_usage *since, int64_t now_ns,
-                              bint standby_looked) noexcept nogil:
-    """Whether the owner's thread waited off CPU since `since` (then restarted from now);
-    never when the standby took the GIL meanwhile, the owner's wait for it being no app's."""
+                              unsigned long standby_looks) noexcept nogil:
+    """Whether the owner's thread waited off CPU since `since` (then restarted from now),
+    beyond what the standby's `standby_looks` looks meanwhile can explain."""
     cdef mg.cym_thread_usage u
     mg.cym_thread_usage_now(&u)
     cdef int64_t wall = now_ns - since.wall_ns
-    cdef int64_t off_cpu = wall - (u.cpu_ns - since.cpu_ns)
-    cdef bint waited = (not standby_looked and u.sleeps != since.sleeps
-                        and off_cpu >= _WAITED_NS and off_cpu * _WAITED_SHARE >= wall)
+    cdef int64_t off_cpu = wall - (u.cpu_ns - since.cpu_ns) - <int64_t>standby_looks * _LOOK_NS
+    cdef bint waited = (u.sleeps != since.sleeps and off_cpu >= _WAITED_NS
+                        and off_cpu * _WAITED_SHARE >= wall)
     since[0] = u
     since.wall_ns = now_ns
     return waited
@@ -283,7 +287,7 @@ cdef class WSGILoop(_LoopHandler):
         cdef mg.cym_thread_usage since
         cdef int64_t now_ns
         cdef unsigned long looks = turns.standby_looks
-        cdef bint looked
+        cdef unsigned long looked
         pending = self.pending
         outbox = self.outbox
         if not once:
@@ -334,7 +338,7 @@ cdef class WSGILoop(_LoopHandler):
             now_ns = mg.cym_monotonic_ns()
             if now_ns - since.wall_ns < _CHECK_EVERY_NS and pending:
                 continue
-            looked = turns.standby_looks != looks
+            looked = turns.standby_looks - looks  # wraps as the field does
             looks = turns.standby_looks
             if not _apps_waited(&since, now_ns, looked):
                 self.waited_before = False
