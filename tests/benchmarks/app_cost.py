@@ -164,21 +164,45 @@ def asgi_runner(app: Any, target: str = "/") -> tuple[Any, Any]:
     call); an app that never suspends never touches the loop."""
     base = asgi_scope(target)
     request = {"type": "http.request", "body": b"", "more_body": False}
+    gone = {"type": "http.disconnect"}
     sent: list[dict[str, Any]] = []
     loop = asyncio.new_event_loop()
+    # The call in progress: whether its request was given, and once the app asked again
+    # (it listens for the client leaving while it answers, as Django's ASGIHandler does),
+    # the future its receive() waits on until the answer is complete, then told the client
+    # left, as a server would. Closure cells, reset per call: an app that never asks twice
+    # pays about what it did when receive() only returned the request.
+    given = False
+    answered: asyncio.Future[None] | None = None
 
     async def receive() -> dict[str, Any]:
-        return request
+        nonlocal given, answered
+        if not given:
+            given = True
+            return request
+        if answered is None:
+            answered = loop.create_future()
+        await answered
+        return gone
 
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
+        if (answered is not None and not answered.done()
+                and message["type"] == "http.response.body" and not message.get("more_body")):
+            answered.set_result(None)
 
     async def calls(n: int) -> None:
+        nonlocal given, answered
         for _ in range(n):
+            given = False
+            answered = None
             await app(base.copy(), receive, send)
             sent.clear()
 
     def check() -> None:
+        nonlocal given, answered
+        given = False
+        answered = None
         sent.clear()
         loop.run_until_complete(app(base.copy(), receive, send))
         start = next((m for m in sent if m["type"] == "http.response.start"), None)
