@@ -54,9 +54,11 @@ def test_an_idle_server_lets_its_standby_sleep_and_wakes_it_for_the_next_app() -
     # still taken over at once (the quick request behind it is answered while it blocks),
     # not after the standby's long sleep.
     release = threading.Event()
+    blocking = threading.Event()
 
     def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
         if environ["PATH_INFO"] == "/block":
+            blocking.set()
             release.wait(20)
         body = environ["PATH_INFO"].encode()
         start_response("200 OK", [("Content-Type", "text/plain"),
@@ -75,7 +77,10 @@ def test_an_idle_server_lets_its_standby_sleep_and_wakes_it_for_the_next_app() -
         blocked = threading.Thread(target=lambda: get(running.port, "/block", timeout=30))
         blocked.start()
         try:
-            wait_for(lambda: turns.current is not None, 10, "turns.current is not None")
+            # The app's own word, not turns.current: the takeover clears that field a
+            # stall_s or two after the app started, and a check of it every few ms could
+            # miss that window on a starved machine (1 run in about 60 under a CPU hog).
+            assert blocking.wait(10), "the blocking app never started"
             started = time.monotonic()
             answer = get(running.port, "/quick", timeout=10)
             assert answer.body == b"/quick"
