@@ -92,10 +92,10 @@ def test_an_idle_server_lets_its_standby_sleep_and_wakes_it_for_the_next_app() -
             blocked.join(30)
 
 
-def test_apps_that_wait_briefly_run_at_once() -> None:
-    # An app that waits 0.3 ms per request (a database round trip's order) never stalls the
-    # owner for a whole stall_s: the owner sees it waited off CPU and hands the queue to
-    # the threads. Before, 8 clients on 8 threads never had two such apps in flight.
+def _apps_at_once(wait_s: float, requests_per_client: int) -> tuple[list[int], int]:
+    """8 keep-alive clients on 8 threads, each app waiting `wait_s` off CPU (GIL released,
+    as a socket read would be): the statuses, and the most apps seen in flight at once. The
+    clients stop once two were, or after `requests_per_client` each (the bound)."""
     lock = threading.Lock()
     in_flight = 0
     most = 0
@@ -109,7 +109,7 @@ def test_apps_that_wait_briefly_run_at_once() -> None:
             if most >= 2:
                 seen_two.set()
         try:
-            time.sleep(0.0003)  # off CPU, GIL released, as a socket read would be
+            time.sleep(wait_s)
         finally:
             with lock:
                 in_flight -= 1
@@ -119,7 +119,7 @@ def test_apps_that_wait_briefly_run_at_once() -> None:
     def client(port: int) -> list[int]:
         statuses = []
         with HttpConnection(port, timeout=30) as c:
-            for _ in range(100):  # the bound: 800 requests in all
+            for _ in range(requests_per_client):
                 if seen_two.is_set():
                     break
                 statuses.append(c.request("GET", "/wait").status)
@@ -128,6 +128,24 @@ def test_apps_that_wait_briefly_run_at_once() -> None:
     with running_wsgi_server(app, threads=8) as running:
         with ThreadPoolExecutor(8) as pool:
             answers = [s for got in pool.map(client, [running.port] * 8) for s in got]
+    return answers, most
+
+
+def test_apps_that_wait_briefly_run_at_once() -> None:
+    # An app that waits 0.3 ms per request (a database round trip's order) never stalls the
+    # owner for a whole stall_s: the owner sees it waited off CPU and hands the queue to
+    # the threads. Before, 8 clients on 8 threads never had two such apps in flight.
+    answers, most = _apps_at_once(0.0003, 100)  # at most 800 requests
+    assert answers and set(answers) == {200}
+    assert most >= 2, f"{len(answers)} requests, never two apps at once"
+
+
+def test_apps_that_wait_most_of_a_stall_run_at_once() -> None:
+    # An app that waits 3/4 of stall_s (Django's ORM around a 1 ms query, 4 ms in all)
+    # spans a look of the standby in nearly every run: the owner's check skipped each such
+    # stretch, and too short to be taken over, these apps ran one at a time for good
+    # (256 requests a second, the server 0.37 busy; 917 once they ran at once).
+    answers, most = _apps_at_once(_STALL_S * 0.75, 10)  # at most 80 requests
     assert answers and set(answers) == {200}
     assert most >= 2, f"{len(answers)} requests, never two apps at once"
 
@@ -180,43 +198,3 @@ def test_queued_apps_wait_for_a_slot_without_waking_threads_and_run_when_one_fre
             assert [f.result().body for f in quick] == [f"/quick{i}".encode() for i in range(4)]
             assert [f.result().status for f in blocked] == [200, 200]
 
-
-def test_apps_that_wait_most_of_a_stall_run_at_once() -> None:
-    # An app that waits 3/4 of stall_s (Django's ORM around a 1 ms query, 4 ms in all)
-    # spans a look of the standby in nearly every run: the owner's check skipped each such
-    # stretch, and too short to be taken over, these apps ran one at a time for good
-    # (256 requests a second, the server 0.37 busy; 917 once they ran at once).
-    lock = threading.Lock()
-    in_flight = 0
-    most = 0
-    seen_two = threading.Event()
-
-    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
-        nonlocal in_flight, most
-        with lock:
-            in_flight += 1
-            most = max(most, in_flight)
-            if most >= 2:
-                seen_two.set()
-        try:
-            time.sleep(_STALL_S * 0.75)
-        finally:
-            with lock:
-                in_flight -= 1
-        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "2")])
-        return [b"ok"]
-
-    def client(port: int) -> list[int]:
-        statuses = []
-        with HttpConnection(port, timeout=30) as c:
-            for _ in range(10):  # the bound: 80 requests in all
-                if seen_two.is_set():
-                    break
-                statuses.append(c.request("GET", "/wait").status)
-        return statuses
-
-    with running_wsgi_server(app, threads=8) as running:
-        with ThreadPoolExecutor(8) as pool:
-            answers = [s for got in pool.map(client, [running.port] * 8) for s in got]
-    assert answers and set(answers) == {200}
-    assert most >= 2, f"{len(answers)} requests, never two apps at once"
