@@ -111,6 +111,12 @@ MONGOOSE_VERSION: str
 TLS_ENGINE: str
 """The TLS engine this build uses: "openssl" (the default; RSA and ECDSA certificates, TLS 1.2
 and 1.3, ALPN http/1.1) or "builtin" (Mongoose's own TLS 1.3, ECDSA P-256 keys only)."""
+HTTP2_LIBRARY: str | None
+"""The libnghttp2 version this build runs with ("1.52.0"), or None when built without HTTP/2
+(CYMONGOOSE_HTTP2=OFF). HTTP/2 itself is not served yet (issue 36)."""
+
+def _h2_preface_state(data: bytes | bytearray | memoryview) -> int: ...
+
 WAKEUP_MAX_PAYLOAD: int
 DEFAULT_MAX_RECV_SIZE: int
 METRICS_SIZE: int

@@ -508,3 +508,16 @@ cdef extern from "cym_tls.h" nogil:
     void cym_tls_ctx_free(void *ctx)
     int cym_tls_attach(mg_connection *c, void *shared, const char *name, size_t name_len,
                        int verifies, int skip_verification, int alpn_http11)
+
+
+cdef extern from "cym_h2.h" nogil:
+    # HTTP/2 (issue 36): libnghttp2's presence and version, and the prior-knowledge check the
+    # HTTP guard makes on a plain connection's first bytes.
+    enum:
+        CYM_H2_BUILT  # 1 when built with libnghttp2 (CYMONGOOSE_HTTP2=ON, the default)
+        CYM_H2_NOT_PREFACE
+        CYM_H2_PARTIAL
+        CYM_H2_IS_PREFACE
+        CYM_H2_PREFACE_LEN
+    const char *cym_h2_library_version()
+    int cym_h2_preface_state(const unsigned char *buf, size_t len)
