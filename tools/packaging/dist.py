@@ -32,8 +32,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 MONGOOSE_DIR = ROOT / "vendor" / "mongoose"
 SUPPORTED = ("3.10", "3.11", "3.12", "3.13", "3.14")
-# Every wheel links OpenSSL statically (CMakeLists.txt hides its symbols).
-WHEEL_SETTINGS = ["-C", "cmake.define.OPENSSL_USE_STATIC_LIBS=TRUE"]
+# Every wheel links OpenSSL and libnghttp2 statically (CMakeLists.txt hides their symbols);
+# libnghttp2 from the prefix tools/packaging/build-nghttp2.sh fills (Debian's is not PIC).
+NGHTTP2_PREFIX = ROOT / "build" / "nghttp2"
+WHEEL_SETTINGS = ["-C", "cmake.define.OPENSSL_USE_STATIC_LIBS=TRUE",
+                  "-C", f"cmake.define.NGHTTP2_ROOT={NGHTTP2_PREFIX}"]
 
 
 def run(command: list[str], **kwargs: object) -> None:
@@ -142,6 +145,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="cymongoose-dist-") as tmp:
         workdir = Path(tmp)
         sdist = build_sdist(args.uv, source_checkout(workdir), out, args.offline)
+        run(["sh", str(ROOT / "tools" / "packaging" / "build-nghttp2.sh"), str(NGHTTP2_PREFIX)])
         raw = workdir / "raw"
         raw.mkdir()
         for minor, python in sorted(interpreters.items()):
