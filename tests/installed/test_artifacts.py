@@ -55,7 +55,9 @@ def test_wheel_ships_what_runs(wheel: Path) -> None:
     for needed in ("cymongoose/_mongoose.pyi", "cymongoose/py.typed", "cymongoose/cli.py",
                    f"cymongoose-{SOURCE_VERSION}.dist-info/licenses/LICENSE",
                    # OpenSSL is linked in, so its licence travels with it.
-                   f"cymongoose-{SOURCE_VERSION}.dist-info/licenses/OpenSSL-LICENSE.txt"):
+                   f"cymongoose-{SOURCE_VERSION}.dist-info/licenses/OpenSSL-LICENSE.txt",
+                  # So is libnghttp2 (HTTP/2), with its MIT licence.
+                  f"cymongoose-{SOURCE_VERSION}.dist-info/licenses/nghttp2-LICENSE.txt"):
         assert needed in names, needed
     assert [n for n in names if re.fullmatch(r"cymongoose/_mongoose\..*\.so", n)]
     assert metadata["License-Expression"] == "GPL-2.0-only"
@@ -79,25 +81,38 @@ def test_wheel_carries_its_openssl(wheel: Path, tmp_path: Path) -> None:
         exported = {sym.name for sym in elf.get_section_by_name(".dynsym").iter_symbols()
                     if sym["st_shndx"] != "SHN_UNDEF" and sym.name}
     assert needed <= SYSTEM_LIBRARIES, needed
-    assert not [s for s in exported if s.startswith(("SSL_", "EVP_", "OPENSSL_"))]
+    assert not [s for s in exported if s.startswith(("SSL_", "EVP_", "OPENSSL_", "nghttp2_"))]
     assert "PyInit__mongoose" in exported
 
 
-def test_sdist_without_openssl_headers_says_so_in_one_line(
-        sdist: Path, tmp_path: Path, seal: Callable[..., list[str] | None]) -> None:
-    sealed = seal("/usr/include/openssl")
+def _install_without(hidden: str, sdist: Path, tmp_path: Path,
+                     seal: Callable[..., list[str] | None]) -> str:
+    """pip installing the sdist as a user runs it, offline, with the directory `hidden`
+    hidden: it must stop at CMake's configure step, before anything is compiled. Its
+    output."""
+    sealed = seal(hidden)
     if sealed is None:
-        pytest.skip("needs unshare --mount (root) to hide /usr/include/openssl")
-    # pip as a user runs it, offline, with the headers hidden; it stops at CMake's
-    # configure step, before anything is compiled.
+        pytest.skip(f"needs unshare --mount (root) to hide {hidden}")
     install = subprocess.run(
         [*sealed, sys.executable, "-m", "pip", "install", "--no-index", "--no-build-isolation",
          "--no-deps", "--disable-pip-version-check", "--target", str(tmp_path / "site"),
          str(sdist)],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
         env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
-    output = install.stdout + install.stderr
     assert install.returncode != 0
-    (line,) = [ln for ln in output.splitlines() if "development files not found" in ln]
+    return install.stdout + install.stderr
+
+
+def test_sdist_without_openssl_headers_says_so_in_one_line(
+        sdist: Path, tmp_path: Path, seal: Callable[..., list[str] | None]) -> None:
+    output = _install_without("/usr/include/openssl", sdist, tmp_path, seal)
+    (line,) = [ln for ln in output.splitlines() if "OpenSSL 1.1.1+ development files" in ln]
     assert "libssl-dev" in line and "CYMONGOOSE_TLS=builtin pip install cymongoose" in line
     assert "Could NOT find OpenSSL" not in output  # CMake's own hint is kept quiet
+
+
+def test_sdist_without_nghttp2_headers_says_so_in_one_line(
+        sdist: Path, tmp_path: Path, seal: Callable[..., list[str] | None]) -> None:
+    output = _install_without("/usr/include/nghttp2", sdist, tmp_path, seal)
+    (line,) = [ln for ln in output.splitlines() if "libnghttp2 1.52+ development files" in ln]
+    assert "libnghttp2-dev" in line and "CYMONGOOSE_HTTP2=OFF pip install cymongoose" in line
