@@ -54,7 +54,11 @@ if [ ! -f "$tarball" ]; then
     curl -fsSL --retry 3 -o "$tarball.part" "$NGHTTP2_URL"
     mv "$tarball.part" "$tarball"
 fi
-actual=$(sha256sum "$tarball" | cut -d' ' -f1)
+if command -v sha256sum >/dev/null 2>&1; then
+    actual=$(sha256sum "$tarball" | cut -d' ' -f1)
+else
+    actual=$(shasum -a 256 "$tarball" | cut -d' ' -f1)  # macOS
+fi
 if [ "$actual" != "$NGHTTP2_SHA256" ]; then
     say "sha256 mismatch for $tarball: $actual, expected $NGHTTP2_SHA256"
     rm -f "$tarball"
