@@ -59,6 +59,7 @@ cdef struct GilSlot:
     void *proxy  # the ProxyConf of Manager.proxy (NULL: no reverse proxy), proxy_table.pxi
     bint refusal_hook  # Manager.refusal_handler is set: proxied requests are reported too
     bint proxy_log_hook  # Manager.proxy_log_handler is set: it gets them instead
+    void *h2_sessions  # the HTTP/2 connections' sessions (includes/cym_h2.h), for poll()
 
 
 cdef struct HttpLimits:
@@ -81,6 +82,10 @@ cdef struct HttpLimits:
     # Not a limit but a listener setting carried the same way: deliver each request's head
     # as MG_EV_HTTP_HDRS and hand its body out as it arrives (http_stream.pxi).
     bint stream_body
+    # HTTP/2 (http2.pxi): whether a connection may turn to it (listen(http2=...)), and, on
+    # a stream connection's own copy only, that it is one (its request line says HTTP/2.0).
+    bint http2
+    bint h2_stream
 
 
 cdef struct HttpGuard:

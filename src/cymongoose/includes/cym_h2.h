@@ -5,7 +5,9 @@
 #define CYM_H2_H
 
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
+#include "mongoose.h"
 
 #if defined(CYM_HAVE_NGHTTP2) && CYM_HAVE_NGHTTP2
 #include <nghttp2/nghttp2.h>
@@ -16,9 +18,101 @@ static inline const char *cym_h2_library_version(void) {
   nghttp2_info *info = nghttp2_version(0);
   return info != NULL ? info->version_str : NULL;
 }
+#include "h2/h2_session.h"
+
+/* Turn c, an accepted connection whose first bytes are the preface (or that chose h2 by
+ * ALPN), into an HTTP/2 connection: its protocol handler becomes cym_h2_handler, with the
+ * session in c->pfn_data. The server's SETTINGS are queued. 0, or -1 (no memory). */
+static int cym_h2_start(struct mg_connection *c, const struct cym_h2_limits *lim) {
+  struct cym_h2_session *s = (struct cym_h2_session *) calloc(1, sizeof(*s));
+  nghttp2_session_callbacks *cb = NULL;
+  nghttp2_option *opt = NULL;
+  nghttp2_settings_entry iv[3];
+  int rv = -1;
+  if (s == NULL) return -1;
+  s->c = c;
+  s->lim = *lim;
+  s->registry = lim->registry;
+  s->idle_since_ms = mg_millis();
+  if (nghttp2_session_callbacks_new(&cb) != 0 || nghttp2_option_new(&opt) != 0) goto out;
+  nghttp2_session_callbacks_set_on_begin_headers_callback(cb, h2_on_begin_headers);
+  nghttp2_session_callbacks_set_on_header_callback(cb, h2_on_header);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cb, h2_on_frame_recv);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_on_data);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cb, h2_on_stream_close);
+  nghttp2_session_callbacks_set_on_frame_send_callback(cb, h2_on_frame_send);
+  nghttp2_option_set_no_auto_window_update(opt, 1);
+  if (nghttp2_session_server_new2(&s->ng, cb, s, opt) != 0) goto out;
+  iv[0].settings_id = NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS;
+  iv[0].value = lim->max_streams;
+  iv[1].settings_id = NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE;
+  iv[1].value = lim->stream_window;
+  iv[2].settings_id = NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE;
+  iv[2].value = lim->max_header_list;
+  if (nghttp2_submit_settings(s->ng, NGHTTP2_FLAG_NONE, iv, 3) != 0) goto out;
+  /* The connection's window: the streams' budget, not the 64 KiB default. */
+  nghttp2_session_set_local_window_size(s->ng, NGHTTP2_FLAG_NONE, 0,
+                                        lim->max_buffered > (1u << 30) ? (int32_t) (1u << 30)
+                                                                       : (int32_t) lim->max_buffered);
+  if (s->registry != NULL) {
+    s->next_session = (struct cym_h2_session *) *s->registry;
+    *s->registry = s;
+  }
+  c->pfn = cym_h2_handler;
+  c->pfn_data = s;
+  rv = 0;
+out:
+  if (cb != NULL) nghttp2_session_callbacks_del(cb);
+  if (opt != NULL) nghttp2_option_del(opt);
+  if (rv != 0) {
+    if (s->ng != NULL) nghttp2_session_del(s->ng);
+    free(s);
+  }
+  return rv;
+}
+
+/* Whether a session of the manager has work the next poll must not wait for: a stream
+ * whose handler wrote since (outside the connection's own events: a WSGI thread's answer,
+ * an ASGI send), input to deliver, window to give back, a stream to end. */
+static int cym_h2_wants_poll(void *registry) {
+  struct cym_h2_session *s;
+  struct cym_h2_stream *st;
+  for (s = (struct cym_h2_session *) registry; s != NULL; s = s->next_session) {
+    for (st = s->streams; st != NULL; st = st->next) {
+      struct mg_connection *c = st->c;
+      if (st->closed || st->recv_added || c->is_closing ||
+          (st->head_done && !st->opened) || (st->unconsumed && !c->is_full) ||
+          (c->send.len > 0 && (st->resp_state == CYM_H2_RS_HEAD || st->deferred ||
+                               st->resp_state >= CYM_H2_RS_NONE)) ||
+          (st->deferred && c->is_draining))
+        return 1;
+    }
+  }
+  return 0;
+}
+
+/* A stream connection: no socket of its own, so no sendfile(2), shutdown(2) or epoll. */
+static inline int cym_h2_is_stream(const struct mg_connection *c) {
+  return c->is_accepted && (size_t) c->fd == (size_t) -1;
+}
+
+static inline mg_event_handler_t cym_h2_handler_fn(void) { return cym_h2_handler; }
 #else
 #define CYM_H2_BUILT 0
+struct cym_h2_limits {
+  mg_event_handler_t stream_pfn;
+  void **registry;
+  uint32_t max_streams, max_header_list, stream_window;
+  uint64_t max_buffered, idle_timeout_ms, send_timeout_ms;
+};
 static inline const char *cym_h2_library_version(void) { return NULL; }
+static inline int cym_h2_start(struct mg_connection *c, const struct cym_h2_limits *lim) {
+  (void) c, (void) lim;
+  return -1;
+}
+static inline int cym_h2_wants_poll(void *registry) { return (void) registry, 0; }
+static inline int cym_h2_is_stream(const struct mg_connection *c) { return (void) c, 0; }
+static inline mg_event_handler_t cym_h2_handler_fn(void) { return NULL; }
 #endif
 
 /* What the first bytes of a plain-HTTP connection say (RFC 9113 section 3.4: a client with

@@ -521,3 +521,18 @@ cdef extern from "cym_h2.h" nogil:
         CYM_H2_PREFACE_LEN
     const char *cym_h2_library_version()
     int cym_h2_preface_state(const unsigned char *buf, size_t len)
+    # The engine: a connection turned to HTTP/2 runs cym_h2_handler with its session in
+    # c->pfn_data; each stream is a stream connection (no socket) running stream_pfn.
+    struct cym_h2_limits:
+        mg_event_handler_t stream_pfn
+        void **registry
+        uint32_t max_streams
+        uint32_t max_header_list
+        uint32_t stream_window
+        uint64_t max_buffered
+        uint64_t idle_timeout_ms
+        uint64_t send_timeout_ms
+    int cym_h2_start(mg_connection *c, const cym_h2_limits *lim)
+    int cym_h2_wants_poll(void *registry)
+    int cym_h2_is_stream(const mg_connection *c)
+    mg_event_handler_t cym_h2_handler_fn()

@@ -29,7 +29,7 @@ cdef int _loop_next_poll_ms(Manager manager, int limit_ms) except -2:
                 (c.is_draining and c.send.len == 0)):
             return 0
         c = c.next
-    if manager._wakeup_queue:
+    if manager._wakeup_queue or _h2_wants_poll(&manager._mgr):
         return 0
     # The outer loop is about to wait: the moment poll() would give heap back. The GIL is
     # let go only then: a release after every poll would hand it to busy threads.

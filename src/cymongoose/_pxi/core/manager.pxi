@@ -636,6 +636,8 @@ cdef int _wait_budget(mg.mg_mgr *mgr, int timeout_ms) noexcept nogil:
     cdef mg.mg_timer *t = mgr.timers
     cdef int64_t due
     cdef int budget = mg.cym_parked_wait_ms(mgr, timeout_ms)  # the first parked deadline
+    if _h2_wants_poll(mgr):
+        return 0
     while t != NULL:
         if t.expire == 0:
             due = <int64_t>t.period_ms if not (t.flags & mg.MG_TIMER_RUN_NOW) else 0

@@ -8,11 +8,13 @@ cdef enum:
     _N_BUCKETS = 16
 
 # What a connection is counted as (HttpGuard.meter): an accepted HTTP-server connection,
-# one with a delivered request not finished yet, one that became a WebSocket.
+# one with a delivered request not finished yet, one that became a WebSocket, an HTTP/2
+# stream (its requests count; its bytes and itself are its TCP connection's).
 cdef enum:
     _MT_CONN = 1
     _MT_REQ = 2
     _MT_WS = 4
+    _MT_STREAM = 8
 
 # Upper bounds of the duration buckets in seconds (Prometheus' "le"); the 16th is +Inf.
 DURATION_BOUNDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
@@ -104,6 +106,11 @@ cdef void _metrics_conn_event(mg.mg_connection *c, HttpGuard *g, int ev,
     # WebSocket bytes, not wire bytes. sendfile(2) bodies bypass these events
     # (_metrics_sent is called there).
     cdef Metrics *m = _metrics_of(c)
+    if g.meter & _MT_STREAM:
+        if ev == mg.MG_EV_CLOSE:
+            _metrics_request_end(c, g, g.resp_status)
+            g.meter = 0
+        return
     if ev == mg.MG_EV_READ:
         m.bytes_received += <uint64_t>(<long *>ev_data)[0]
     elif ev == mg.MG_EV_WRITE:

@@ -355,7 +355,8 @@ cdef void _sendfile_body(mg.mg_connection *c, HttpGuard *g, mg.mg_fd *fd) noexce
     in order. Mongoose's sender then sees nothing left and finishes the response as usual;
     if the socket fills up first, it queues one ordinary chunk, which makes Mongoose wait
     for writability and call us again."""
-    if c.is_tls or c.send.len != 0 or fd == NULL or fd.fs != &mg.mg_fs_posix:
+    if (c.is_tls or c.send.len != 0 or fd == NULL or fd.fs != &mg.mg_fs_posix
+            or mg.cym_h2_is_stream(c)):
         return
     # static_cb keeps the bytes still to send in c->data (build_fixes.py checks where).
     cdef size_t *left = mg.cym_static_left(c)

@@ -13,3 +13,41 @@ def _h2_preface_state(data):
     if view.shape[0] == 0:
         return mg.CYM_H2_PARTIAL
     return mg.cym_h2_preface_state(&view[0], view.shape[0])
+
+
+cdef enum:
+    # RFC 9113 section 6.5.2 recommends no fewer than 100; nginx, uvicorn and hypercorn
+    # default to 100 or 128.
+    _H2_MAX_STREAMS = 100
+
+
+cdef void _h2_switch(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
+    """The client opened with HTTP/2's preface: the connection turns to HTTP/2, its limits
+    those of the listener (a stream's head is bounded as an HTTP/1.1 head, its body by the
+    window the handlers open by reading), and the bytes read so far go to the session."""
+    cdef mg.cym_h2_limits lim
+    cdef const HttpLimits *hl = g.limits
+    cdef long n = <long>c.recv.len
+    memset(&lim, 0, sizeof(lim))
+    lim.stream_pfn = <mg.mg_event_handler_t>_http_guard
+    lim.registry = &(<GilSlot *>c.mgr.userdata).h2_sessions
+    lim.max_streams = _H2_MAX_STREAMS
+    # RFC 9113 counts 32 bytes per field on top of name and value.
+    lim.max_header_list = <uint32_t>(hl.max_header_size + 32 * hl.max_header_count)
+    lim.stream_window = _STREAM_HIGH
+    lim.max_buffered = hl.max_body_size + hl.max_header_size
+    lim.idle_timeout_ms = hl.keepalive_timeout_ms
+    lim.send_timeout_ms = hl.send_timeout_ms
+    g.deadline_ms = 0
+    if mg.cym_h2_start(c, &lim) != 0:
+        _log_event(c, 0, b"no memory for an HTTP/2 session")
+        c.is_closing = 1
+        return
+    c.pfn(c, mg.MG_EV_READ, <void *>&n)
+
+
+cdef inline bint _h2_wants_poll(mg.mg_mgr *mgr) noexcept nogil:
+    """An HTTP/2 stream has work no descriptor announces (its handler wrote from outside
+    the connection's events): the next poll must not wait."""
+    cdef void *sessions = (<GilSlot *>mgr.userdata).h2_sessions
+    return sessions != NULL and mg.cym_h2_wants_poll(sessions) != 0

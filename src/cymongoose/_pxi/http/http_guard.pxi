@@ -328,7 +328,8 @@ cdef void _start_linger(mg.mg_connection *c, HttpGuard *g, uint64_t now,
     then it still reads a while, without the FIN."""
     cdef const HttpLimits *lim = g.limits
     if (lim.linger_time_ms == 0 or lim.linger_timeout_ms == 0
-            or (c.is_tls and not even_tls)):
+            or (c.is_tls and not even_tls) or lim.h2_stream):
+        # An HTTP/2 stream has no socket to linger on: it ends once its answer is out.
         c.is_draining = 1
         return
     if g.flags & _GF_PAUSED:
@@ -522,6 +523,14 @@ cdef void _advance(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nog
         if c.recv.len == 0:
             return
         if g.phase == _PH_WAIT:
+            if g.requests_seen == 0 and lim.http2 and not c.is_tls and mg.CYM_H2_BUILT:
+                # A client with prior knowledge of HTTP/2 opens with its preface (http2.pxi).
+                r = mg.cym_h2_preface_state(c.recv.buf, c.recv.len)
+                if r == mg.CYM_H2_PARTIAL:
+                    return
+                if r == mg.CYM_H2_IS_PREFACE:
+                    _h2_switch(c, g)
+                    return
             # First byte of a request. The first request's clock runs since accept.
             g.phase = _PH_HEAD
             if g.requests_seen:
@@ -832,7 +841,13 @@ cdef HttpGuard *_attach_gil(mg.mg_connection *c) noexcept with gil:
     memset(g, 0, sizeof(HttpGuard))
     g.limits = &conn._limits
     g.file_fd = -1
-    _metrics_conn_open(c, g)
+    if mg.cym_h2_is_stream(c):
+        # An HTTP/2 stream (http2.pxi): its request line says HTTP/2.0; its connection
+        # is counted once, as the TCP connection it travels on.
+        conn._limits.h2_stream = True
+        g.meter = _MT_STREAM
+    else:
+        _metrics_conn_open(c, g)
     g.started_ms = mg.mg_millis()
     g.phase = _PH_WAIT
     g.deadline_ms = (g.started_ms + conn._limits.header_timeout_ms

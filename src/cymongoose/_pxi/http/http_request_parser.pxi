@@ -419,13 +419,15 @@ cdef int _parse_head(const unsigned char *p, size_t n, const HttpLimits *lim,
         if not ok:
             return _bad(h, 400, b"malformed request line")
     if p[i + 5] != c'1':
-        return _bad(h, 505, b"HTTP major version other than 1")
-    if p[i + 7] > c'1':
+        # HTTP/2.0 only on an HTTP/2 stream, whose head the engine wrote (http2.pxi).
+        if not (lim.h2_stream and p[i + 5] == c'2' and p[i + 7] == c'0'):
+            return _bad(h, 505, b"HTTP major version other than 1")
+    elif p[i + 7] > c'1':
         # RFC 9110 §2.5: a request with a higher minor version of HTTP/1 is served as the
         # highest this server speaks, 1.1. The head says so too, for Mongoose and the app;
         # p is the connection's receive buffer (const only for the parser's own reading).
         (<unsigned char *>p)[i + 7] = c'1'
-    if p[i + 7] == c'0':
+    if p[i + 7] == c'0' and p[i + 5] == c'1':
         h.flags |= _GF_HTTP10
     i += 10
 

@@ -495,7 +495,8 @@ cdef void _pump_file(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
     cdef char piece[_FILE_PIECE]
     if c.is_closing:
         return
-    if not c.is_tls and c.send.len == 0:
+    cdef bint to_socket = not c.is_tls and not mg.cym_h2_is_stream(c)
+    if to_socket and c.send.len == 0:
         off = <long>g.file_off
         while g.file_left > 0 and budget > 0:
             n = mg.sendfile(<int><size_t>c.fd, g.file_fd, &off,
@@ -521,7 +522,7 @@ cdef void _pump_file(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
         mg.mg_send(c, piece, <size_t>n)
         g.file_off += n
         g.file_left -= <size_t>n
-        if not c.is_tls:
+        if to_socket:
             break  # one piece is enough to be woken when the socket drains
     if g.file_left == 0:
         _file_done(g)

@@ -41,7 +41,7 @@ cdef void _set_reading(mg.mg_connection *c, HttpGuard *g, bint on) noexcept nogi
 cdef void _apply_is_full(mg.mg_connection *c) noexcept nogil:
     # Mongoose's epoll interest is rewritten by the build fix to respect is_full; here we
     # apply the change at once, as Mongoose would only on its next write-state change.
-    if c.mgr.epoll_fd < 0:
+    if c.mgr.epoll_fd < 0 or <size_t>c.fd == <size_t>-1:  # an HTTP/2 stream has no socket
         return
     mg.cym_epoll_set(c, (c.prof.len & mg.EPOLLOUT) != 0)
 

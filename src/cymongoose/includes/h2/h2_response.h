@@ -1,0 +1,242 @@
+/* HTTP/2 (issue 36): a stream's response, read from its connection's c->send, where the
+ * handlers wrote an HTTP/1.1 response, and turned into HEADERS and DATA frames.
+ *
+ * The head becomes one nghttp2_submit_response(): names lower-cased, the fields HTTP/2
+ * forbids (RFC 9113 section 8.2.2: Connection and what it names, Keep-Alive,
+ * Proxy-Connection, Transfer-Encoding, Upgrade) left out; interim 1xx heads become
+ * non-final HEADERS. The body is read straight out of c->send by the stream's data source
+ * as nghttp2 writes DATA frames, chunked framing decoded on the way, so c->send drains only
+ * as fast as the client's window opens: the handlers' back-pressure (they wait while
+ * c->send is full) holds on a stream as on a socket. */
+#ifndef CYM_H2_RESPONSE_H
+#define CYM_H2_RESPONSE_H
+
+#include <stdlib.h>
+#include "h2_types.h"
+
+/* A response head longer than this is not one (the handlers write far less). */
+#define CYM_H2_MAX_RESPONSE_HEAD (1024 * 1024)
+
+static int h2_ieq(const uint8_t *p, size_t n, const char *word) {
+  size_t i, wn = strlen(word);
+  if (n != wn) return 0;
+  for (i = 0; i < n; i++) {
+    uint8_t ch = p[i];
+    if (ch >= 'A' && ch <= 'Z') ch = (uint8_t) (ch + 32);
+    if (ch != (uint8_t) word[i]) return 0;
+  }
+  return 1;
+}
+
+static size_t h2_head_end(const uint8_t *b, size_t n) {
+  size_t i;
+  for (i = 0; i + 3 < n; i++)
+    if (b[i] == '\r' && b[i + 1] == '\n' && b[i + 2] == '\r' && b[i + 3] == '\n') return i + 4;
+  return 0;
+}
+
+static int h2_hop_by_hop(const uint8_t *name, size_t n) {
+  return h2_ieq(name, n, "connection") || h2_ieq(name, n, "keep-alive") ||
+         h2_ieq(name, n, "proxy-connection") || h2_ieq(name, n, "transfer-encoding") ||
+         h2_ieq(name, n, "upgrade");
+}
+
+/* Reset the stream (the handler's output cannot be framed, or it ended it early). */
+static void h2_reset(struct cym_h2_stream *st, uint32_t code) {
+  if (st->rst_sent || st->closed) return;
+  st->rst_sent = 1;
+  st->resp_state = CYM_H2_RS_DONE;
+  nghttp2_submit_rst_stream(st->s->ng, NGHTTP2_FLAG_NONE, st->id, code);
+}
+
+static ssize_t h2_body_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
+                            uint32_t *flags, nghttp2_data_source *source, void *user_data);
+
+/* Submit the head at the front of c->send. 1: submitted (or an interim one: call again),
+ * 0: not whole yet, -1: not a response (the stream was reset). */
+static int h2_resp_head(struct cym_h2_stream *st) {
+  struct mg_connection *c = st->c;
+  uint8_t *b = c->send.buf;
+  size_t he = h2_head_end(b, c->send.len), i, nfields = 0, k;
+  int status, chunked = 0, has_length = 0;
+  uint64_t length = 0;
+  nghttp2_nv *nva;
+  nghttp2_data_provider body;
+  if (he == 0) {
+    if (c->send.len > CYM_H2_MAX_RESPONSE_HEAD) return h2_reset(st, NGHTTP2_INTERNAL_ERROR), -1;
+    return 0;
+  }
+  if (he < 16 || memcmp(b, "HTTP/1.", 7) != 0 || b[8] != ' ' || b[9] < '1' || b[9] > '5' ||
+      b[10] < '0' || b[10] > '9' || b[11] < '0' || b[11] > '9')
+    return h2_reset(st, NGHTTP2_INTERNAL_ERROR), -1;
+  status = (b[9] - '0') * 100 + (b[10] - '0') * 10 + (b[11] - '0');
+  if (status == 101) return h2_reset(st, NGHTTP2_INTERNAL_ERROR), -1; /* no upgrade here */
+  for (i = 0; i < he; i++) nfields += b[i] == '\n';
+  nva = (nghttp2_nv *) calloc(nfields + 1, sizeof(*nva));
+  if (nva == NULL) return h2_reset(st, NGHTTP2_INTERNAL_ERROR), -1;
+  nva[0].name = (uint8_t *) ":status";
+  nva[0].namelen = 7;
+  nva[0].value = b + 9;
+  nva[0].valuelen = 3;
+  k = 1;
+  i = 0;
+  while (b[i] != '\n') i++;
+  for (i++; i + 2 < he;) { /* each "Name: value\r\n" up to the empty line */
+    size_t s = i, e, colon, vs, ve, j;
+    while (b[i] != '\n') i++;
+    e = i > s && b[i - 1] == '\r' ? i - 1 : i;
+    i++;
+    for (colon = s; colon < e && b[colon] != ':'; colon++) {
+    }
+    if (colon == e || colon == s) continue; /* not a field: dropped */
+    for (vs = colon + 1; vs < e && (b[vs] == ' ' || b[vs] == '\t'); vs++) {
+    }
+    for (ve = e; ve > vs && (b[ve - 1] == ' ' || b[ve - 1] == '\t'); ve--) {
+    }
+    if (h2_hop_by_hop(b + s, colon - s)) {
+      if (h2_ieq(b + s, colon - s, "transfer-encoding")) chunked = 1;
+      continue;
+    }
+    if (h2_ieq(b + s, colon - s, "content-length")) {
+      has_length = 1;
+      length = 0;
+      for (j = vs; j < ve && b[j] >= '0' && b[j] <= '9'; j++) length = length * 10 + b[j] - '0';
+    }
+    for (j = s; j < colon; j++)
+      if (b[j] >= 'A' && b[j] <= 'Z') b[j] = (uint8_t) (b[j] + 32);
+    nva[k].name = b + s;
+    nva[k].namelen = colon - s;
+    nva[k].value = b + vs;
+    nva[k].valuelen = ve - vs;
+    k++;
+  }
+  if (chunked && has_length) { /* RFC 9112 section 6.3: the chunking decides */
+    size_t w = 1;
+    for (i = 1; i < k; i++)
+      if (!h2_ieq(nva[i].name, nva[i].namelen, "content-length")) nva[w++] = nva[i];
+    k = w;
+  }
+  if (status < 200) {
+    nghttp2_submit_headers(st->s->ng, NGHTTP2_FLAG_NONE, st->id, NULL, nva, k, NULL);
+    free(nva);
+    mg_iobuf_del(&c->send, 0, he);
+    return 1;
+  }
+  body.source.ptr = st;
+  body.read_callback = h2_body_read;
+  if (st->head_request || status == 204 || status == 304 || (!chunked && has_length && !length)) {
+    st->resp_state = st->head_request || status == 204 || status == 304 ? CYM_H2_RS_NONE
+                                                                        : CYM_H2_RS_DONE;
+    nghttp2_submit_response(st->s->ng, st->id, nva, k, NULL);
+  } else {
+    st->resp_state = chunked ? CYM_H2_RS_CHUNKED : has_length ? CYM_H2_RS_LENGTH : CYM_H2_RS_CLOSE;
+    st->chunk_state = CYM_H2_CK_SIZE;
+    st->resp_left = chunked ? 0 : length;
+    nghttp2_submit_response(st->s->ng, st->id, nva, k, &body);
+  }
+  st->resp_submitted = 1;
+  free(nva);
+  mg_iobuf_del(&c->send, 0, he);
+  return 1;
+}
+
+/* The stream's data source: the body bytes at c->send[send_off:], decoded. */
+static ssize_t h2_body_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
+                            uint32_t *flags, nghttp2_data_source *source, void *user_data) {
+  struct cym_h2_stream *st = (struct cym_h2_stream *) source->ptr;
+  struct mg_connection *c = st->c;
+  size_t out = 0, avail, n, j;
+  const uint8_t *b;
+  (void) ng, (void) id, (void) user_data;
+  for (;;) {
+    avail = c->send.len - st->send_off;
+    b = c->send.buf + st->send_off;
+    if (st->resp_state == CYM_H2_RS_LENGTH) {
+      n = length - out < avail ? length - out : avail;
+      if (n > st->resp_left) n = (size_t) st->resp_left;
+      memcpy(buf + out, b, n);
+      out += n, st->send_off += n, st->resp_left -= n;
+      if (st->resp_left == 0) goto eof;
+      break;
+    }
+    if (st->resp_state == CYM_H2_RS_CLOSE) {
+      n = length - out < avail ? length - out : avail;
+      memcpy(buf + out, b, n);
+      out += n, st->send_off += n;
+      if (n == avail && (c->is_draining || c->is_closing)) goto eof;
+      break;
+    }
+    if (st->resp_state != CYM_H2_RS_CHUNKED) goto eof; /* never reached */
+    if (st->chunk_state == CYM_H2_CK_DATA) {
+      n = length - out < avail ? length - out : avail;
+      if (n > st->resp_left) n = (size_t) st->resp_left;
+      if (n == 0) break;
+      memcpy(buf + out, b, n);
+      out += n, st->send_off += n, st->resp_left -= n;
+      if (st->resp_left == 0) st->chunk_state = CYM_H2_CK_CRLF;
+      continue;
+    }
+    if (st->chunk_state == CYM_H2_CK_CRLF) {
+      if (avail < 2) break;
+      if (b[0] != '\r' || b[1] != '\n') return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+      st->send_off += 2;
+      st->chunk_state = CYM_H2_CK_SIZE;
+      continue;
+    }
+    for (j = 0; j < avail && b[j] != '\n'; j++) {
+    }
+    if (j == avail) {
+      if (avail > 4096) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+      break;
+    }
+    if (st->chunk_state == CYM_H2_CK_SIZE) {
+      uint64_t size = 0;
+      size_t d;
+      for (d = 0; d < j; d++) {
+        uint8_t ch = b[d];
+        int v = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+                : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+        if (v < 0) break;
+        if (size >> 60) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        size = size * 16 + (uint64_t) v;
+      }
+      if (d == 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+      st->send_off += j + 1;
+      st->resp_left = size;
+      st->chunk_state = size ? CYM_H2_CK_DATA : CYM_H2_CK_TRAILER;
+      continue;
+    }
+    /* CK_TRAILER: trailer lines up to the empty one (not passed on yet). */
+    st->send_off += j + 1;
+    if (j == 0 || (j == 1 && b[0] == '\r')) goto eof;
+  }
+  if (out == 0) {
+    st->deferred = 1;
+    return NGHTTP2_ERR_DEFERRED;
+  }
+  return (ssize_t) out;
+eof:
+  *flags |= NGHTTP2_DATA_FLAG_EOF;
+  st->resp_state = CYM_H2_RS_DONE;
+  return (ssize_t) out;
+}
+
+/* After the handlers ran: submit a new head, resume a data source that waited for bytes,
+ * drop what a body-less response was given. */
+static void h2_resp_advance(struct cym_h2_stream *st) {
+  struct mg_connection *c = st->c;
+  if (st->closed || st->rst_sent) {
+    c->send.len = 0;
+    return;
+  }
+  while (st->resp_state == CYM_H2_RS_HEAD && c->send.len > 0)
+    if (h2_resp_head(st) <= 0) break;
+  if (st->resp_state == CYM_H2_RS_NONE || st->resp_state == CYM_H2_RS_DONE) {
+    c->send.len = 0; /* a HEAD response's body, or bytes after the end: not sent */
+  } else if (st->deferred && (c->send.len > 0 || c->is_draining || c->is_closing)) {
+    st->deferred = 0;
+    nghttp2_session_resume_data(st->s->ng, st->id);
+  }
+}
+
+#endif
