@@ -229,6 +229,7 @@ class Manager:
         *,
         http: bool | None = None,
         stream_body: bool = False,
+        http2: bool = True,
         **limits: int,
     ) -> Connection:
         """Listen on `tcp://`, `udp://`, `http://`, `https://`, `ws://` or `wss://` URL.
@@ -244,6 +245,11 @@ class Manager:
         head is in, and its body is read with `Connection.body_read()` as it arrives
         (chunked bodies de-chunked, reading paused while the handler is behind) instead of
         MG_EV_HTTP_MSG with the whole body. Answer with `http_begin()`/`http_end()`.
+
+        `http2=True` (HTTP only; the default when the module has HTTP/2, see
+        `HTTP2_LIBRARY`): a plain-HTTP client may open with HTTP/2's preface (prior
+        knowledge, h2c); each of its streams then reaches the handler as a connection of
+        its own carrying one request. `False`: HTTP/1.1 only. See docs/http2.md.
 
         HTTP listeners take limits as keywords (defaults from `set_http_limits()`):
         `max_header_count`, `max_header_size`, `max_uri_size`, `max_body_size`,
@@ -908,13 +914,14 @@ def listen_fd(
     http: bool = False,
     tls: bool = False,
     stream_body: bool = False,
+    http2: bool = True,
     **limits: int,
 ) -> Connection:
     """Listen on a stream socket opened outside Mongoose (a Unix socket, an inherited or an
     SO_REUSEPORT one), already bound and listening. The Manager listens on its own duplicate
     of the descriptor (closed with the listener); the caller keeps and closes `sock`. The
     socket becomes non-blocking. `http=True` parses HTTP as `listen("http://...")` does,
-    with `stream_body` and the HTTP limits of `listen()`; `tls=True` marks accepted
+    with `stream_body`, `http2` and the HTTP limits of `listen()`; `tls=True` marks accepted
     connections for `tls_init()` in their `MG_EV_ACCEPT`. `ValueError` for a socket that is
     not a listening stream socket."""
 

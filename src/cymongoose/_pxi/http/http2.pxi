@@ -51,3 +51,25 @@ cdef inline bint _h2_wants_poll(mg.mg_mgr *mgr) noexcept nogil:
     the connection's events): the next poll must not wait."""
     cdef void *sessions = (<GilSlot *>mgr.userdata).h2_sessions
     return sessions != NULL and mg.cym_h2_wants_poll(sessions) != 0
+
+
+# What the servers call a request's protocol (PEP 3333's SERVER_PROTOCOL, ASGI's
+# http_version), by _http_version(): the guard lets only these three through.
+cdef tuple _PROTOCOLS = ("HTTP/1.0", "HTTP/1.1", "HTTP/2.0")
+cdef tuple _ASGI_VERSIONS = ("1.0", "1.1", "2")
+
+
+cdef inline int _http_version(const mg.mg_http_message *hm) noexcept nogil:
+    """0: HTTP/1.0, 1: HTTP/1.1, 2: HTTP/2 (a stream's request line, http2.pxi)."""
+    if hm.proto.len != 8:
+        return 0
+    if hm.proto.buf[5] == c'2':
+        return 2
+    return 1 if hm.proto.buf[7] == c'1' else 0
+
+
+cdef bint _http2_flag(object http2) except -1:
+    """listen(http2=...): whether clients of this listener may speak HTTP/2."""
+    if type(http2) is not bool:
+        raise TypeError(f"http2 must be True or False, not {http2!r}")
+    return http2

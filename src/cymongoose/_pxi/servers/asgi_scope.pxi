@@ -80,7 +80,7 @@ cdef dict _asgi_scope(HttpMessage msg, dict base, Connection conn, dict state):
     scope["path"] = _utf8_path(hm.uri.buf, hm.uri.len)
     scope["raw_path"] = PyBytes_FromStringAndSize(hm.uri.buf, <Py_ssize_t>hm.uri.len)
     scope["query_string"] = PyBytes_FromStringAndSize(hm.query.buf, <Py_ssize_t>hm.query.len)
-    scope["http_version"] = "1.1" if hm.proto.len == 8 and hm.proto.buf[7] == c'1' else "1.0"
+    scope["http_version"] = _ASGI_VERSIONS[_http_version(hm)]
     if conn._client is None:  # once per connection, not per request
         conn._client = (_format_ip(&conn._c.rem), _addr_port(&conn._c.rem))
     scope["client"] = conn._client

@@ -140,8 +140,7 @@ cdef dict _wsgi_environ(HttpMessage msg, dict base, Connection conn, str root_pa
             env["SCRIPT_NAME"] = ""
     env["PATH_INFO"] = path
     env["QUERY_STRING"] = PyUnicode_DecodeLatin1(hm.query.buf, <Py_ssize_t>hm.query.len, NULL)
-    env["SERVER_PROTOCOL"] = ("HTTP/1.1" if hm.proto.len == 8 and hm.proto.buf[7] == c'1'
-                              else "HTTP/1.0")
+    env["SERVER_PROTOCOL"] = _PROTOCOLS[_http_version(hm)]
     if conn._peer is None:
         conn._peer = (_format_ip(&conn._c.rem), str(_addr_port(&conn._c.rem)))
     env["REMOTE_ADDR"] = conn._peer[0]

@@ -206,10 +206,13 @@ static void h2_pump(struct cym_h2_session *s) {
         mg_call(c, MG_EV_READ, &n);
         busy = 1;
       }
-      if (c->is_closing && !st->rst_sent && st->resp_state != CYM_H2_RS_DONE)
-        h2_reset(st, st->resp_submitted || !st->req_ended ? NGHTTP2_INTERNAL_ERROR
-                                                          : NGHTTP2_REFUSED_STREAM);
       h2_resp_advance(st);
+      if ((c->is_closing || (c->is_draining && c->send.len == 0)) && !st->rst_sent &&
+          st->resp_state != CYM_H2_RS_DONE && st->resp_state != CYM_H2_RS_NONE &&
+          st->resp_state != CYM_H2_RS_CLOSE)
+        /* Ended with its response unfinished (or unbegun): over HTTP/1.1 the connection
+         * would close; here only the stream goes. */
+        h2_reset(st, NGHTTP2_INTERNAL_ERROR);
     }
     buffered = 0;
     for (st = s->streams; st != NULL; st = st->next) buffered += st->c->recv.len;

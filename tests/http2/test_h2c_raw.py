@@ -1,0 +1,245 @@
+"""HTTP/2 with prior knowledge (h2c) on a raw handler: each stream reaches the handler as a
+connection of its own carrying one request, answered with the same calls as HTTP/1.1, while
+HTTP/1.1 clients of the same port are served as before. Peers: curl, httpx and the `h2`
+library (support.h2_peer)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+from typing import Any
+
+import httpx
+import pytest
+from support.h2_peer import PREFACE, H2Peer, frame
+from support.waiting import wait_for
+
+from cymongoose import MG_EV_ACCEPT, MG_EV_CLOSE, MG_EV_HTTP_MSG, MG_EV_OPEN, Connection
+from cymongoose._mongoose import HTTP2_LIBRARY
+
+pytestmark = [pytest.mark.timeout(60),
+              pytest.mark.skipif(HTTP2_LIBRARY is None, reason="built without HTTP/2")]
+
+
+class Site:
+    """A raw handler answering by path, recording what it saw."""
+
+    def __init__(self) -> None:
+        self.protocols: list[str] = []
+        self.opened = 0
+        self.accepted = 0
+        self.closed = 0
+        self.held: list[Connection] = []  # answered later, from the poll thread
+        self.errors: list[BaseException] = []
+
+    def __call__(self, conn: Connection, ev: int, msg: Any) -> None:
+        if ev == MG_EV_OPEN:
+            self.opened += 1
+        elif ev == MG_EV_ACCEPT:
+            self.accepted += 1
+        elif ev == MG_EV_CLOSE:
+            self.closed += 1
+        if ev != MG_EV_HTTP_MSG:
+            return
+        self.protocols.append(msg.proto)
+        path = msg.uri
+        if path == "/echo":
+            conn.reply(200, msg.body_bytes, headers={"X-Method": msg.method,
+                                               "X-Cookie": msg.header("Cookie") or ""})
+        elif path == "/big":
+            conn.reply(200, b"0123456789abcdef" * 65536)  # 1 MiB: 16 windows' worth
+        elif path == "/chunked":
+            conn.http_begin(200, headers=[("Content-Type", "text/plain")])
+            for i in range(50):
+                conn.http_write(f"part {i}\n".encode())
+            conn.http_end()
+        elif path == "/hop":
+            conn.reply(200, b"x", headers={"Connection": "close", "Keep-Alive": "5",
+                                           "X-Mixed-Case": "Kept"})
+        elif path == "/boom":
+            raise RuntimeError("boom on one stream")
+        elif path == "/close":
+            conn.http_begin(200, headers=[("Content-Length", "100")])
+            conn.http_write(b"only part")
+            conn.close()
+        elif path == "/later":
+            self.held.append(conn)  # answered by answer_held() on the poll thread
+        else:
+            conn.reply(200, f"{msg.method} {path} {msg.proto}\n".encode())
+
+    def answer_held(self) -> int:
+        n = len(self.held)
+        for conn in self.held:
+            conn.reply(200, b"answered later")
+        self.held.clear()
+        return n
+
+
+@pytest.fixture
+def site(server_thread: Any) -> tuple[int, Site, Any]:
+    handler = Site()
+    st = server_thread(handler, error_handler=handler.errors.append)
+    port = st.listen()
+    st.start()
+    return port, handler, st
+
+
+def test_curl_prior_knowledge_and_http11_share_the_port(site: tuple[int, Site, Any]) -> None:
+    port, handler, _ = site
+    url = f"http://127.0.0.1:{port}/hello"
+    out = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "-w", "\n%{http_version}",
+                          url], capture_output=True, text=True, timeout=20, check=True)
+    assert out.stdout == "GET /hello HTTP/2.0\n\n2"
+    out = subprocess.run(["curl", "-sS", "--http1.1", "-w", "\n%{http_version}", url],
+                         capture_output=True, text=True, timeout=20, check=True)
+    assert out.stdout == "GET /hello HTTP/1.1\n\n1.1"
+    assert handler.protocols == ["HTTP/2.0", "HTTP/1.1"]
+
+
+def test_many_streams_on_one_connection_each_get_their_own_answer(
+        site: tuple[int, Site, Any]) -> None:
+    port, handler, _ = site
+
+    async def run() -> list[httpx.Response]:
+        async with httpx.AsyncClient(http1=False, http2=True, timeout=20) as client:
+            return list(await asyncio.gather(*(
+                client.get(f"http://127.0.0.1:{port}/n{i}") for i in range(60))))
+
+    responses = asyncio.run(run())
+    assert [r.http_version for r in responses] == ["HTTP/2"] * 60
+    assert [r.text for r in responses] == [f"GET /n{i} HTTP/2.0\n" for i in range(60)]
+    # One TCP connection (accepted once) whose 60 streams opened as connections of their
+    # own (besides the listener and that connection).
+    assert handler.accepted == 1 and handler.opened == 62
+
+
+def test_request_bodies_known_and_unknown_length_reach_the_handler(
+        site: tuple[int, Site, Any]) -> None:
+    port, _, _ = site
+    body = bytes(range(256)) * 1200  # 300 KiB: more than one stream window
+    with H2Peer(port) as peer:
+        known = peer.request("/echo", "POST", [("content-length", str(len(body)))], end=False)
+        peer.send_all(known, body)
+        unknown = peer.request("/echo", "PUT", [("cookie", "a=1"), ("cookie", "b=2")],
+                               end=False)
+        peer.send_all(unknown, body)
+        a, b = peer.wait_answers(known, unknown, timeout=30)
+    assert (a.status, a.body, a.header(b"x-method")) == (200, body, b"POST")
+    # The unknown length was framed chunked for the handler; RFC 9113 section 8.2.3:
+    # cookie fields are joined with "; ".
+    assert (b.status, b.body, b.header(b"x-method")) == (200, body, b"PUT")
+    assert b.header(b"x-cookie") == b"a=1; b=2"
+
+
+def test_large_and_chunked_responses_follow_the_clients_window(
+        site: tuple[int, Site, Any]) -> None:
+    port, _, _ = site
+    with H2Peer(port) as peer:
+        big = peer.request("/big")
+        chunked = peer.request("/chunked")
+        a, b = peer.wait_answers(big, chunked, timeout=30)
+    assert a.status == 200 and a.body == b"0123456789abcdef" * 65536
+    assert a.header(b"content-length") == b"1048576"
+    assert b.body == b"".join(f"part {i}\n".encode() for i in range(50))
+    assert b.header(b"transfer-encoding") is None
+
+
+def test_head_and_hop_by_hop_fields(site: tuple[int, Site, Any]) -> None:
+    port, _, _ = site
+    with H2Peer(port) as peer:
+        head = peer.request("/big", "HEAD")
+        hop = peer.request("/hop")
+        a, b = peer.wait_answers(head, hop)
+    assert (a.status, a.body, a.header(b"content-length")) == (200, b"", b"1048576")
+    names = [k for k, _ in b.headers]
+    # RFC 9113 section 8.2.2: no connection-specific fields; names lower-case.
+    assert b"connection" not in names and b"keep-alive" not in names
+    assert b.header(b"x-mixed-case") == b"Kept" and b.body == b"x"
+
+
+def test_an_exception_or_a_close_ends_only_its_own_stream(site: tuple[int, Site, Any]) -> None:
+    port, _, _ = site
+    with H2Peer(port) as peer:
+        boom = peer.request("/boom")
+        cut = peer.request("/close")
+        fine = peer.request("/fine")
+        a, b, c = peer.wait_answers(boom, cut, fine)
+        assert a.status == 500
+        # A body cut short cannot end cleanly: the stream is reset, as HTTP/1.1 would close.
+        assert b.status == 200 and b.reset == 2 and b.body == b"only part"
+        assert (c.status, c.body) == (200, b"GET /fine HTTP/2.0\n")
+        again = peer.request("/again")
+        (d,) = peer.wait_answers(again)
+    assert d.body == b"GET /again HTTP/2.0\n"
+
+
+def test_an_answer_given_later_from_the_loop_goes_out(site: tuple[int, Site, Any]) -> None:
+    port, handler, st = site
+    with H2Peer(port) as peer:
+        sid = peer.request("/later")
+        wait_for(lambda: st.call(lambda: len(handler.held)), 10, "the request held")
+        # Written from outside any event of the stream (as a WSGI thread's answer is).
+        assert st.call(handler.answer_held) == 1
+        (a,) = peer.wait_answers(sid)
+    assert (a.status, a.body) == (200, b"answered later")
+
+
+def test_a_head_past_the_limit_is_431_on_its_stream(server_thread: Any) -> None:
+    handler = Site()
+    st = server_thread(handler)
+    port = st.listen(max_header_size=1024)
+    st.start()
+    with H2Peer(port) as peer:
+        big = peer.request("/x", headers=[("x-big", "v" * 3000)])
+        ok = peer.request("/y")
+        a, b = peer.wait_answers(big, ok)
+    assert a.status == 431 and b.status == 200
+    assert handler.protocols == ["HTTP/2.0"]  # the refused one never reached the handler
+
+
+def test_http2_off_answers_the_preface_as_bad_http11(server_thread: Any) -> None:
+    st = server_thread(Site())
+    port = st.listen(http2=False)
+    st.start()
+    with H2Peer(port) as peer:
+        peer.send_raw(b"")
+        data = b""
+        peer.sock.settimeout(10)
+        while b"\r\n" not in data:
+            chunk = peer.sock.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+    assert data.startswith(b"HTTP/1.1 505") or data.startswith(b"HTTP/1.1 400")
+
+
+def test_protocol_errors_get_goaway_and_the_server_serves_on(
+        site: tuple[int, Site, Any]) -> None:
+    port, _, _ = site
+    # DATA on stream 0 is a connection error (RFC 9113 section 6.1).
+    with H2Peer(port) as peer:
+        peer.send_raw(frame(0, 0, 0, b"x"))
+        peer.wait_closed()
+        assert peer.goaway is not None and peer.goaway.error_code == 1
+    # An upper-case field name is a malformed request: that stream is reset, not the rest.
+    with H2Peer(port, validate=False) as peer:
+        bad = peer.request("/bad", headers=[("X-Upper", "1")])
+        good = peer.request("/good")
+        a, b = peer.wait_answers(bad, good)
+        assert a.reset == 1 and b.status == 200
+    # A connection-specific field too (RFC 9113 section 8.2.2).
+    with H2Peer(port, validate=False) as peer:
+        bad = peer.request("/bad", headers=[("connection", "keep-alive")])
+        (a,) = peer.wait_answers(bad)
+        assert a.reset == 1
+    assert PREFACE.startswith(b"PRI")
+
+
+@pytest.mark.skipif(shutil.which("h2load") is None, reason="h2load (nghttp2-client) missing")
+def test_h2load_many_streams_all_succeed(site: tuple[int, Site, Any]) -> None:
+    port, _, _ = site
+    out = subprocess.run(["h2load", "-n", "2000", "-c", "4", "-m", "20",
+                          f"http://127.0.0.1:{port}/load"], capture_output=True, text=True,
+                         timeout=60, check=True)
+    assert "2000 succeeded, 0 failed, 0 errored, 0 timeout" in out.stdout, out.stdout
