@@ -10,7 +10,7 @@ import asyncio
 import time
 
 from .._mongoose import Manager
-from ..serving.reporting import asgi_target
+from ..serving.reporting import asgi_protocol, asgi_target
 from ..serving.request_deadline import DeadlineCounts, check_interval, log_timeout
 from .http import _HTTPCycle
 
@@ -51,6 +51,6 @@ class ASGIDeadline:
             self.counts.add("request_timeouts", 1)
             scope = cycle.scope
             log_timeout(scope.get("method", "GET"), asgi_target(scope),
-                        "HTTP/" + scope["http_version"], now - cycle.started, self.timeout,
+                        asgi_protocol(scope), now - cycle.started, self.timeout,
                         "its app's task is cancelled")
         self._timer = self._loop.call_later(self._interval, self._check)

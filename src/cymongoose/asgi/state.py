@@ -12,7 +12,12 @@ from typing import Any
 
 from .._mongoose import ASGIServerState
 from ..access_log import AccessLog
-from ..serving.reporting import asgi_target, report_app_error, report_exception
+from ..serving.reporting import (
+    asgi_protocol,
+    asgi_target,
+    report_app_error,
+    report_exception,
+)
 
 
 def _not_started() -> None:
@@ -56,7 +61,7 @@ class ServerState(ASGIServerState):
         try:
             query = scope["query_string"].decode("latin-1")
             access.log(client[0] if client else "-", method, scope["path"], query,
-                       "HTTP/" + scope["http_version"], cycle.status,
+                       asgi_protocol(scope), cycle.status,
                        0 if method == "HEAD" else cycle.sent,
                        time.perf_counter() - cycle.started, lookup,
                        target=asgi_target(scope, query))

@@ -58,6 +58,13 @@ def wsgi_target(environ: Mapping[str, Any]) -> str:
     return f"{path}?{query}" if query else path
 
 
+def asgi_protocol(scope: Mapping[str, Any]) -> str:
+    """The request's protocol as the access log and WSGI's SERVER_PROTOCOL spell it
+    ("HTTP/1.1", "HTTP/2.0"), from ASGI's http_version ("1.1", "2")."""
+    version = scope.get("http_version", "1.1")
+    return "HTTP/2.0" if version == "2" else f"HTTP/{version}"
+
+
 def asgi_target(scope: Mapping[str, Any], query: str | None = None) -> str:
     """The request target as the client sent it: `raw_path` and the query string (latin-1,
     one character per byte); `query` when the caller decoded it already."""

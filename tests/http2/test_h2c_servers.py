@@ -1,0 +1,130 @@
+"""The WSGI and ASGI servers over HTTP/2 with prior knowledge: the same apps, each stream a
+request, bodies streamed both ways, files sent, and requests of one connection served at
+once (threads for WSGI, tasks for ASGI)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask, Response, request
+from support.asgi_server import running_asgi_server
+from support.h2_peer import H2Peer
+from support.waiting import wait_for
+from support.wsgi_server import running_wsgi_server
+
+from cymongoose._mongoose import HTTP2_LIBRARY
+from cymongoose.access_log import AccessLog
+
+pytestmark = [pytest.mark.timeout(60),
+              pytest.mark.skipif(HTTP2_LIBRARY is None, reason="built without HTTP/2")]
+
+BODY = bytes(range(256)) * 2048  # 512 KiB: eight stream windows
+
+
+def flask_app(file: Path, together: int) -> Flask:
+    app = Flask(__name__)
+    barrier = threading.Barrier(together, timeout=20)
+
+    @app.route("/")
+    def index() -> str:
+        return request.environ["SERVER_PROTOCOL"]
+
+    @app.route("/upload", methods=["POST"])
+    def upload() -> str:
+        return f"{len(request.get_data())} {request.get_data() == BODY}"
+
+    @app.route("/stream")
+    def stream() -> Response:
+        return Response((b"y" * 1000 for _ in range(1000)), mimetype="text/plain")
+
+    @app.route("/file")
+    def send() -> Response:
+        wrapper = request.environ["wsgi.file_wrapper"]
+        return Response(wrapper(file.open("rb")), mimetype="application/octet-stream",
+                        direct_passthrough=True)
+
+    @app.route("/together")
+    def meet() -> str:
+        return f"met {barrier.wait()}"  # every one of `together` requests in flight at once
+
+    return app
+
+
+def access_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "cymongoose.access"]
+
+
+def test_wsgi_app_over_h2c(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "cymongoose.access")
+    file = tmp_path / "blob"
+    file.write_bytes(BODY)
+    with running_wsgi_server(flask_app(file, 4), threads=4,
+                             server_kwargs={"access_log": AccessLog()}) as srv, \
+            H2Peer(srv.port) as peer:
+        index = peer.request("/")
+        up = peer.request("/upload", "POST", [("content-length", str(len(BODY)))],
+                          end=False)
+        peer.send_all(up, BODY)
+        stream = peer.request("/stream")
+        sent = peer.request("/file")
+        a, b, c, d = peer.wait_answers(index, up, stream, sent, timeout=30)
+        assert (a.status, a.body) == (200, b"HTTP/2.0")
+        assert b.body == f"{len(BODY)} True".encode()
+        assert c.body == b"y" * 1_000_000
+        assert d.body == BODY
+        meet = [peer.request("/together") for _ in range(4)]
+        answers = peer.wait_answers(*meet, timeout=30)
+    assert sorted(x.body for x in answers) == [b"met 0", b"met 1", b"met 2", b"met 3"]
+    wait_for(lambda: len(access_lines(caplog)) >= 8, 10, "eight access-log lines")
+    assert any('"POST /upload HTTP/2.0" 200' in line for line in access_lines(caplog))
+
+
+async def asgi_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] != "http":
+        return
+    path = scope["path"]
+    if path == "/together":
+        state = asgi_app.__dict__.setdefault("state", {"n": 0, "event": asyncio.Event()})
+        state["n"] += 1
+        if state["n"] == 10:
+            state["event"].set()
+        await asyncio.wait_for(state["event"].wait(), 20)
+    size = 0
+    while True:
+        message = await receive()
+        size += len(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/plain")]})
+    if path == "/stream":
+        for _ in range(100):
+            await send({"type": "http.response.body", "body": b"z" * 10_000,
+                        "more_body": True})
+    await send({"type": "http.response.body",
+                "body": f"{scope['http_version']} {size}".encode()})
+
+
+def test_asgi_app_over_h2c(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "cymongoose.access")
+    asgi_app.__dict__.pop("state", None)
+    with running_asgi_server(asgi_app, server_kwargs={"access_log": AccessLog()}) as srv, \
+            H2Peer(srv.port) as peer:
+        index = peer.request("/")
+        up = peer.request("/upload", "POST", end=False)  # no content-length: chunked
+        peer.send_all(up, BODY)
+        stream = peer.request("/stream")
+        a, b, c = peer.wait_answers(index, up, stream, timeout=30)
+        assert (a.status, a.body) == (200, b"2 0")
+        assert b.body == f"2 {len(BODY)}".encode()
+        assert c.body == b"z" * 1_000_000 + b"2 0"
+        together = [peer.request("/together") for _ in range(10)]
+        answers = peer.wait_answers(*together, timeout=30)
+    assert [x.body for x in answers] == [b"2 0"] * 10
+    wait_for(lambda: len(access_lines(caplog)) >= 13, 10, "13 access-log lines")
+    assert any('"GET /stream HTTP/2.0" 200' in line for line in access_lines(caplog))
