@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -243,3 +244,33 @@ def test_h2load_many_streams_all_succeed(site: tuple[int, Site, Any]) -> None:
                           f"http://127.0.0.1:{port}/load"], capture_output=True, text=True,
                          timeout=60, check=True)
     assert "2000 succeeded, 0 failed, 0 errored, 0 timeout" in out.stdout, out.stdout
+
+
+def test_files_from_serve_file_and_serve_dir(server_thread: Any, tmp_path: Path) -> None:
+    blob = bytes(range(251)) * 9000  # about 2.2 MiB: the file sender refills many times
+    (tmp_path / "blob.bin").write_bytes(blob)
+    (tmp_path / "index.html").write_text("<p>home</p>")
+
+    def handler(conn: Connection, ev: int, msg: Any) -> None:
+        if ev != MG_EV_HTTP_MSG:
+            return
+        if msg.uri == "/one":
+            conn.serve_file(msg, str(tmp_path / "blob.bin"))
+        else:
+            conn.serve_dir(msg, str(tmp_path))
+
+    st = server_thread(handler)
+    port = st.listen()
+    st.start()
+    with H2Peer(port) as peer:
+        one = peer.request("/one")
+        listed = peer.request("/blob.bin")
+        home = peer.request("/")
+        ranged = peer.request("/blob.bin", headers=[("range", "bytes=10-19")])
+        missing = peer.request("/nothing")
+        a, b, c, d, e = peer.wait_answers(one, listed, home, ranged, missing, timeout=30)
+    assert a.status == 200 and a.body == blob
+    assert b.status == 200 and b.body == blob
+    assert c.status == 200 and c.body == b"<p>home</p>"
+    assert d.status == 206 and d.body == blob[10:20]
+    assert e.status == 404

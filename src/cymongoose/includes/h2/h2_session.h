@@ -180,7 +180,7 @@ static void h2_flush(struct cym_h2_session *s) {
       break;
     }
     if (n == 0) break;
-    if (mg_iobuf_add(&c->send, c->send.len, data, (size_t) n) != (size_t) n) s->dead = 1;
+    if (h2_add(&c->send, data, (size_t) n)) s->dead = 1;
   }
 }
 
@@ -191,7 +191,7 @@ static void h2_pump(struct cym_h2_session *s) {
   size_t buffered = 0;
   if (s->in_pump || s->ng == NULL) return;
   s->in_pump = 1;
-  for (round = 0; round < 8; round++) {
+  for (round = 0; round < 64; round++) {
     int busy = 0;
     for (st = s->streams; st != NULL; st = st->next) {
       struct mg_connection *c = st->c;
