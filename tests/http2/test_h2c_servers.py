@@ -128,3 +128,29 @@ def test_asgi_app_over_h2c(caplog: pytest.LogCaptureFixture) -> None:
     assert [x.body for x in answers] == [b"2 0"] * 10
     wait_for(lambda: len(access_lines(caplog)) >= 13, 10, "13 access-log lines")
     assert any('"GET /stream HTTP/2.0" 200' in line for line in access_lines(caplog))
+
+
+def test_a_reset_stream_is_http_disconnect_for_its_asgi_app_only() -> None:
+    seen: list[str] = []
+    waiting = asyncio.Event()
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        if scope["path"] == "/wait":
+            await receive()  # the (empty) body
+            waiting.set()
+            seen.append((await receive())["type"])  # blocks until the client goes
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"still here"})
+
+    with running_asgi_server(app) as srv, H2Peer(srv.port) as peer:
+        sid = peer.request("/wait")
+        wait_for(lambda: srv.call(waiting.is_set), 10, "the app waiting on receive()")
+        peer.reset(sid)
+        wait_for(lambda: srv.call(lambda: list(seen)), 10, "http.disconnect")
+        other = peer.request("/other")
+        (a,) = peer.wait_answers(other)
+    assert seen == ["http.disconnect"]
+    assert a.body == b"still here"
