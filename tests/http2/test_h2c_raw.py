@@ -274,3 +274,31 @@ def test_files_from_serve_file_and_serve_dir(server_thread: Any, tmp_path: Path)
     assert c.status == 200 and c.body == b"<p>home</p>"
     assert d.status == 206 and d.body == blob[10:20]
     assert e.status == 404
+
+
+def test_streams_count_against_limit_concurrency_and_in_the_metrics(
+        server_thread: Any) -> None:
+    handler = Site()
+    st = server_thread(handler)
+    port = st.listen()
+    st.manager.limit_concurrency = 2
+    st.manager.health_path = "/healthz"
+    st.manager.ready = True
+    st.start()
+    with H2Peer(port) as peer:
+        held = [peer.request("/later"), peer.request("/later")]
+        wait_for(lambda: st.call(lambda: len(handler.held)) == 2, 10, "two requests held")
+        over = peer.request("/over")
+        health = peer.request("/healthz")
+        a, b = peer.wait_answers(over, health)
+        assert (a.status, a.header(b"retry-after")) == (503, b"1")
+        assert (b.status, b.body) == (200, b"ok\n")  # the health probe passes the limit
+        assert st.call(handler.answer_held) == 2
+        answers = peer.wait_answers(*held)
+        assert [x.body for x in answers] == [b"answered later"] * 2
+        metrics = st.call(st.manager.metrics)
+    # One TCP connection; its four requests each counted once, by status.
+    assert (metrics["connections_total"], metrics["connections_open"]) == (1, 1)
+    assert metrics["requests"] == {200: 3, 503: 1} and metrics["in_flight"] == 0
+    assert metrics["refused"] == {503: 1}
+    assert metrics["bytes_received"] > 0 and metrics["bytes_sent"] > 0
