@@ -229,7 +229,7 @@ class Manager:
         *,
         http: bool | None = None,
         stream_body: bool = False,
-        http2: bool = True,
+        http2: bool | None = None,
         **limits: int,
     ) -> Connection:
         """Listen on `tcp://`, `udp://`, `http://`, `https://`, `ws://` or `wss://` URL.
@@ -246,10 +246,11 @@ class Manager:
         (chunked bodies de-chunked, reading paused while the handler is behind) instead of
         MG_EV_HTTP_MSG with the whole body. Answer with `http_begin()`/`http_end()`.
 
-        `http2=True` (HTTP only; the default when the module has HTTP/2, see
-        `HTTP2_LIBRARY`): a plain-HTTP client may open with HTTP/2's preface (prior
-        knowledge, h2c); each of its streams then reaches the handler as a connection of
-        its own carrying one request. `False`: HTTP/1.1 only. See docs/http2.md.
+        `http2` (HTTP only; None: `set_http_limits()`'s, on unless turned off there): a
+        plain-HTTP client may open with HTTP/2's preface (prior knowledge, h2c), when the
+        module has HTTP/2 (`HTTP2_LIBRARY`); each of its streams then reaches the handler
+        as a connection of its own carrying one request. `False`: HTTP/1.1 only. See
+        docs/http2.md.
 
         HTTP listeners take limits as keywords (defaults from `set_http_limits()`):
         `max_header_count`, `max_header_size`, `max_uri_size`, `max_body_size`,
@@ -258,12 +259,13 @@ class Manager:
         `linger_time_ms` (0 turns a timeout off; for the last two, the lingering close).
         See docs/server-behaviour.md."""
 
-    def set_http_limits(self, **limits: int) -> None:
-        """Change the limits that HTTP listeners opened from now on start with."""
+    def set_http_limits(self, **limits: int | bool) -> None:
+        """Change the limits that HTTP listeners opened from now on start with, and their
+        `http2` setting (True or False)."""
 
     @property
-    def http_limits(self) -> dict[str, int]:
-        """The limits new HTTP listeners get, by name."""
+    def http_limits(self) -> dict[str, int | bool]:
+        """The limits new HTTP listeners get, by name, and their `http2` setting."""
 
     def connect(
         self, url: str, handler: _Handler | None = None, *, http: bool | None = None
@@ -914,7 +916,7 @@ def listen_fd(
     http: bool = False,
     tls: bool = False,
     stream_body: bool = False,
-    http2: bool = True,
+    http2: bool | None = None,
     **limits: int,
 ) -> Connection:
     """Listen on a stream socket opened outside Mongoose (a Unix socket, an inherited or an

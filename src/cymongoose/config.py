@@ -337,6 +337,10 @@ class Config:
                              rule=_at_least(0), metavar="N",
                              doc_more="an already listening socket (systemd socket "
                                       "activation)")
+    http2: bool = _option(
+        True, "binding", "serve HTTP/2 to clients that open with it (h2c, prior knowledge)",
+        negatable=True, limit=True,
+        doc_more="`--no-http2`: HTTP/1.1 only; see [HTTP/2](http2.md)")
     ssl_certfile: str | None = _option(
         None, "binding", "PEM certificate (chain): serve HTTPS", "be a path", kind=str,
         optional=True, metavar="FILE",

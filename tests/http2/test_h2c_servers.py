@@ -154,3 +154,17 @@ def test_a_reset_stream_is_http_disconnect_for_its_asgi_app_only() -> None:
         (a,) = peer.wait_answers(other)
     assert seen == ["http.disconnect"]
     assert a.body == b"still here"
+
+
+def test_no_http2_in_the_config_serves_http11_only() -> None:
+    from cymongoose.config import Config
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [environ["SERVER_PROTOCOL"].encode()]
+
+    with running_wsgi_server(app, server_kwargs={"config": Config(http2=False)}) as srv:
+        with H2Peer(srv.port) as peer:
+            peer.sock.settimeout(10)
+            data = peer.sock.recv(4096)
+        assert data.startswith(b"HTTP/1.1 505 ")  # "PRI * HTTP/2.0" read as HTTP/1.1

@@ -19,7 +19,7 @@ DEFAULTS = {
     "max_header_count": 100, "max_header_size": 16384, "max_uri_size": 8192,
     "max_body_size": 16 * 1024 * 1024, "header_timeout_ms": 30000, "body_timeout_ms": 60000,
     "keepalive_timeout_ms": 5000, "tls_handshake_timeout_ms": 10000, "send_timeout_ms": 60000,
-    "linger_timeout_ms": 5000, "linger_time_ms": 30000,
+    "linger_timeout_ms": 5000, "linger_time_ms": 30000, "http2": True,
 }
 
 

@@ -440,7 +440,7 @@ cdef class Manager:
             raise exc
 
     def listen(self, str url not None, handler=None, *, http=None, stream_body=False,
-               http2=True, **limits):
+               http2=None, **limits):
         cdef HttpLimits lim = self._limits
         cdef Connection conn
         cdef bint is_http = url.startswith(_HTTP_SCHEMES) if http is None else bool(http)
@@ -450,7 +450,8 @@ cdef class Manager:
             raise ValueError("stream_body applies to HTTP listeners only (http://, https://, "
                              "or http=True)")
         lim.stream_body = stream_body
-        lim.http2 = _http2_flag(http2)
+        if http2 is not None:  # else set_http_limits()'s (on by default)
+            lim.http2 = _http2_flag(http2)
         if limits:
             # Checked before the socket opens, so a bad value leaves nothing behind.
             _update_limits(&lim, limits)

@@ -24,9 +24,13 @@ cdef int _update_limits(HttpLimits *lim, dict changes) except -1:
     """Validate `changes` (name -> int) and apply them to *lim, all or nothing."""
     cdef HttpLimits out = lim[0]
     for name, value in changes.items():
+        if name == "http2":  # a listener setting carried with the limits (http2.pxi)
+            out.http2 = _http2_flag(value)
+            continue
         if name not in _LIMIT_NAMES:
             raise TypeError(
-                f"unknown HTTP limit {name!r}; the limits are {', '.join(_LIMIT_NAMES)}")
+                f"unknown HTTP limit {name!r}; the limits are {', '.join(_LIMIT_NAMES)} "
+                f"(and the http2 setting)")
         if type(value) is bool or not isinstance(value, int):
             raise TypeError(f"{name} must be an int, not {type(value).__name__}")
         if name.endswith("_ms"):
@@ -51,7 +55,9 @@ cdef int _update_limits(HttpLimits *lim, dict changes) except -1:
             raise ValueError(
                 f"max_body_size must be between 0 and {_MAX_BODY} bytes, not {value}")
     for name, value in changes.items():
-        if name == "max_header_count":
+        if name == "http2":
+            pass
+        elif name == "max_header_count":
             out.max_header_count = value
         elif name == "max_header_size":
             out.max_header_size = value
@@ -90,4 +96,5 @@ cdef dict _limits_dict(const HttpLimits *lim):
         "send_timeout_ms": lim.send_timeout_ms,
         "linger_timeout_ms": lim.linger_timeout_ms,
         "linger_time_ms": lim.linger_time_ms,
+        "http2": bool(lim.http2),
     }

@@ -4,7 +4,7 @@
 # makes the adopted one a listener the way mg_listen()/mg_http_listen() would.
 
 def listen_fd(Manager manager not None, sock, handler=None, *, http=False, tls=False,
-              stream_body=False, http2=True, **limits):
+              stream_body=False, http2=None, **limits):
     manager._ensure_open()
     _check_handler(handler, "handler")
     if type(stream_body) is not bool or type(http) is not bool or type(tls) is not bool:
@@ -26,7 +26,8 @@ def listen_fd(Manager manager not None, sock, handler=None, *, http=False, tls=F
         probe.close()
     cdef HttpLimits lim = manager._limits
     lim.stream_body = stream_body
-    lim.http2 = _http2_flag(http2)
+    if http2 is not None:
+        lim.http2 = _http2_flag(http2)
     if limits:
         _update_limits(&lim, limits)
     # Mongoose owns and closes its copy; the caller keeps (and closes) its own. Shared
