@@ -128,7 +128,8 @@ lint:
 # The extension is built by the environment's pip, not by uv sync: uv builds one project at a
 # time, so its ASan build would hold make test's .venv build back (about 2 minutes).
 ASAN_TESTS := tests/core tests/protocols tests/adapters/wsgi tests/adapters/asgi \
-              tests/adapters/test_aio.py tests/proxy $(wildcard tests/reliability) tests/fuzz
+              tests/adapters/test_aio.py tests/proxy $(wildcard tests/reliability) tests/fuzz \
+              tests/http2
 # make test runs them as two processes after one asan-build: ASAN_PART1, then the rest.
 ASAN_PART1 := tests/core tests/adapters/wsgi tests/adapters/asgi tests/adapters/test_aio.py
 ASAN_PYTEST := ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1:quarantine_size_mb=32 \

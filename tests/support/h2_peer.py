@@ -196,3 +196,47 @@ def frame(kind: int, flags: int, sid: int, payload: bytes = b"") -> bytes:
 
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def raw_connection(port: int, timeout: float = 10.0) -> socket.socket:
+    """A socket that has sent the preface and an empty SETTINGS frame: a client that writes
+    its own frames (and whose server's answers no state machine checks)."""
+    sock = socket.create_connection((HOST, port), timeout=timeout)
+    sock.sendall(PREFACE + frame(4, 0, 0))
+    return sock
+
+
+def read_until_closed(sock: socket.socket, timeout: float = 10.0) -> list[tuple[int, int, int,
+                                                                               bytes]]:
+    """Every frame the server sends until it closes: (type, flags, stream, payload)."""
+    deadline = time.monotonic() + timeout
+    data = b""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError("the server did not close within the timeout")
+        sock.settimeout(left)
+        try:
+            chunk = sock.recv(65536)
+        except ConnectionResetError:
+            chunk = b""
+        except TimeoutError:
+            raise AssertionError("the server did not close within the timeout") from None
+        if not chunk:
+            break
+        data += chunk
+    frames = []
+    while len(data) >= 9:
+        n = int.from_bytes(data[:3], "big")
+        frames.append((data[3], data[4], int.from_bytes(data[5:9], "big") & 0x7FFFFFFF,
+                       data[9:9 + n]))
+        data = data[9 + n:]
+    return frames
+
+
+def goaway_code(frames: list[tuple[int, int, int, bytes]]) -> int | None:
+    """The error code of the server's GOAWAY among `frames` (None: none came)."""
+    for kind, _, _, payload in frames:
+        if kind == 7:
+            return int.from_bytes(payload[4:8], "big")
+    return None

@@ -36,6 +36,7 @@ static int cym_h2_start(struct mg_connection *c, const struct cym_h2_limits *lim
   s->idle_since_ms = mg_millis();
   if (nghttp2_session_callbacks_new(&cb) != 0 || nghttp2_option_new(&opt) != 0) goto out;
   nghttp2_session_callbacks_set_on_begin_headers_callback(cb, h2_on_begin_headers);
+  nghttp2_session_callbacks_set_on_begin_frame_callback(cb, h2_on_begin_frame);
   nghttp2_session_callbacks_set_on_header_callback(cb, h2_on_header);
   nghttp2_session_callbacks_set_on_frame_recv_callback(cb, h2_on_frame_recv);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_on_data);

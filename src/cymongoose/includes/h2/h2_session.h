@@ -13,6 +13,7 @@
 #ifndef CYM_H2_SESSION_H
 #define CYM_H2_SESSION_H
 
+#include "h2_floods.h"
 #include "h2_request.h"
 #include "h2_response.h"
 
@@ -93,6 +94,7 @@ static int h2_on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, voi
   struct cym_h2_stream *st;
   int end = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
   (void) ng;
+  h2_flood_check(s, frame);
   if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) return 0;
   st = h2_stream_of(s, frame->hd.stream_id);
   if (st == NULL) return 0;
@@ -288,8 +290,11 @@ static void cym_h2_handler(struct mg_connection *c, int ev, void *ev_data) {
   if (ev == MG_EV_READ && c->recv.len > 0) {
     ssize_t n = s->dead ? (ssize_t) c->recv.len
                         : nghttp2_session_mem_recv(s->ng, c->recv.buf, c->recv.len);
-    if (n < 0) { /* a bad preface, a flood nghttp2 saw: GOAWAY, then close */
-      nghttp2_session_terminate_session(s->ng, NGHTTP2_PROTOCOL_ERROR);
+    if (n < 0) { /* a bad preface, a flood: GOAWAY, then close */
+      nghttp2_session_terminate_session(s->ng, h2_flood_error((int) n, s)
+                                                   ? NGHTTP2_ENHANCE_YOUR_CALM
+                                                   : NGHTTP2_PROTOCOL_ERROR);
+      s->dead = 0;
       h2_flush(s);
       s->dead = 1;
       c->recv.len = 0;

@@ -86,6 +86,11 @@ struct cym_h2_session {
   size_t nstreams;
   uint64_t idle_since_ms;  /* when the last stream ended (0: streams open) */
   uint64_t send_since_ms;  /* output queued and unwritten since (0: none) */
+  /* Floods nghttp2 1.52 lets through (h2_floods.h): a token bucket of resets and empty
+   * DATA frames, and the CONTINUATION frames of the head being read. */
+  double flood_tokens;
+  uint64_t flood_at_ms;
+  unsigned continuations;
   int in_pump;             /* cym_h2_pump on the stack: no nested pump */
   int dead;                /* the session failed or ended: drain and close */
 };
