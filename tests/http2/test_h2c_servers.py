@@ -10,10 +10,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import hpack
 import pytest
 from flask import Flask, Response, request
 from support.asgi_server import running_asgi_server
-from support.h2_peer import H2Peer
+from support.h2_peer import FrameReader, H2Peer, frame, raw_connection
 from support.waiting import wait_for
 from support.wsgi_server import running_wsgi_server
 
@@ -168,3 +169,32 @@ def test_no_http2_in_the_config_serves_http11_only() -> None:
             peer.sock.settimeout(10)
             data = peer.sock.recv(4096)
         assert data.startswith(b"HTTP/1.1 505 ")  # "PRI * HTTP/2.0" read as HTTP/1.1
+
+
+def test_a_stop_lets_streams_in_flight_finish_after_goaway() -> None:
+    started = threading.Event()
+    release = threading.Event()
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        if environ["PATH_INFO"] == "/slow":
+            started.set()
+            release.wait(20)
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"finished"]
+
+    head = hpack.Encoder().encode([(":method", "GET"), (":path", "/slow"),
+                                   (":scheme", "http"), (":authority", "localhost")])
+    with running_wsgi_server(app, threads=2) as srv, raw_connection(srv.port) as sock:
+        sock.sendall(frame(1, 5, 1, head))  # HEADERS, END_STREAM | END_HEADERS, stream 1
+        frames = FrameReader(sock)
+        assert started.wait(10)
+        srv.server.stop()
+        # The GOAWAY comes while the request is still in the app: NO_ERROR, and the last
+        # stream taken is ours, so the client knows it will be answered.
+        frames.read_until(lambda fs: any(f[0] == 7 for f in fs))
+        goaway = next(f for f in frames.frames if f[0] == 7)
+        assert goaway[3][:8] == (1).to_bytes(4, "big") + (0).to_bytes(4, "big")
+        release.set()
+        frames.until_closed()
+    data = [f for f in frames.frames if f[0] == 0 and f[2] == 1]
+    assert b"".join(f[3] for f in data) == b"finished" and data[-1][1] & 1  # END_STREAM

@@ -206,35 +206,58 @@ def raw_connection(port: int, timeout: float = 10.0) -> socket.socket:
     return sock
 
 
-def read_until_closed(sock: socket.socket, timeout: float = 10.0) -> list[tuple[int, int, int,
-                                                                               bytes]]:
-    """Every frame the server sends until it closes: (type, flags, stream, payload)."""
-    deadline = time.monotonic() + timeout
-    data = b""
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise AssertionError("the server did not close within the timeout")
-        sock.settimeout(left)
-        try:
-            chunk = sock.recv(65536)
-        except ConnectionResetError:
-            chunk = b""
-        except TimeoutError:
-            raise AssertionError("the server did not close within the timeout") from None
-        if not chunk:
-            break
-        data += chunk
-    frames = []
-    while len(data) >= 9:
-        n = int.from_bytes(data[:3], "big")
-        frames.append((data[3], data[4], int.from_bytes(data[5:9], "big") & 0x7FFFFFFF,
-                       data[9:9 + n]))
-        data = data[9 + n:]
-    return frames
+Frame = tuple[int, int, int, bytes]  # type, flags, stream, payload
 
 
-def goaway_code(frames: list[tuple[int, int, int, bytes]]) -> int | None:
+class FrameReader:
+    """The frames a server sends on a raw connection, read as they come."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.frames: list[Frame] = []
+        self.closed = False
+        self._data = b""
+
+    def read_until(self, done: Callable[[list[Frame]], bool], timeout: float = 10.0) -> None:
+        """Read until done(frames) holds or the server closes (then done must hold)."""
+        deadline = time.monotonic() + timeout
+        while not done(self.frames):
+            if self.closed:
+                raise AssertionError(f"closed first; frames: {self.frames}")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"timed out; frames: {self.frames}")
+            self.sock.settimeout(left)
+            try:
+                chunk = self.sock.recv(65536)
+            except ConnectionResetError:
+                chunk = b""
+            except TimeoutError:
+                raise AssertionError(f"timed out; frames: {self.frames}") from None
+            if not chunk:
+                self.closed = True
+                continue
+            self._data += chunk
+            while len(self._data) >= 9:
+                n = int.from_bytes(self._data[:3], "big")
+                if len(self._data) < 9 + n:
+                    break
+                d = self._data
+                self.frames.append((d[3], d[4], int.from_bytes(d[5:9], "big") & 0x7FFFFFFF,
+                                    d[9:9 + n]))
+                self._data = d[9 + n:]
+
+    def until_closed(self, timeout: float = 10.0) -> list[Frame]:
+        self.read_until(lambda _: self.closed, timeout)
+        return self.frames
+
+
+def read_until_closed(sock: socket.socket, timeout: float = 10.0) -> list[Frame]:
+    """Every frame the server sends until it closes."""
+    return FrameReader(sock).until_closed(timeout)
+
+
+def goaway_code(frames: list[Frame]) -> int | None:
     """The error code of the server's GOAWAY among `frames` (None: none came)."""
     for kind, _, _, payload in frames:
         if kind == 7:

@@ -92,6 +92,47 @@ static int cym_h2_wants_poll(void *registry) {
   return 0;
 }
 
+/* The stream connections of the manager's sessions, up to `cap` of them into `out`; how
+ * many there are in all. */
+static size_t cym_h2_streams(void *registry, struct mg_connection **out, size_t cap) {
+  struct cym_h2_session *s;
+  struct cym_h2_stream *st;
+  size_t n = 0;
+  for (s = (struct cym_h2_session *) registry; s != NULL; s = s->next_session)
+    for (st = s->streams; st != NULL; st = st->next) {
+      if (!st->opened || st->closed) continue; /* not one a handler has seen */
+      if (n < cap) out[n] = st->c;
+      n++;
+    }
+  return n;
+}
+
+/* The stream connection with this id, or NULL. */
+static struct mg_connection *cym_h2_find(void *registry, unsigned long id) {
+  struct cym_h2_session *s;
+  struct cym_h2_stream *st;
+  for (s = (struct cym_h2_session *) registry; s != NULL; s = s->next_session)
+    for (st = s->streams; st != NULL; st = st->next)
+      if (st->c->id == id && st->opened && !st->closed) return st->c;
+  return NULL;
+}
+
+/* A graceful end (a server's stop, Connection.close()): GOAWAY with the last stream
+ * taken, so the client opens no more and retries what it sent later elsewhere; the
+ * streams in flight finish, then the connection closes. 0, or -1 when c is not HTTP/2. */
+static int cym_h2_shutdown(struct mg_connection *c) {
+  struct cym_h2_session *s = (struct cym_h2_session *) c->pfn_data;
+  if (c->pfn != cym_h2_handler || s == NULL) return -1;
+  if (!s->shutting && !s->dead) {
+    s->shutting = 1;
+    nghttp2_submit_goaway(s->ng, NGHTTP2_FLAG_NONE,
+                          nghttp2_session_get_last_proc_stream_id(s->ng), NGHTTP2_NO_ERROR,
+                          NULL, 0);
+    h2_pump(s);
+  }
+  return 0;
+}
+
 /* A stream connection: no socket of its own, so no sendfile(2), shutdown(2) or epoll. */
 static inline int cym_h2_is_stream(const struct mg_connection *c) {
   return c->is_accepted && (size_t) c->fd == (size_t) -1;
@@ -112,6 +153,13 @@ static inline int cym_h2_start(struct mg_connection *c, const struct cym_h2_limi
   return -1;
 }
 static inline int cym_h2_wants_poll(void *registry) { return (void) registry, 0; }
+static inline size_t cym_h2_streams(void *registry, struct mg_connection **out, size_t cap) {
+  return (void) registry, (void) out, (void) cap, 0;
+}
+static inline struct mg_connection *cym_h2_find(void *registry, unsigned long id) {
+  return (void) registry, (void) id, NULL;
+}
+static inline int cym_h2_shutdown(struct mg_connection *c) { return (void) c, -1; }
 static inline int cym_h2_is_stream(const struct mg_connection *c) { return (void) c, 0; }
 static inline mg_event_handler_t cym_h2_handler_fn(void) { return NULL; }
 #endif

@@ -535,4 +535,7 @@ cdef extern from "cym_h2.h" nogil:
     int cym_h2_start(mg_connection *c, const cym_h2_limits *lim)
     int cym_h2_wants_poll(void *registry)
     int cym_h2_is_stream(const mg_connection *c)
+    size_t cym_h2_streams(void *registry, mg_connection **out, size_t cap)
+    mg_connection *cym_h2_find(void *registry, unsigned long id)
+    int cym_h2_shutdown(mg_connection *c)
     mg_event_handler_t cym_h2_handler_fn()

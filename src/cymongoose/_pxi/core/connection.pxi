@@ -245,6 +245,10 @@ cdef class Connection:
             return
         self._close_called = True
         self._unpark()
+        if mg.cym_h2_shutdown(self._c) == 0:
+            # An HTTP/2 connection ends gracefully: GOAWAY, its streams finish (http2.pxi).
+            (<GilSlot *>self._c.mgr.userdata).io_events += 1
+            return
         if self._c.send.len > 0 and not self._c.is_closing:
             self._c.is_draining = 1
         else:

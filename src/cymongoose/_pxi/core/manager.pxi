@@ -162,6 +162,8 @@ cdef class Manager:
             _add_bound(out, c)
             parked += 1
             c = mg.cym_parked_at(&self._mgr, parked)
+        if not self._closed:
+            _add_h2_streams(out, &self._mgr)  # http2.pxi: each stream is a connection too
         out.sort(key=_connection_id)  # creation order: ids only grow
         return tuple(out)
 
@@ -564,6 +566,8 @@ cdef class Manager:
             c = c.next
         if c == NULL:  # not in the loop's list: parked while idle (build_fixes.py PARKING)
             c = mg.cym_parked_find(&self._mgr, conn_id)
+        if c == NULL and self._gil.h2_sessions != NULL:  # or an HTTP/2 stream (http2.pxi)
+            c = mg.cym_h2_find(self._gil.h2_sessions, conn_id)
         if c != NULL and c.fn == _on_event and c.fn_data != NULL:
             return <Connection>c.fn_data
         return None

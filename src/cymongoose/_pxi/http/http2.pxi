@@ -73,3 +73,24 @@ cdef bint _http2_flag(object http2) except -1:
     if type(http2) is not bool:
         raise TypeError(f"http2 must be True or False, not {http2!r}")
     return http2
+
+
+cdef void _add_h2_streams(list out, mg.mg_mgr *mgr):
+    """Manager.connections: the stream connections a handler has seen."""
+    cdef void *sessions = (<GilSlot *>mgr.userdata).h2_sessions
+    cdef size_t n, i
+    cdef mg.mg_connection **found
+    if sessions == NULL:
+        return
+    n = mg.cym_h2_streams(sessions, NULL, 0)
+    if n == 0:
+        return
+    found = <mg.mg_connection **>calloc(n, sizeof(mg.mg_connection *))
+    if found == NULL:
+        raise MemoryError()
+    try:
+        n = mg.cym_h2_streams(sessions, found, n)
+        for i in range(n):
+            _add_bound(out, found[i])
+    finally:
+        free(found)

@@ -243,6 +243,7 @@ static void h2_pump(struct cym_h2_session *s) {
     next = st->next;
     if (st->closed) h2_stream_free(s, st, 1);
   }
+  if (s->shutting && s->nstreams == 0) s->dead = 1; /* the stop's last stream is done */
   if (!s->dead && nghttp2_session_want_read(s->ng) == 0 &&
       nghttp2_session_want_write(s->ng) == 0)
     s->dead = 1; /* GOAWAY both ways, or a fatal error: nothing more can happen */

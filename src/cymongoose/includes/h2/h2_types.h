@@ -92,6 +92,7 @@ struct cym_h2_session {
   uint64_t flood_at_ms;
   unsigned continuations;
   int in_pump;             /* cym_h2_pump on the stack: no nested pump */
+  int shutting;            /* GOAWAY sent for a stop: close once the streams are done */
   int dead;                /* the session failed or ended: drain and close */
 };
 
