@@ -64,6 +64,8 @@ class Site:
             conn.http_begin(200, headers=[("Content-Length", "100")])
             conn.http_write(b"only part")
             conn.close()
+        elif path == "/ws":
+            conn.ws_upgrade(msg)  # RuntimeError on a stream: a 500 for it
         elif path == "/later":
             self.held.append(conn)  # answered by answer_held() on the poll thread
         else:
@@ -173,6 +175,14 @@ def test_an_exception_or_a_close_ends_only_its_own_stream(site: tuple[int, Site,
         again = peer.request("/again")
         (d,) = peer.wait_answers(again)
     assert d.body == b"GET /again HTTP/2.0\n"
+
+
+def test_a_websocket_upgrade_on_a_stream_raises(site: tuple[int, Site, Any]) -> None:
+    port, handler, _ = site
+    with H2Peer(port) as peer:
+        (a,) = peer.wait_answers(peer.request("/ws"))
+    assert a.status == 500
+    assert "not upgraded" in str(handler.errors[0])
 
 
 def test_an_answer_given_later_from_the_loop_goes_out(site: tuple[int, Site, Any]) -> None:

@@ -98,6 +98,9 @@ cdef int _ws_upgrade(Connection conn, HttpMessage message, object extra_headers)
     cdef mg.mg_connection *c = conn._c
     if c.is_websocket:
         raise RuntimeError("ws_upgrade(): this connection is already a WebSocket")
+    if mg.cym_h2_is_stream(c):
+        raise RuntimeError("ws_upgrade(): this request came over HTTP/2, whose streams are "
+                           "not upgraded (WebSocket clients connect with HTTP/1.1)")
     cdef bytes block
     cdef bytes chosen
     block, chosen = _ws_header_block(extra_headers)
