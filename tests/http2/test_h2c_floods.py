@@ -86,3 +86,20 @@ def test_a_few_resets_are_not_a_flood(port: int) -> None:
             peer.reset(peer.request("/"))
         (a,) = peer.wait_answers(peer.request("/"))
         assert a.status == 200 and peer.goaway is None
+
+
+@pytest.mark.parametrize("kind, payload", [(6, b"pingpong"), (4, b"")], ids=["PING", "SETTINGS"])
+def test_control_frame_floods_from_a_client_that_does_not_read(port: int, kind: int,
+                                                               payload: bytes) -> None:
+    # Each asks for an ACK; a client that never reads them makes the server queue them.
+    # nghttp2 ends the connection once 1000 wait (NGHTTP2_ERR_FLOODED); a client that
+    # does read gets its ACKs. Either way the connection is bounded and others are served.
+    with raw_connection(port) as sock:
+        try:
+            for _ in range(400):
+                sock.sendall(frame(kind, 0, 0, payload) * 1000)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # ended while the flood was still going out
+        frames = read_until_closed(sock, timeout=30)
+    assert goaway_code(frames) in (None, 11)
+    assert served(port)
