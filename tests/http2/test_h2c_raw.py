@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 from support.h2_peer import PREFACE, H2Peer, frame
+from support.subprocess_env import tool_env
 from support.waiting import wait_for
 
 from cymongoose import MG_EV_ACCEPT, MG_EV_CLOSE, MG_EV_HTTP_MSG, MG_EV_OPEN, Connection
@@ -92,10 +93,12 @@ def test_curl_prior_knowledge_and_http11_share_the_port(site: tuple[int, Site, A
     port, handler, _ = site
     url = f"http://127.0.0.1:{port}/hello"
     out = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "-w", "\n%{http_version}",
-                          url], capture_output=True, text=True, timeout=20, check=True)
+                          url], capture_output=True, text=True, timeout=20, check=True,
+                         env=tool_env())
     assert out.stdout == "GET /hello HTTP/2.0\n\n2"
     out = subprocess.run(["curl", "-sS", "--http1.1", "-w", "\n%{http_version}", url],
-                         capture_output=True, text=True, timeout=20, check=True)
+                         capture_output=True, text=True, timeout=20, check=True,
+                         env=tool_env())
     assert out.stdout == "GET /hello HTTP/1.1\n\n1.1"
     assert handler.protocols == ["HTTP/2.0", "HTTP/1.1"]
 
@@ -252,7 +255,7 @@ def test_h2load_many_streams_all_succeed(site: tuple[int, Site, Any]) -> None:
     port, _, _ = site
     out = subprocess.run(["h2load", "-n", "2000", "-c", "4", "-m", "20",
                           f"http://127.0.0.1:{port}/load"], capture_output=True, text=True,
-                         timeout=60, check=True)
+                         timeout=60, check=True, env=tool_env())
     assert "2000 succeeded, 0 failed, 0 errored, 0 timeout" in out.stdout, out.stdout
 
 
