@@ -144,6 +144,9 @@ cdef struct HttpGuard:
     size_t core_head_at
     # Reverse proxy (proxy_exchange.pxi): the _Exchange this connection's request is in.
     void *proxy
+    # An HTTP/2 stream (http2.pxi): the connection it travels on (its TLS is the stream's),
+    # valid while the stream is: a connection closes its streams first.
+    mg.mg_connection *h2_parent
 
 
 cdef struct TimerBox:

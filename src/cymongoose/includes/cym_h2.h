@@ -107,6 +107,16 @@ static size_t cym_h2_streams(void *registry, struct mg_connection **out, size_t 
   return n;
 }
 
+/* The connection the stream connection c travels on, or NULL. */
+static struct mg_connection *cym_h2_parent(void *registry, const struct mg_connection *c) {
+  struct cym_h2_session *s;
+  struct cym_h2_stream *st;
+  for (s = (struct cym_h2_session *) registry; s != NULL; s = s->next_session)
+    for (st = s->streams; st != NULL; st = st->next)
+      if (st->c == c) return s->c;
+  return NULL;
+}
+
 /* The stream connection with this id, or NULL. */
 static struct mg_connection *cym_h2_find(void *registry, unsigned long id) {
   struct cym_h2_session *s;
@@ -160,6 +170,10 @@ static inline struct mg_connection *cym_h2_find(void *registry, unsigned long id
   return (void) registry, (void) id, NULL;
 }
 static inline int cym_h2_shutdown(struct mg_connection *c) { return (void) c, -1; }
+static inline struct mg_connection *cym_h2_parent(void *registry,
+                                                  const struct mg_connection *c) {
+  return (void) registry, (void) c, NULL;
+}
 static inline int cym_h2_is_stream(const struct mg_connection *c) { return (void) c, 0; }
 static inline mg_event_handler_t cym_h2_handler_fn(void) { return NULL; }
 #endif

@@ -102,20 +102,41 @@ static void cym_tls_free(char *p) {
 }
 
 static const unsigned char cym_alpn_http11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+static const unsigned char cym_alpn_h2_http11[] = {2, 'h', '2', 8, 'h', 't', 't', 'p', '/',
+                                                   '1', '.', '1'};
 
-/* Server-side ALPN (RFC 7301): we speak HTTP/1.1 only, so pick it when the client offers
- * it (curl offers h2 first) and otherwise answer without ALPN rather than failing, which
- * keeps non-HTTP protocols over TLS (MQTT) working. */
+/* Whether an accepted connection may speak HTTP/2 (an HTTP listener with http2 on, a
+ * module built with libnghttp2): set by the core (http2.pxi). NULL: never. */
+static int (*cym_tls_h2_allowed)(struct mg_connection *c) = NULL;
+
+/* Server-side ALPN (RFC 7301): h2 when the client offers it and the connection may speak
+ * it, else http/1.1 when offered; otherwise answer without ALPN rather than failing, which
+ * keeps non-HTTP protocols over TLS (MQTT) working. The server's order decides: h2 first. */
 static int cym_tls_alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
                                const unsigned char *in, unsigned int inlen, void *arg) {
   unsigned char *selected = NULL;
-  (void) ssl, (void) arg;
-  if (SSL_select_next_proto(&selected, outlen, cym_alpn_http11, sizeof(cym_alpn_http11), in,
-                            inlen) == OPENSSL_NPN_NEGOTIATED) {
+  BIO *bio = SSL_get_rbio(ssl);
+  struct mg_connection *c = bio != NULL ? (struct mg_connection *) BIO_get_data(bio) : NULL;
+  int h2 = c != NULL && cym_tls_h2_allowed != NULL && cym_tls_h2_allowed(c);
+  const unsigned char *ours = h2 ? cym_alpn_h2_http11 : cym_alpn_http11;
+  unsigned int ours_len = h2 ? sizeof(cym_alpn_h2_http11) : sizeof(cym_alpn_http11);
+  (void) arg;
+  if (SSL_select_next_proto(&selected, outlen, ours, ours_len, in, inlen) ==
+      OPENSSL_NPN_NEGOTIATED) {
     *out = selected;
     return SSL_TLSEXT_ERR_OK;
   }
   return SSL_TLSEXT_ERR_NOACK;
+}
+
+/* Whether the handshake chose h2 by ALPN. */
+static int cym_tls_alpn_h2(struct mg_connection *c) {
+  const unsigned char *proto = NULL;
+  unsigned int len = 0;
+  struct mg_tls *tls = (struct mg_tls *) c->tls;
+  if (tls == NULL || tls->ssl == NULL) return 0;
+  SSL_get0_alpn_selected(tls->ssl, &proto, &len);
+  return len == 2 && proto[0] == 'h' && proto[1] == '2';
 }
 
 
@@ -552,6 +573,13 @@ static int cym_tls_attach(struct mg_connection *c, void *shared, const char *nam
 
 static int cym_tls_verify_error(struct mg_connection *c, char *buf, size_t len) {
   (void) c, (void) buf, (void) len;
+  return 0;
+}
+
+/* Mongoose's built-in TLS has no ALPN: its connections stay HTTP/1.1. */
+static int (*cym_tls_h2_allowed)(struct mg_connection *c) = NULL;
+static int cym_tls_alpn_h2(struct mg_connection *c) {
+  (void) c;
   return 0;
 }
 

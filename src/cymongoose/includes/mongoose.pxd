@@ -489,6 +489,9 @@ cdef extern from "cym_tls.h" nogil:
                         char **out, size_t *out_len, char *err, size_t errlen)
     void cym_tls_free(char *p)
     int cym_tls_verify_error(mg_connection *c, char *buf, size_t len)
+    # ALPN h2 (http2.pxi): the core says which connections may choose it; whether one did.
+    int (*cym_tls_h2_allowed)(mg_connection *c)
+    int cym_tls_alpn_h2(mg_connection *c)
     void *cym_tls_ctx_new(int is_client, const char *ca, size_t ca_len, const char *cert,
                           size_t cert_len, const char *key, size_t key_len,
                           const char *ciphers, char *err, size_t errlen)
@@ -538,4 +541,5 @@ cdef extern from "cym_h2.h" nogil:
     size_t cym_h2_streams(void *registry, mg_connection **out, size_t cap)
     mg_connection *cym_h2_find(void *registry, unsigned long id)
     int cym_h2_shutdown(mg_connection *c)
+    mg_connection *cym_h2_parent(void *registry, const mg_connection *c)
     mg_event_handler_t cym_h2_handler_fn()

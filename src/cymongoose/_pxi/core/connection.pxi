@@ -131,7 +131,7 @@ cdef class Connection:
 
     @property
     def is_tls(self):
-        return self._c != NULL and self._c.is_tls != 0
+        return self._c != NULL and _tls_carrier(self).is_tls != 0
 
     @property
     def tls_info(self):

@@ -94,3 +94,32 @@ cdef void _add_h2_streams(list out, mg.mg_mgr *mgr):
             _add_bound(out, found[i])
     finally:
         free(found)
+
+
+cdef inline mg.mg_connection *_tls_carrier(Connection conn) noexcept nogil:
+    """The connection whose TLS a request came over: an HTTP/2 stream's is its parent's."""
+    if conn._guard.h2_parent != NULL:
+        return conn._guard.h2_parent
+    return conn._c
+
+
+cdef inline bint _over_tls(mg.mg_connection *c) noexcept nogil:
+    if c.is_tls:
+        return True
+    if c.fn != _on_event or c.fn_data == NULL or not mg.cym_h2_is_stream(c):
+        return False
+    return ((<Connection>c.fn_data)._guard.h2_parent != NULL
+            and (<Connection>c.fn_data)._guard.h2_parent.is_tls)
+
+
+cdef int _h2_allowed_tls(mg.mg_connection *c) noexcept nogil:
+    """ALPN (cym_tls.h): whether this accepted TLS connection may choose h2: an HTTP
+    connection of a listener with http2 on, in a module built with libnghttp2."""
+    if not mg.CYM_H2_BUILT or c.fn != _on_event or c.fn_data == NULL:
+        return 0
+    if c.pfn != <mg.mg_event_handler_t>_http_guard:
+        return 0
+    return 1 if (<Connection>c.fn_data)._limits.http2 else 0
+
+
+mg.cym_tls_h2_allowed = _h2_allowed_tls

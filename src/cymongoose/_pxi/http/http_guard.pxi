@@ -523,8 +523,10 @@ cdef void _advance(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nog
         if c.recv.len == 0:
             return
         if g.phase == _PH_WAIT:
-            if g.requests_seen == 0 and lim.http2 and not c.is_tls and mg.CYM_H2_BUILT:
-                # A client with prior knowledge of HTTP/2 opens with its preface (http2.pxi).
+            if (g.requests_seen == 0 and lim.http2 and mg.CYM_H2_BUILT
+                    and (not c.is_tls or mg.cym_tls_alpn_h2(c))):
+                # A client with prior knowledge of HTTP/2, or one that chose h2 by ALPN,
+                # opens with its preface (http2.pxi).
                 r = mg.cym_h2_preface_state(c.recv.buf, c.recv.len)
                 if r == mg.CYM_H2_PARTIAL:
                     return
@@ -846,6 +848,7 @@ cdef HttpGuard *_attach_gil(mg.mg_connection *c) noexcept with gil:
         # is counted once, as the TCP connection it travels on.
         conn._limits.h2_stream = True
         g.meter = _MT_STREAM
+        g.h2_parent = mg.cym_h2_parent((<GilSlot *>c.mgr.userdata).h2_sessions, c)
     else:
         _metrics_conn_open(c, g)
     g.started_ms = mg.mg_millis()

@@ -26,7 +26,7 @@ cdef list _tls_split_pem(str chain):
 
 cdef object _tls_peer_info(Connection conn):
     """The dict Connection.tls_info documents, or None (not TLS, or still handshaking)."""
-    cdef mg.mg_connection *c = conn._c
+    cdef mg.mg_connection *c = _tls_carrier(conn)
     cdef mg.cym_tls_info info
     if c == NULL:
         return None

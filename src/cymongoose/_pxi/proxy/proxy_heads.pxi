@@ -322,7 +322,7 @@ cdef bint _px_request_head(PxBuf *b, mg.mg_connection *c, HttpGuard *g,
     if xfproto != NULL and xfproto.len:
         _pb_add(b, xfproto.buf, xfproto.len)
     else:
-        _pb_str(b, b"https" if c.is_tls else b"http")
+        _pb_str(b, b"https" if _over_tls(c) else b"http")
     if xfhost != NULL and xfhost.len:
         _pb_str(b, b"\r\nX-Forwarded-Host: ")
         _pb_add(b, xfhost.buf, xfhost.len)
