@@ -21,7 +21,7 @@ class RunningServer:
 
 @contextmanager
 def running_wsgi_server(app: Any, *, threads: int = 4, poll_ms: int = 20,
-                        server_kwargs: dict[str, Any] | None = None,
+                        server_kwargs: dict[str, Any] | None = None, scheme: str = "http",
                         **limits: Any) -> Iterator[RunningServer]:
     """Serve `app` with cymongoose.wsgi.WSGIServer on 127.0.0.1 (free port) from a thread
     running `run()`. On exit: `stop()`, join the thread (it must end within 10 s), `close()`,
@@ -30,7 +30,7 @@ def running_wsgi_server(app: Any, *, threads: int = 4, poll_ms: int = 20,
 
     srv = WSGIServer(app, threads=threads, **(server_kwargs or {}))
     try:
-        conn = srv.listen(f"http://{HOST}:0", **limits)
+        conn = srv.listen(f"{scheme}://{HOST}:0", **limits)
         port = int(conn.local_addr[1])
     except BaseException:
         srv.close()
