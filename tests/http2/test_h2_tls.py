@@ -89,3 +89,12 @@ def test_wsgi_over_h2_with_tls(pki: tuple[TlsOpts, Path]) -> None:
     with running_wsgi_server(app, server_kwargs={"tls": opts}, scheme="https") as srv:
         assert curl(cafile, "--http2", f"https://localhost:{srv.port}/") == \
             "HTTP/2.0 https - 2"  # HTTPS and SSL_* are set only when clients are verified
+
+
+def test_proxied_h2_over_tls_says_https_upstream(upstream: Any, proxy: Any,
+                                                 pki: tuple[TlsOpts, Path]) -> None:
+    opts, cafile = pki
+    up = upstream()
+    p = proxy({"/api": up.url}, tls=opts)
+    assert curl(cafile, "--http2", f"https://localhost:{p.port}/api/x") == "up GET /api/x\n 2"
+    assert up.seen[0].header("X-Forwarded-Proto") == "https"
