@@ -575,9 +575,14 @@ class Connection:
         """Send `count` bytes (-1: to the end) of the regular file `fd` from `offset` with
         sendfile(2); the descriptor is duplicated, so the caller may close its own."""
 
-    def http_end(self) -> bool:
+    def http_end(
+        self, trailers: Iterable[tuple[str | bytes, str | bytes]] | None = None
+    ) -> bool:
         """Finish the response: keep-alive and pipelined requests go on. False when fewer
-        bytes than its Content-Length were written: the connection is then closed."""
+        bytes than its Content-Length were written: the connection is then closed.
+        `trailers`: fields sent after the body (RFC 9110 section 6.5), on HTTP/2 and on a
+        chunked HTTP/1.1 response (one begun without Content-Length); dropped otherwise.
+        `ValueError` for a field that may not be a trailer (Content-Length, Host, ...)."""
 
     @property
     def response_started(self) -> bool:

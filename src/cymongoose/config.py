@@ -338,8 +338,8 @@ class Config:
                              doc_more="an already listening socket (systemd socket "
                                       "activation)")
     http2: bool = _option(
-        True, "binding", "serve HTTP/2 to clients that open with it (h2c, prior knowledge)",
-        negatable=True, limit=True,
+        True, "binding", "serve HTTP/2 to clients that choose it (ALPN h2 over TLS, h2c)",
+        negatable=True, limit=True, doc_default="on",
         doc_more="`--no-http2`: HTTP/1.1 only; see [HTTP/2](http2.md)")
     ssl_certfile: str | None = _option(
         None, "binding", "PEM certificate (chain): serve HTTPS", "be a path", kind=str,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,10 @@ class Site:
             for i in range(50):
                 conn.http_write(f"part {i}\n".encode())
             conn.http_end()
+        elif path == "/trailers":
+            conn.http_begin(200, headers=[("Content-Type", "application/grpc")])
+            conn.http_write(b"\x00\x00\x00\x00\x02hi")
+            conn.http_end(trailers=[("grpc-status", "0"), ("Grpc-Message", "fine")])
         elif path == "/hop":
             conn.reply(200, b"x", headers={"Connection": "close", "Keep-Alive": "5",
                                            "X-Mixed-Case": "Kept"})
@@ -315,3 +320,49 @@ def test_streams_count_against_limit_concurrency_and_in_the_metrics(
     assert metrics["requests"] == {200: 3, 503: 1} and metrics["in_flight"] == 0
     assert metrics["refused"] == {503: 1}
     assert metrics["bytes_received"] > 0 and metrics["bytes_sent"] > 0
+
+
+def test_trailers_end_the_stream_after_the_body(site: tuple[int, Site, Any]) -> None:
+    port, _, _ = site
+    with H2Peer(port) as peer:
+        (a,) = peer.wait_answers(peer.request("/trailers", headers=[("te", "trailers")]))
+    assert (a.status, a.body, a.ended) == (200, b"\x00\x00\x00\x00\x02hi", True)
+    assert a.trailers == [(b"grpc-status", b"0"), (b"grpc-message", b"fine")]
+    assert a.header(b"transfer-encoding") is None
+
+
+def test_trailers_on_a_chunked_http11_response(site: tuple[int, Site, Any]) -> None:
+    port, _, _ = site
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(b"GET /trailers HTTP/1.1\r\nHost: x\r\nTE: trailers\r\n\r\n")
+        data = b""
+        while not data.endswith(b"\r\n\r\n") or b"0\r\n" not in data:
+            chunk = sock.recv(4096)
+            assert chunk, data
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    assert b"Transfer-Encoding: chunked" in head
+    assert body == (b"7\r\n\x00\x00\x00\x00\x02hi\r\n"
+                    b"0\r\ngrpc-status: 0\r\nGrpc-Message: fine\r\n\r\n")
+
+
+def test_fields_that_may_not_be_trailers_are_refused(server_thread: Any) -> None:
+    raised: list[BaseException] = []
+
+    def handler(conn: Connection, ev: int, msg: Any) -> None:
+        if ev == MG_EV_HTTP_MSG:
+            conn.http_begin(200)
+            for bad in ([("Content-Length", "5")], [("X-Ok", "a\r\nb")], [("x",)]):
+                try:
+                    conn.http_end(trailers=bad)
+                except (ValueError, TypeError) as exc:
+                    raised.append(exc)
+            conn.http_end()
+
+    st = server_thread(handler)
+    port = st.listen()
+    st.start()
+    with H2Peer(port) as peer:
+        (a,) = peer.wait_answers(peer.request("/"))
+    assert a.status == 200 and a.ended and a.trailers == []
+    assert [type(e) for e in raised] == [ValueError, ValueError, TypeError]

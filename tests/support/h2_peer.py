@@ -29,6 +29,7 @@ class H2Answer:
     ended: bool = False  # END_STREAM seen
     reset: int | None = None  # RST_STREAM's error code, if reset
     interim: list[int] = field(default_factory=list)  # 1xx statuses
+    trailers: list[tuple[bytes, bytes]] = field(default_factory=list)
 
     def header(self, name: bytes) -> bytes | None:
         for k, v in self.headers:
@@ -169,6 +170,9 @@ class H2Peer:
             a.body += ev.data
             # Give the window back at once: these tests read as fast as they can.
             self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+        elif isinstance(ev, h2.events.TrailersReceived):
+            a = self.answers.setdefault(ev.stream_id, H2Answer())
+            a.trailers = [(bytes(k), bytes(v)) for k, v in ev.headers]
         elif isinstance(ev, h2.events.StreamEnded):
             self.answers.setdefault(ev.stream_id, H2Answer()).ended = True
         elif isinstance(ev, h2.events.StreamReset):

@@ -304,8 +304,8 @@ cdef class Connection:
             n = os_fstat(f).st_size - o
         _http_sendfile(self, f, o, n)
 
-    def http_end(self):
-        return _http_end(self)
+    def http_end(self, trailers=None):
+        return _http_end(self, trailers)
 
     def http_respond(self, status_code, headers=None, body=b"", *, reason=None,
                      more_headers=None):

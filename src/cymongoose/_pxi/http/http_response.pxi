@@ -404,12 +404,23 @@ cdef int _http_write(Connection conn, object data) except -1:
 
 
 cdef bint _finish_response(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
+    return _finish_response_with(c, g, NULL, 0)
+
+
+cdef bint _finish_response_with(mg.mg_connection *c, HttpGuard *g, const char *trailers,
+                                size_t trailers_len) noexcept nogil:
     """Close the response's framing and hand the connection back to the guard. False when
     the body fell short of its Content-Length: the connection is closed after the flush,
-    which tells the client the response is incomplete."""
+    which tells the client the response is incomplete. `trailers`: field lines sent after
+    a chunked body's last chunk (RFC 9112 section 7.1.2); with any other framing there is
+    no place for them, and they are dropped."""
     cdef bint whole = True
     cdef bint close = False
-    if g.resp_framing == _RF_CHUNKED:
+    if g.resp_framing == _RF_CHUNKED and trailers_len:
+        mg.mg_send(c, b"0\r\n", 3)
+        mg.mg_send(c, trailers, trailers_len)
+        mg.mg_send(c, b"\r\n", 2)
+    elif g.resp_framing == _RF_CHUNKED:
         mg.mg_send(c, b"0\r\n\r\n", 5)
     elif g.resp_framing == _RF_LENGTH and g.resp_left > 0:
         whole = False
@@ -438,9 +449,10 @@ cdef void _linger_unread_body(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
     _start_linger(c, g, mg.mg_millis(), True)
 
 
-cdef object _http_end(Connection conn):
+cdef object _http_end(Connection conn, object trailers=None):
     conn._ensure_open()
     cdef HttpGuard *g = &conn._guard
+    cdef bytes block = _trailer_block(trailers) if trailers else b""
     if g.resp_state == _RS_END_AFTER_FILE:
         return True
     if g.resp_state != _RS_BEGUN:
@@ -448,7 +460,38 @@ cdef object _http_end(Connection conn):
     if g.file_fd >= 0:
         g.resp_state = _RS_END_AFTER_FILE  # _pump_file finishes it
         return True
-    return _finish_response(conn._c, g)
+    return _finish_response_with(conn._c, g, PyBytes_AS_STRING(block),
+                                 <size_t>PyBytes_GET_SIZE(block))
+
+
+# Fields a trailer may not carry: they frame or route the message, or are the connection's
+# (RFC 9110 section 6.5.1); a client would have acted on them before the body.
+cdef frozenset _NOT_TRAILERS = frozenset((
+    b"content-length", b"transfer-encoding", b"host", b"connection", b"keep-alive",
+    b"upgrade", b"te", b"trailer", b"content-type", b"content-encoding", b"content-range",
+    b"set-cookie", b"cache-control", b"expires", b"location", b"authorization"))
+
+
+cdef bytes _trailer_block(object trailers):
+    """http_end(trailers=...): (name, value) pairs (str or bytes) as field lines, checked
+    as header fields are."""
+    cdef list lines = []
+    cdef bytes name, value
+    for pair in trailers:
+        try:
+            key, val = pair
+        except (TypeError, ValueError):
+            raise TypeError("trailers are (name, value) pairs") from None
+        name = key.encode("latin-1") if isinstance(key, str) else bytes(key)
+        value = val.encode("latin-1") if isinstance(val, str) else bytes(val)
+        if not _valid_name(name, len(name)):
+            raise ValueError(_bad_header_name(key))
+        if not _valid_value(value, len(value)):
+            raise ValueError(_bad_header_value(key, val))
+        if name.lower() in _NOT_TRAILERS:
+            raise ValueError(f"{key!r} may not be a trailer field (RFC 9110 section 6.5.1)")
+        lines.append(name + b": " + value + b"\r\n")
+    return b"".join(lines)
 
 
 cdef int _http_sendfile(Connection conn, int fd, long long offset, long long count) except -1:

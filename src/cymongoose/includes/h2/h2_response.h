@@ -52,6 +52,58 @@ static void h2_reset(struct cym_h2_stream *st, uint32_t code) {
 static ssize_t h2_body_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t length,
                             uint32_t *flags, nghttp2_data_source *source, void *user_data);
 
+/* Field lines b[:n] ("Name: value\r\n", up to the empty line) as nghttp2 name-value pairs,
+ * names lower-cased in place, connection-specific fields left out (*chunked set when one
+ * was Transfer-Encoding). How many, or -1. */
+static long h2_fields(uint8_t *b, size_t n, nghttp2_nv *nva, size_t cap, int *chunked) {
+  size_t i = 0, k = 0;
+  while (i + 2 <= n) {
+    size_t s = i, e, colon, vs, ve, j;
+    while (i < n && b[i] != '\n') i++;
+    if (i == n) break;
+    e = i > s && b[i - 1] == '\r' ? i - 1 : i;
+    i++;
+    if (e == s) break; /* the empty line */
+    for (colon = s; colon < e && b[colon] != ':'; colon++) {
+    }
+    if (colon == e || colon == s) continue; /* not a field: dropped */
+    if (h2_hop_by_hop(b + s, colon - s)) {
+      if (h2_ieq(b + s, colon - s, "transfer-encoding")) *chunked = 1;
+      continue;
+    }
+    for (vs = colon + 1; vs < e && (b[vs] == ' ' || b[vs] == '\t'); vs++) {
+    }
+    for (ve = e; ve > vs && (b[ve - 1] == ' ' || b[ve - 1] == '\t'); ve--) {
+    }
+    for (j = s; j < colon; j++)
+      if (b[j] >= 'A' && b[j] <= 'Z') b[j] = (uint8_t) (b[j] + 32);
+    if (k == cap) return -1;
+    nva[k].name = b + s;
+    nva[k].namelen = colon - s;
+    nva[k].value = b + vs;
+    nva[k].valuelen = ve - vs;
+    nva[k].flags = NGHTTP2_NV_FLAG_NONE;
+    k++;
+  }
+  return (long) k;
+}
+
+/* 0: submitted, 1: no fields (the stream ends as usual), -1: failed. */
+static int h2_submit_trailers(struct cym_h2_stream *st, uint8_t *b, size_t n) {
+  size_t i, lines = 0;
+  int chunked = 0;
+  long k;
+  nghttp2_nv *nva;
+  int rv;
+  for (i = 0; i < n; i++) lines += b[i] == '\n';
+  nva = (nghttp2_nv *) calloc(lines + 1, sizeof(*nva));
+  if (nva == NULL) return -1;
+  k = h2_fields(b, n, nva, lines + 1, &chunked);
+  rv = k < 0 ? -1 : k == 0 ? 1 : nghttp2_submit_trailer(st->s->ng, st->id, nva, (size_t) k);
+  free(nva);
+  return rv;
+}
+
 /* Submit the head at the front of c->send. 1: submitted (or an interim one: call again),
  * 0: not whole yet, -1: not a response (the stream was reset). */
 static int h2_resp_head(struct cym_h2_stream *st) {
@@ -59,6 +111,7 @@ static int h2_resp_head(struct cym_h2_stream *st) {
   uint8_t *b = c->send.buf;
   size_t he = h2_head_end(b, c->send.len), i, nfields = 0, k;
   int status, chunked = 0, has_length = 0;
+  long fields;
   uint64_t length = 0;
   nghttp2_nv *nva;
   nghttp2_data_provider body;
@@ -78,37 +131,22 @@ static int h2_resp_head(struct cym_h2_stream *st) {
   nva[0].namelen = 7;
   nva[0].value = b + 9;
   nva[0].valuelen = 3;
-  k = 1;
   i = 0;
   while (b[i] != '\n') i++;
-  for (i++; i + 2 < he;) { /* each "Name: value\r\n" up to the empty line */
-    size_t s = i, e, colon, vs, ve, j;
-    while (b[i] != '\n') i++;
-    e = i > s && b[i - 1] == '\r' ? i - 1 : i;
-    i++;
-    for (colon = s; colon < e && b[colon] != ':'; colon++) {
-    }
-    if (colon == e || colon == s) continue; /* not a field: dropped */
-    for (vs = colon + 1; vs < e && (b[vs] == ' ' || b[vs] == '\t'); vs++) {
-    }
-    for (ve = e; ve > vs && (b[ve - 1] == ' ' || b[ve - 1] == '\t'); ve--) {
-    }
-    if (h2_hop_by_hop(b + s, colon - s)) {
-      if (h2_ieq(b + s, colon - s, "transfer-encoding")) chunked = 1;
-      continue;
-    }
-    if (h2_ieq(b + s, colon - s, "content-length")) {
+  fields = h2_fields(b + i + 1, he - i - 1, nva + 1, nfields, &chunked);
+  if (fields < 0) {
+    free(nva);
+    return h2_reset(st, NGHTTP2_INTERNAL_ERROR), -1;
+  }
+  k = 1 + (size_t) fields;
+  for (i = 1; i < k; i++) {
+    if (h2_ieq(nva[i].name, nva[i].namelen, "content-length")) {
+      size_t j;
       has_length = 1;
       length = 0;
-      for (j = vs; j < ve && b[j] >= '0' && b[j] <= '9'; j++) length = length * 10 + b[j] - '0';
+      for (j = 0; j < nva[i].valuelen && nva[i].value[j] >= '0' && nva[i].value[j] <= '9'; j++)
+        length = length * 10 + nva[i].value[j] - '0';
     }
-    for (j = s; j < colon; j++)
-      if (b[j] >= 'A' && b[j] <= 'Z') b[j] = (uint8_t) (b[j] + 32);
-    nva[k].name = b + s;
-    nva[k].namelen = colon - s;
-    nva[k].value = b + vs;
-    nva[k].valuelen = ve - vs;
-    k++;
   }
   if (chunked && has_length) { /* RFC 9112 section 6.3: the chunking decides */
     size_t w = 1;
@@ -206,9 +244,25 @@ static ssize_t h2_body_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_
       st->chunk_state = size ? CYM_H2_CK_DATA : CYM_H2_CK_TRAILER;
       continue;
     }
-    /* CK_TRAILER: trailer lines up to the empty one (not passed on yet). */
-    st->send_off += j + 1;
-    if (j == 0 || (j == 1 && b[0] == '\r')) goto eof;
+    /* CK_TRAILER: the trailer section, whole, becomes a HEADERS frame that ends the
+     * stream (the DATA frames then do not). */
+    if (j == 0 || (j == 1 && b[0] == '\r')) {
+      st->send_off += j + 1;
+      goto eof;
+    }
+    {
+      size_t end = h2_head_end(b, avail);
+      int rv;
+      if (end == 0) {
+        if (avail > CYM_H2_MAX_RESPONSE_HEAD) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+        break;
+      }
+      rv = h2_submit_trailers(st, c->send.buf + st->send_off, end);
+      st->send_off += end;
+      if (rv < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+      if (rv == 0) *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+      goto eof;
+    }
   }
   if (out == 0) {
     st->deferred = 1;
