@@ -470,6 +470,10 @@ cdef class ASGIHTTPExchange(ASGICycle):
     cdef public bint complete
     cdef public bint closed  # the client went away
     cdef public bint failed  # a protocol error was logged
+    # The http.response.trailers extension: None unless http.response.start said
+    # trailers=True; then the fields gathered so far, sent once the last part comes.
+    cdef public object trailers
+    cdef public bint body_done  # the last body part is out, the trailers still to come
     # Made when a coroutine first waits: most requests never do.
     cdef public ASGIWaiter rx
     cdef public ASGIWaiter tx

@@ -1205,6 +1205,8 @@ class ASGIHTTPExchange(ASGICycle):
     complete: bool
     closed: bool
     failed: bool
+    trailers: list[tuple[bytes, bytes]] | None
+    body_done: bool
     rx: ASGIWaiter | None
     tx: ASGIWaiter | None
     busy: bool

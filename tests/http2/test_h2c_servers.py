@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import threading
 from pathlib import Path
 from typing import Any
@@ -198,3 +199,34 @@ def test_a_stop_lets_streams_in_flight_finish_after_goaway() -> None:
         frames.until_closed()
     data = [f for f in frames.frames if f[0] == 0 and f[2] == 1]
     assert b"".join(f[3] for f in data) == b"finished" and data[-1][1] & 1  # END_STREAM
+
+
+async def trailers_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] != "http":
+        return
+    assert "http.response.trailers" in scope["extensions"]
+    await receive()
+    await send({"type": "http.response.start", "status": 200, "trailers": True,
+                "headers": [(b"content-type", b"application/grpc")]})
+    await send({"type": "http.response.body", "body": b"part one, ", "more_body": True})
+    await send({"type": "http.response.body", "body": b"part two"})
+    await send({"type": "http.response.trailers", "headers": [(b"grpc-status", b"0")],
+                "more_trailers": True})
+    await send({"type": "http.response.trailers", "headers": [(b"grpc-message", b"ok")]})
+
+
+def test_asgi_trailers_on_h2_and_on_chunked_http11() -> None:
+    with running_asgi_server(trailers_app) as srv:
+        with H2Peer(srv.port) as peer:
+            (a,) = peer.wait_answers(peer.request("/", headers=[("te", "trailers")]))
+        assert (a.status, a.body, a.ended) == (200, b"part one, part two", True)
+        assert a.trailers == [(b"grpc-status", b"0"), (b"grpc-message", b"ok")]
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as sock:
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nTE: trailers\r\n\r\n")
+            data = b""
+            while not data.endswith(b"grpc-message: ok\r\n\r\n"):
+                chunk = sock.recv(4096)
+                assert chunk, data
+                data += chunk
+    assert data.startswith(b"HTTP/1.1 200 ") and b"Transfer-Encoding: chunked" in data
+    assert data.endswith(b"0\r\ngrpc-status: 0\r\ngrpc-message: ok\r\n\r\n")

@@ -159,6 +159,12 @@ class _HTTPCycle(ASGIHTTPExchange):
                     headers = list(headers)
                 self.headers = headers
                 self.status = status
+                if message.get("trailers", False):
+                    # The head goes now: trailers need the body framed as it is written.
+                    self.trailers = []
+                    self._begin()
+            elif kind == "http.response.trailers":
+                self._send_trailers(message)
             elif kind == "http.response.pathsend":
                 self._send_file(message)
             else:
@@ -199,6 +205,9 @@ class _HTTPCycle(ASGIHTTPExchange):
             conn.http_write(body)
             self.sent += len(body)
         if not message.get("more_body", False):
+            if self.trailers is not None:
+                self.body_done = True  # http.response.trailers ends the response
+                return
             if not conn.http_end():
                 error_log.error("%s: the app sent fewer bytes than its Content-Length; "
                                 "the connection was closed", self._request_text())
@@ -212,6 +221,20 @@ class _HTTPCycle(ASGIHTTPExchange):
                     self.tx = _Waiter()
                 await self.tx.wait()
             # Closed meanwhile: the rest of the app's messages are dropped (send_slow()).
+
+    def _send_trailers(self, message: ASGIMessage) -> None:
+        if self.trailers is None:
+            raise RuntimeError("http.response.trailers without trailers=True in "
+                               "http.response.start")
+        if not self.body_done:
+            raise RuntimeError("http.response.trailers before the last http.response.body")
+        if self.complete:
+            raise RuntimeError("http.response.trailers after the response was complete")
+        self.trailers.extend(message.get("headers", ()))
+        if message.get("more_trailers", False):
+            return
+        self.conn.http_end(trailers=self.trailers)  # ValueError for a field not allowed
+        self._finish()
 
     def _send_file(self, message: ASGIMessage) -> None:
         if not self.status:

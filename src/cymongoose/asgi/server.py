@@ -43,7 +43,9 @@ from .websocket import _WSCycle
 
 __all__ = ["ASGIServer", "serve"]
 
-_HTTP_EXTENSIONS: dict[str, Any] = {"http.response.pathsend": {}}
+# http.response.trailers: sent on HTTP/2, and on HTTP/1.1 responses framed chunked (no
+# Content-Length from the app); with any other framing there is no place for them.
+_HTTP_EXTENSIONS: dict[str, Any] = {"http.response.pathsend": {}, "http.response.trailers": {}}
 # Shared by every HTTP scope. 2.3, not 2.4: a send() after the client left returns quietly, as
 # on uvicorn and granian (2.3 servers), because Django's ASGI handler lets an OSError from
 # send() skip its request_finished, and with it the return of the request's database

@@ -94,7 +94,8 @@ cdef class ASGIHTTPExchange(ASGICycle):
                     body = (<dict>message).get("body", b"")
                     if type(body) is bytes and self._respond_whole(<bytes>body):
                         return
-            elif kind == "http.response.start" and not self.status:
+            elif (kind == "http.response.start" and not self.status
+                    and not (<dict>message).get("trailers", False)):
                 status = (<dict>message).get("status")
                 headers = (<dict>message).get("headers", ())
                 if (type(status) is int and 200 <= <int>status <= 999
