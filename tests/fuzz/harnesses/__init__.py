@@ -11,4 +11,5 @@ NAMES = (
     "forms",
     "response_headers",
     "proxy_headers",
+    "http2_frames",
 )
