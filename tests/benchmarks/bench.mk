@@ -54,6 +54,14 @@ BENCH_TLS_ARGS ?=
 bench-tls: bench-setup
 	UV="$(UV)" $(UV) run --no-sync python tests/benchmarks/tls_bench.py $(BENCH_TLS_ARGS)
 
+# HTTP/2 (h2c): h2load against ours (raw, WSGI, ASGI; and ours over HTTP/1.1), granian,
+# hypercorn and nginx on the same hello apps (h2_bench.py; results/http2/). Extra options:
+# BENCH_HTTP2_ARGS="--only cymongoose-raw,nginx --rounds 5".
+BENCH_HTTP2_ARGS ?=
+.PHONY: bench-http2
+bench-http2: bench-setup
+	UV="$(UV)" $(UV) run --no-sync python tests/benchmarks/h2_bench.py $(BENCH_HTTP2_ARGS)
+
 # The production options (docs/operations.md): --metrics overhead on the hello apps, admitted
 # and shed latency under twice the --limit-concurrency, counters against the access log.
 .PHONY: bench-operations

@@ -56,7 +56,7 @@ def leaf(ca: certs.CA) -> certs.Leaf:
 class TlsServer:
     """HTTPS (and WSS on /ws) echo server on a background thread."""
 
-    def __init__(self, server_thread: Any, opts: TlsOpts) -> None:
+    def __init__(self, server_thread: Any, opts: TlsOpts, **listen: Any) -> None:
         self.opts = opts
         self.errors: list[str] = []
         self.requests: list[str] = []
@@ -65,7 +65,7 @@ class TlsServer:
         self.tls_flags: list[bool] = []
         self.request_conns: set[int] = set()
         self.st = server_thread(self.handler)
-        self.port = self.st.listen("https://127.0.0.1:0")
+        self.port = self.st.listen("https://127.0.0.1:0", **listen)
         self.st.start()
 
     def handler(self, conn: Connection, ev: int, data: Any) -> None:

@@ -24,6 +24,7 @@ from support.waiting import wait_for
 from test_tls import HttpsClient, PyTlsServer, TlsServer, bio_handshake, https_get
 
 from cymongoose import MG_EV_ACCEPT, MG_EV_HTTP_MSG, TLS_ENGINE, Connection, Manager, TlsOpts
+from cymongoose._mongoose import HTTP2_LIBRARY
 
 pytestmark = pytest.mark.skipif(
     TLS_ENGINE != "openssl", reason="built with CYMONGOOSE_TLS=builtin (test_tls.py covers it)")
@@ -130,25 +131,29 @@ def test_unsupported_version_is_refused_and_server_keeps_serving(
     assert https_get(srv.port, cafile, "/after") == (200, b"secure /after")
 
 
-def test_alpn_selects_http_1_1(server_thread: Any, leaves: dict[str, certs.Leaf],
-                               cafile: Path) -> None:
+@pytest.mark.parametrize("http2", [True, False], ids=["http2", "no-http2"])
+def test_alpn_selects_h2_then_http_1_1(server_thread: Any, leaves: dict[str, certs.Leaf],
+                                       cafile: Path, http2: bool) -> None:
     leaf = leaves["rsa2048"]
-    srv = TlsServer(server_thread, TlsOpts(cert=leaf.cert_pem, key=leaf.key_pem()))
-    for offered, chosen in ((["h2", "http/1.1"], "http/1.1"), (["http/1.1"], "http/1.1"),
-                            (["h2"], None), ([], None)):
+    srv = TlsServer(server_thread, TlsOpts(cert=leaf.cert_pem, key=leaf.key_pem()),
+                    http2=http2)
+    h2 = "h2" if http2 and HTTP2_LIBRARY is not None else None
+    for offered, chosen in ((["h2", "http/1.1"], h2 or "http/1.1"), (["http/1.1"], "http/1.1"),
+                            (["h2"], h2), ([], None)):
         ctx = ssl.create_default_context(cafile=str(cafile))
         if offered:
             ctx.set_alpn_protocols(offered)
         with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as raw, \
                 ctx.wrap_socket(raw, server_hostname="localhost") as tls:
             assert tls.selected_alpn_protocol() == chosen, offered
+            # Without HTTP/2's preface the connection is read as HTTP/1.1, whatever ALPN said.
             tls.sendall(b"GET /alpn HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
             assert tls.recv(4096).startswith(b"HTTP/1.1 200 OK")
-    if shutil.which("curl"):  # curl offers h2 first and must settle on HTTP/1.1
+    if shutil.which("curl"):  # curl offers h2 first
         out = certs.run_tool(["curl", "-sS", "--http2", "--max-time", "5", "--cacert",
                               str(cafile), "-w", " %{http_version}",
                               f"https://localhost:{srv.port}/h2"])
-        assert out.stdout == b"secure /h2 1.1", out.stderr
+        assert out.stdout == (b"secure /h2 2" if h2 else b"secure /h2 1.1"), out.stderr
 
 
 @TOOLS

@@ -25,6 +25,8 @@
  * HTTP/1.1 bound). */
 #define CYM_H2_BUFFER_BUDGET(s) ((size_t) (s)->lim.max_buffered)
 
+#define CYM_H2_STREAM_ALIGN 1024
+
 static struct cym_h2_stream *h2_stream_of(struct cym_h2_session *s, int32_t id) {
   return (struct cym_h2_stream *) nghttp2_session_get_stream_user_data(s->ng, id);
 }
@@ -33,6 +35,9 @@ static struct mg_connection *h2_stream_conn(struct cym_h2_session *s) {
   struct mg_connection *p = s->c, *c = mg_alloc_conn(p->mgr);
   if (c == NULL) return NULL;
   c->fd = (void *) (size_t) -1; /* MG_INVALID_SOCKET: it has no socket of its own */
+  /* Its buffers live for one request: sized by what it holds, not MG_IO_SIZE (16 KiB
+   * allocated, zeroed and wiped per request for a 27-byte answer). */
+  c->recv.align = c->send.align = CYM_H2_STREAM_ALIGN;
   c->loc = p->loc;
   c->rem = p->rem;
   c->is_accepted = 1;

@@ -1,0 +1,285 @@
+"""HTTP/2 benchmark (`make bench-http2`): h2load against our raw handler, WSGI and ASGI servers
+and their HTTP/2 peers on the same hello apps, h2c with prior knowledge.
+
+Contenders (each pinned to --server-cpu, h2load to --client-cpu, one process each):
+ours (demo_server.py, servers/cymongoose_wsgi.py, servers/cymongoose_asgi.py); granian WSGI and
+ASGI with `--http 2` (8 blocking threads for WSGI, as ours); hypercorn (ASGI); nginx 1.22 with
+`listen ... http2` and `return 200` (prior knowledge only: that nginx speaks no HTTP/1.1 on
+such a port). Loads: `h2load -c C -m 1` (one stream per connection at a time) and `-m 10`,
+each for --duration seconds, in interleaved rounds; ours also over HTTP/1.1 (`h2load --h1`)
+for the h2 / h1 ratio. Per run: req/s, the server's CPU per request (/proc, its session),
+failed requests. The medians and the ratios the issue asks for go to results/http2/
+(http2.json, http2.md).
+
+    python tests/benchmarks/h2_bench.py [--duration 5] [--rounds 3] [--only a,b]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchkit import contenders as ck  # noqa: E402
+from benchkit import procstat  # noqa: E402
+
+BENCH = ck.BENCH_DIR
+SERVERS = BENCH / "servers"
+HELLO = b'{"message":"Hello, World!"}'
+
+# name -> (environment: "project" or a .envs/ name with its requirements, command). {python}
+# is that environment's interpreter; commands run in servers/ (hello_apps is importable).
+CONTENDERS: dict[str, tuple[str, list[str], list[str]]] = {
+    "cymongoose-raw": ("project", [], ["{python}", str(BENCH / "demo_server.py"), "--port",
+                                       "{port}", "--log-level", "WARNING"]),
+    "cymongoose-wsgi": ("project", [], ["{python}", "cymongoose_wsgi.py", "--port", "{port}",
+                                        "--app", "wsgi_hello"]),
+    "cymongoose-asgi": ("project", [], ["{python}", "cymongoose_asgi.py", "--port", "{port}",
+                                        "--app", "asgi_hello"]),
+    "granian-wsgi": ("granian", ["granian"], [
+        "{python}", "-m", "granian", "--interface", "wsgi", "--http", "2", "--workers", "1",
+        "--blocking-threads", "8", "--host", "127.0.0.1", "--port", "{port}", "--no-ws",
+        "--log-level", "warning", "hello_apps:wsgi_hello"]),
+    "granian-asgi": ("granian", ["granian"], [
+        "{python}", "-m", "granian", "--interface", "asgi", "--http", "2", "--workers", "1",
+        "--host", "127.0.0.1", "--port", "{port}", "--no-ws", "--log-level", "warning",
+        "hello_apps:asgi_hello"]),
+    "hypercorn-asgi": ("project", [], ["{python}", "-m", "hypercorn", "--bind",
+                                       "127.0.0.1:{port}", "--log-level", "warning",
+                                       "hello_apps:asgi_hello"]),
+    "nginx": ("system", [], ["nginx", "-p", "{workdir}", "-c", "{workdir}/nginx.conf", "-e",
+                             "stderr"]),
+}
+# The ratios the issue's goals name: (ours, theirs, goal).
+GOALS = [("cymongoose-raw", "nginx", 0.9), ("cymongoose-wsgi", "granian-wsgi", 1.5),
+         ("cymongoose-asgi", "granian-asgi", 1.5), ("cymongoose-asgi", "hypercorn-asgi", 2.0)]
+
+NGINX_CONF = """daemon off;
+worker_processes 1;
+pid {workdir}/nginx.pid;
+error_log stderr error;
+events { worker_connections 4096; use epoll; }
+http {
+    access_log off;
+    keepalive_requests 100000000;
+    http2_max_requests 100000000;
+    client_body_temp_path {workdir}/client_body;
+    proxy_temp_path {workdir}/proxy;
+    fastcgi_temp_path {workdir}/fastcgi;
+    uwsgi_temp_path {workdir}/uwsgi;
+    scgi_temp_path {workdir}/scgi;
+    server {
+        listen 127.0.0.1:{port} http2;
+        location / {
+            default_type application/json;
+            return 200 '{"message":"Hello, World!"}';
+        }
+    }
+}
+"""
+
+
+class Server:
+    def __init__(self, name: str, args: argparse.Namespace, run_dir: Path) -> None:
+        env_kind, requires, argv = CONTENDERS[name]
+        self.name, self.port = name, ck.free_port()
+        python = str(BENCH.parent.parent / ".venv" / "bin" / "python")
+        if env_kind not in ("project", "system"):
+            python = ck.ensure_env(ck.Contender(name=name, label=name, kind="hello",
+                                                file=SERVERS, command=argv, env=env_kind,
+                                                requires=requires), sys.executable)
+        workdir = run_dir / name
+        shutil.rmtree(workdir, ignore_errors=True)
+        workdir.mkdir(parents=True)
+        if name == "nginx":
+            conf = NGINX_CONF.replace("{workdir}", str(workdir)).replace("{port}",
+                                                                         str(self.port))
+            (workdir / "nginx.conf").write_text(conf)
+        argv = [a.replace("{python}", python).replace("{port}", str(self.port))
+                .replace("{workdir}", str(workdir)) for a in argv]
+        if args.server_cpu is not None:
+            argv = ["taskset", "-c", str(args.server_cpu), *argv]
+        self.log = (run_dir / f"{name}.log").open("wb")
+        env = dict(os.environ, PYTHONPATH=str(SERVERS))
+        self.proc = subprocess.Popen(argv, cwd=SERVERS, stdout=self.log,
+                                     stderr=subprocess.STDOUT, start_new_session=True, env=env)
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            r = subprocess.run(["curl", "-s", "--http2-prior-knowledge", "-m", "2",
+                                f"http://127.0.0.1:{self.port}/"], capture_output=True)
+            if r.returncode == 0:
+                if r.stdout != HELLO:
+                    raise RuntimeError(f"{self.name} answered {r.stdout[:80]!r}")
+                return
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name} did not come up (see its log)")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.log.close()
+
+
+def h2load(port: int, streams: int, args: argparse.Namespace, h1: bool) -> dict[str, Any]:
+    cmd = ["h2load", "-c", str(args.connections), "-m", str(streams), "-D",
+           str(args.duration), "--warm-up-time", "1", *(["--h1"] if h1 else []),
+           f"http://127.0.0.1:{port}/"]
+    if args.client_cpu is not None:
+        cmd = ["taskset", "-c", str(args.client_cpu), *cmd]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.duration + 60)
+    text = out.stdout
+    rps = re.search(r"finished in [^,]+, ([\d.]+) req/s", text)
+    done = re.search(r"requests: (\d+) total, \d+ started, (\d+) done, (\d+) succeeded, "
+                     r"(\d+) failed, (\d+) errored", text)
+    if out.returncode != 0 or rps is None or done is None:
+        raise RuntimeError(f"h2load failed ({out.returncode}): {text[-400:]} {out.stderr[-300:]}")
+    return {"rps": float(rps.group(1)), "requests": int(done.group(3)),
+            "failed": int(done.group(4)) + int(done.group(5))}
+
+
+def measure(server: Server, streams: int, args: argparse.Namespace, h1: bool) -> dict[str, Any]:
+    procstat.wait_cpu_quiet(args.server_cpu)
+    before = procstat.sample(server.proc.pid)
+    res = h2load(server.port, streams, args, h1)
+    after = procstat.sample(server.proc.pid)
+    cpu = procstat.cpu_between(before, after)
+    # h2load's request count covers the measured window only; the CPU sample also covers
+    # its warm-up second, so CPU per request is an upper bound, the same for everyone.
+    res.update(server=server.name, streams=streams, protocol="h1" if h1 else "h2",
+               cpu_us_per_req=round(cpu / res["requests"] * 1e6, 2) if res["requests"] else None)
+    return res
+
+
+def median_of(runs: list[dict[str, Any]], name: str, streams: int, protocol: str,
+              key: str) -> float | None:
+    values = [r[key] for r in runs if r["server"] == name and r["streams"] == streams
+              and r["protocol"] == protocol and r[key] is not None]
+    return statistics.median(values) if values else None
+
+
+def report(data: dict[str, Any], out_dir: Path) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "http2.json").write_text(json.dumps(data, indent=2) + "\n")
+    runs, settings = data["runs"], data["settings"]
+    rows = ["| server | protocol | streams/conn | req/s (median) | CPU us/req | failed |",
+            "|---|---|---:|---:|---:|---:|"]
+    keys = sorted({(r["server"], r["protocol"], r["streams"]) for r in runs},
+                  key=lambda k: (list(CONTENDERS).index(k[0]), k[1], k[2]))
+    for name, protocol, streams in keys:
+        rps = median_of(runs, name, streams, protocol, "rps")
+        cpu = median_of(runs, name, streams, protocol, "cpu_us_per_req")
+        failed = sum(r["failed"] for r in runs if (r["server"], r["protocol"], r["streams"])
+                     == (name, protocol, streams))
+        rows.append(f"| {name} | {protocol} | {streams} | {rps:,.0f} | {cpu:.1f} | {failed} |")
+    ratios = ["| ours / theirs | streams/conn | req/s ratio | goal |", "|---|---:|---:|---:|"]
+    for ours, theirs, goal in GOALS:
+        for streams in settings["streams"]:
+            a = median_of(runs, ours, streams, "h2", "rps")
+            b = median_of(runs, theirs, streams, "h2", "rps")
+            if a and b:
+                ratios.append(f"| {ours} / {theirs} | {streams} | {a / b:.2f} | {goal} |")
+    for ours in ("cymongoose-raw", "cymongoose-wsgi", "cymongoose-asgi"):
+        h1 = median_of(runs, ours, 1, "h1", "rps")
+        for streams, goal in ((1, 0.8), (10, 1.0)):
+            h2 = median_of(runs, ours, streams, "h2", "rps")
+            if h1 and h2:
+                ratios.append(f"| {ours} h2 / its h1 (1 stream) | {streams} | {h2 / h1:.2f} | "
+                              f"{goal} |")
+    ctx = data["context"]
+    text = "\n".join([
+        "# HTTP/2 (h2c): cymongoose against its peers", "",
+        f"{ctx['date']}; {ctx['cpu']}; {ctx['h2load']}; {ctx['nginx']}.", "",
+        f"h2load -c{settings['connections']} -D{settings['duration_s']} (after 1 s warm-up), "
+        f"{settings['rounds']} interleaved rounds, server on CPU {settings['server_cpu']}, "
+        f"h2load on CPU {settings['client_cpu']}; the hello apps of servers/hello_apps.py. "
+        "CPU per request includes the warm-up second (an upper bound for every server).", "",
+        *rows, "", *ratios, ""])
+    path = out_dir / "http2.md"
+    path.write_text(text)
+    return path
+
+
+def context() -> dict[str, Any]:
+    def out(cmd: list[str]) -> str:
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+        except OSError:
+            return "absent"
+        return (r.stdout + r.stderr).strip().splitlines()[0] if (r.stdout + r.stderr) else ""
+
+    return {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "h2load": out(["h2load", "--version"]), "nginx": out(["nginx", "-v"]),
+            "cpu": next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo")
+                         if ln.startswith("model name")), "unknown"),
+            "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--duration", type=int, default=5, help="seconds per h2load run")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--connections", type=int, default=10)
+    p.add_argument("--streams", default="1,10", help="streams per connection at once")
+    p.add_argument("--only", default="", help=f"from {', '.join(CONTENDERS)}")
+    p.add_argument("--server-cpu", type=int, default=0)
+    p.add_argument("--client-cpu", type=int, default=1)
+    p.add_argument("--out", type=Path, default=BENCH / "results" / "http2")
+    args = p.parse_args(argv)
+    if (os.cpu_count() or 1) < 2:
+        args.server_cpu = args.client_cpu = None
+    missing = [t for t in ("h2load", "curl", "nginx") if shutil.which(t) is None]
+    if missing:
+        sys.exit(f"h2_bench: {', '.join(missing)} not found (make debian-packages)")
+    names = [n for n in (args.only.split(",") if args.only else CONTENDERS) if n]
+    streams = [int(s) for s in args.streams.split(",") if s]
+    run_dir = ck.CACHE_DIR / "http2"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    data: dict[str, Any] = {"context": context(), "runs": [], "settings": {
+        "duration_s": args.duration, "rounds": args.rounds, "connections": args.connections,
+        "streams": streams, "server_cpu": args.server_cpu, "client_cpu": args.client_cpu}}
+    servers: list[Server] = []
+    try:
+        for name in names:
+            server = Server(name, args, run_dir)
+            servers.append(server)
+            server.wait_ready()
+        for rnd in range(1, args.rounds + 1):
+            for s in servers:
+                loads = [(m, False) for m in streams]
+                if s.name.startswith("cymongoose"):
+                    loads.append((1, True))
+                for m, h1 in loads:
+                    run = measure(s, m, args, h1)
+                    run["round"] = rnd
+                    data["runs"].append(run)
+                    print(f"r{rnd} {s.name:16} {run['protocol']} m={m:<3} {run['rps']:10,.0f} "
+                          f"req/s  cpu {run['cpu_us_per_req']} us/req  failed {run['failed']}",
+                          flush=True)
+    finally:
+        for s in servers:
+            s.stop()
+    print(f"wrote {report(data, args.out)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
