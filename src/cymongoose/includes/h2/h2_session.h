@@ -161,7 +161,8 @@ static void h2_stream_free(struct cym_h2_session *s, struct cym_h2_stream *st, i
   if (--s->nstreams == 0) s->idle_since_ms = mg_millis();
   if (st->opened && tell) {
     uint64_t now = mg_millis();
-    mg_call(c, MG_EV_POLL, &now); /* lets the guard count the request's end first */
+    /* The guard counts the request's end on a poll; the handler needs no poll for it. */
+    if (c->pfn != NULL) c->pfn(c, MG_EV_POLL, &now);
     mg_call(c, MG_EV_CLOSE, NULL);
   } else if (st->opened) {
     mg_call(c, MG_EV_CLOSE, NULL);
@@ -236,7 +237,7 @@ static void h2_pump(struct cym_h2_session *s) {
         long n = (long) st->send_off;
         mg_iobuf_del(&st->c->send, 0, st->send_off);
         st->send_off = 0;
-        if (st->opened && !st->closed) {
+        if (st->opened && !st->closed && st->resp_state != CYM_H2_RS_DONE) {
           mg_call(st->c, MG_EV_WRITE, &n); /* refills: the file sender, the servers */
           busy = 1;
         }
