@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchkit import contenders as ck  # noqa: E402
 from benchkit import procstat  # noqa: E402
+from benchkit.serverproc import ServerProcess  # noqa: E402
 
 BENCH = ck.BENCH_DIR
 SERVERS = BENCH / "servers"
@@ -90,7 +91,7 @@ http {
 """
 
 
-class Server:
+class Server(ServerProcess):
     def __init__(self, name: str, args: argparse.Namespace, run_dir: Path) -> None:
         env_kind, requires, argv = CONTENDERS[name]
         self.name, self.port = name, ck.free_port()
@@ -108,12 +109,8 @@ class Server:
             (workdir / "nginx.conf").write_text(conf)
         argv = [a.replace("{python}", python).replace("{port}", str(self.port))
                 .replace("{workdir}", str(workdir)) for a in argv]
-        if args.server_cpu is not None:
-            argv = ["taskset", "-c", str(args.server_cpu), *argv]
-        self.log = (run_dir / f"{name}.log").open("wb")
-        env = dict(os.environ, PYTHONPATH=str(SERVERS))
-        self.proc = subprocess.Popen(argv, cwd=SERVERS, stdout=self.log,
-                                     stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        super().__init__(argv, args.server_cpu, run_dir / f"{name}.log", cwd=SERVERS,
+                         env=dict(os.environ, PYTHONPATH=str(SERVERS)))
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
@@ -128,21 +125,13 @@ class Server:
                 raise RuntimeError(f"{self.name} did not come up (see its log)")
             time.sleep(0.2)
 
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self.log.close()
 
-
-def h2load(port: int, streams: int, args: argparse.Namespace, h1: bool) -> dict[str, Any]:
-    cmd = ["h2load", "-c", str(args.connections), "-m", str(streams), "-D",
-           str(args.duration), "--warm-up-time", "1", *(["--h1"] if h1 else []),
-           f"http://127.0.0.1:{port}/"]
+def h2load(port: int, streams: int, args: argparse.Namespace, h1: bool,
+           warm_up: bool = False) -> dict[str, Any]:
+    """One run; `warm_up`: a short one, not measured."""
+    load = ["-n", str(200 * args.connections)] if warm_up else ["-D", str(args.duration)]
+    cmd = ["h2load", "-c", str(args.connections), "-m", str(streams), *load,
+           *(["--h1"] if h1 else []), f"http://127.0.0.1:{port}/"]
     if args.client_cpu is not None:
         cmd = ["taskset", "-c", str(args.client_cpu), *cmd]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.duration + 60)
@@ -157,13 +146,12 @@ def h2load(port: int, streams: int, args: argparse.Namespace, h1: bool) -> dict[
 
 
 def measure(server: Server, streams: int, args: argparse.Namespace, h1: bool) -> dict[str, Any]:
+    h2load(server.port, streams, args, h1, warm_up=True)
     procstat.wait_cpu_quiet(args.server_cpu)
     before = procstat.sample(server.proc.pid)
     res = h2load(server.port, streams, args, h1)
     after = procstat.sample(server.proc.pid)
     cpu = procstat.cpu_between(before, after)
-    # h2load's request count covers the measured window only; the CPU sample also covers
-    # its warm-up second, so CPU per request is an upper bound, the same for everyone.
     res.update(server=server.name, streams=streams, protocol="h1" if h1 else "h2",
                cpu_us_per_req=round(cpu / res["requests"] * 1e6, 2) if res["requests"] else None)
     return res
@@ -208,10 +196,10 @@ def report(data: dict[str, Any], out_dir: Path) -> Path:
     text = "\n".join([
         "# HTTP/2 (h2c): cymongoose against its peers", "",
         f"{ctx['date']}; {ctx['cpu']}; {ctx['h2load']}; {ctx['nginx']}.", "",
-        f"h2load -c{settings['connections']} -D{settings['duration_s']} (after 1 s warm-up), "
-        f"{settings['rounds']} interleaved rounds, server on CPU {settings['server_cpu']}, "
-        f"h2load on CPU {settings['client_cpu']}; the hello apps of servers/hello_apps.py. "
-        "CPU per request includes the warm-up second (an upper bound for every server).", "",
+        f"h2load -c{settings['connections']} -D{settings['duration_s']} (after an unmeasured "
+        f"warm-up run), {settings['rounds']} interleaved rounds, server on CPU "
+        f"{settings['server_cpu']}, h2load on CPU {settings['client_cpu']}; the hello apps of "
+        "servers/hello_apps.py; CPU per request from /proc over the measured run.", "",
         *rows, "", *ratios, ""])
     path = out_dir / "http2.md"
     path.write_text(text)

@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchkit import contenders as ck  # noqa: E402
 from benchkit import procstat  # noqa: E402
 from benchkit import wrk as wrkmod  # noqa: E402
+from benchkit.serverproc import ServerProcess  # noqa: E402
 
 BENCH = ck.BENCH_DIR
 HELLO = b'{"message":"Hello, World!"}'
@@ -54,16 +55,11 @@ def make_cert(kind: str, directory: Path) -> tuple[Path, Path]:
     return cert, key
 
 
-class Server:
+class Server(ServerProcess):
     def __init__(self, name: str, argv: list[str], port: int, cpu: int | None,
                  log: Path) -> None:
         self.name, self.port = name, port
-        if cpu is not None:
-            argv = ["taskset", "-c", str(cpu), *argv]
-        self.log = log.open("wb")
-        # Its own session, so procstat counts nginx's master and worker together.
-        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        super().__init__(argv, cpu, log)
 
     def wait_ready(self, cafile: Path, timeout: float = 30.0) -> None:
         ctx = ssl.create_default_context(cafile=str(cafile))
@@ -79,16 +75,6 @@ class Server:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"{self.name} did not come up: {exc}") from exc
                 time.sleep(0.1)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self.log.close()
 
 
 def start_servers(kind: str, cert: Path, key: Path, cpu: int | None,

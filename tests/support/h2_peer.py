@@ -138,16 +138,7 @@ class H2Peer:
             self._read_once(deadline)
 
     def _read_once(self, deadline: float) -> None:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise AssertionError(f"timed out; answers so far: {self.answers}")
-        self.sock.settimeout(left)
-        try:
-            data = self.sock.recv(65536)
-        except ConnectionResetError:
-            data = b""
-        except TimeoutError:
-            raise AssertionError(f"timed out; answers so far: {self.answers}") from None
+        data = recv_by(self.sock, deadline, lambda: f"answers so far: {self.answers}")
         if not data:
             self.closed = True
             return
@@ -193,6 +184,21 @@ class H2Peer:
         self.close()
 
 
+def recv_by(sock: socket.socket, deadline: float, state: Callable[[], str]) -> bytes:
+    """What the server sent next (b"": it closed, or reset); AssertionError, saying
+    state(), once `deadline` (time.monotonic()) passes first."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise AssertionError(f"timed out; {state()}")
+    sock.settimeout(left)
+    try:
+        return sock.recv(65536)
+    except ConnectionResetError:
+        return b""
+    except TimeoutError:
+        raise AssertionError(f"timed out; {state()}") from None
+
+
 def frame(kind: int, flags: int, sid: int, payload: bytes = b"") -> bytes:
     """One raw HTTP/2 frame (RFC 9113 section 4.1)."""
     return struct.pack(">I", len(payload))[1:] + bytes((kind, flags)) + struct.pack(
@@ -228,16 +234,7 @@ class FrameReader:
         while not done(self.frames):
             if self.closed:
                 raise AssertionError(f"closed first; frames: {self.frames}")
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(f"timed out; frames: {self.frames}")
-            self.sock.settimeout(left)
-            try:
-                chunk = self.sock.recv(65536)
-            except ConnectionResetError:
-                chunk = b""
-            except TimeoutError:
-                raise AssertionError(f"timed out; frames: {self.frames}") from None
+            chunk = recv_by(self.sock, deadline, lambda: f"frames: {self.frames}")
             if not chunk:
                 self.closed = True
                 continue
