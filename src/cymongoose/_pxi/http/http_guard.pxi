@@ -530,7 +530,9 @@ cdef void _advance(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nog
                 r = mg.cym_h2_preface_state(c.recv.buf, c.recv.len)
                 if r == mg.CYM_H2_PARTIAL:
                     return
-                if r == mg.CYM_H2_IS_PREFACE:
+                if r == mg.CYM_H2_IS_PREFACE or c.is_tls:
+                    # After ALPN h2 anything else is a connection error too (RFC 9113
+                    # section 3.4): nghttp2 answers it with GOAWAY.
                     _h2_switch(c, g)
                     return
             # First byte of a request. The first request's clock runs since accept.
