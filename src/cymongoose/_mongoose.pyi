@@ -423,6 +423,10 @@ class Connection:
     @property
     def is_tls(self) -> bool: ...
     @property
+    def http2_parent(self) -> Connection | None:
+        """For an HTTP/2 stream, the connection it travels on (whose `id` a server may know
+        from its `MG_EV_ACCEPT`); None for any other connection."""
+    @property
     def tls_info(self) -> _TlsInfo | None:
         """What this TLS connection agreed on and the certificate its peer presented
         (`_TlsInfo`), once the handshake is done; None before, without TLS, with the

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import subprocess
 import threading
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import pytest
 from flask import Flask, Response, request
 from support.asgi_server import running_asgi_server
 from support.h2_peer import FrameReader, H2Peer, frame, raw_connection
+from support.subprocess_env import tool_env
 from support.waiting import wait_for
 from support.wsgi_server import running_wsgi_server
 
@@ -230,3 +232,56 @@ def test_asgi_trailers_on_h2_and_on_chunked_http11() -> None:
                 data += chunk
     assert data.startswith(b"HTTP/1.1 200 ") and b"Transfer-Encoding: chunked" in data
     assert data.endswith(b"0\r\ngrpc-status: 0\r\ngrpc-message: ok\r\n\r\n")
+
+
+def test_h2c_over_a_unix_socket_is_a_local_client(tmp_path: Path) -> None:
+    # A stream has an id of its own; the servers know its connection's from MG_EV_ACCEPT.
+    def wsgi(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [f"{environ['REMOTE_ADDR']} {environ['SERVER_PROTOCOL']}".encode()]
+
+    async def asgi(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body",
+                    "body": f"{scope['client'][0]} {scope['http_version']}".encode()})
+
+    for kind in ("wsgi", "asgi"):
+        path = tmp_path / f"{kind}.sock"
+        unix = socket.socket(socket.AF_UNIX)
+        unix.bind(str(path))
+        unix.listen(16)
+        try:
+            fd = unix.fileno()
+            if kind == "wsgi":
+                out = wsgi_over(wsgi, fd, path)
+            else:
+                with running_asgi_server(asgi) as run:
+                    run.call(lambda fd=fd: run.server.listen_socket(fd))
+                    out = curl_unix(path)
+        finally:
+            unix.close()
+        assert out == ("127.0.0.1 HTTP/2.0" if kind == "wsgi" else "127.0.0.1 2"), kind
+
+
+def curl_unix(path: Path) -> str:
+    return subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "--unix-socket",
+                           str(path), "http://localhost/"], capture_output=True, text=True,
+                          timeout=20, check=True, env=tool_env()).stdout
+
+
+def wsgi_over(app: Any, fd: int, path: Path) -> str:
+    """curl_unix() against a WSGIServer listening on the Unix socket `fd` only."""
+    from cymongoose.wsgi import WSGIServer
+
+    server = WSGIServer(app, threads=2)
+    server.listen_socket(fd)
+    thread = threading.Thread(target=server.run, kwargs={"poll_ms": 20}, daemon=True)
+    thread.start()
+    try:
+        return curl_unix(path)
+    finally:
+        server.stop()
+        thread.join(15)
+        server.close()

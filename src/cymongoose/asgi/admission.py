@@ -14,7 +14,7 @@ from typing import Any
 
 from .._mongoose import ASGILoop, Connection
 from ..proxy_headers import ProxyHeaders
-from ..serving.listeners import listener_base
+from ..serving.listeners import is_unix_client, listener_base
 from ..serving.tls_fields import asgi_tls_extension
 from .http import _HTTPCycle
 from .shared import _HEADERS_TEXT
@@ -72,7 +72,7 @@ class Admission(ASGILoop):
                        base: dict[str, Any]) -> dict[str, Any]:
         """The scope of a request that needs more than the C pass: a Unix-socket client,
         trusted proxy headers, a max_requests count."""
-        unix = bool(self.unix_conns) and conn.id in self.unix_conns
+        unix = bool(self.unix_conns) and is_unix_client(conn, self.unix_conns)
         scope: dict[str, Any] = msg.asgi_scope(self.unix_base if unix else base, conn,
                                                self.lifespan_state)
         if unix:

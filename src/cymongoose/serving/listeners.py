@@ -12,7 +12,7 @@ from typing import Any
 
 from .._mongoose import MG_EV_ACCEPT, Connection, Manager, TlsOpts, handles, listen_fd
 
-__all__ = ["Listeners", "listener_base"]
+__all__ = ["Listeners", "is_unix_client", "listener_base"]
 
 
 class Listeners:
@@ -94,3 +94,12 @@ def listener_base(conn: Connection, bases: dict[int, dict[str, Any]],
         if local is not None:
             return bases.get(local[1], default)
     return default
+
+
+def is_unix_client(conn: Connection, unix_conns: set[int]) -> bool:
+    """Whether `conn` came in on a Unix socket: its id is in `unix_conns`, or it is an
+    HTTP/2 stream of a connection whose id is (a stream has an id of its own)."""
+    if conn.id in unix_conns:
+        return True
+    parent = conn.http2_parent
+    return parent is not None and parent.id in unix_conns

@@ -50,7 +50,7 @@ from ..serving.default_headers import DefaultHeaders
 from ..serving.drain import Drain
 from ..serving.flow_control import SEND_LOW
 from ..serving.guard_options import set_guard_options
-from ..serving.listeners import Listeners, listener_base
+from ..serving.listeners import Listeners, is_unix_client, listener_base
 from ..serving.reporting import error_log, report_exception
 from ..serving.request_deadline import DeadlineCounts, check_interval
 from ..serving.stop_signals import StopSignals
@@ -283,7 +283,7 @@ class WSGIServer:
     # Loop side.
     def _on_request(self, conn: Connection, msg: Any) -> None:
         base = listener_base(conn, self._bases, self._base_default)
-        if self._unix_conns and conn.id in self._unix_conns:
+        if self._unix_conns and is_unix_client(conn, self._unix_conns):
             base = self._unix_base
             environ = msg.wsgi_environ(base, conn, self._root_path)
             # Mongoose reads no address from an AF_UNIX peer: the client is local.

@@ -134,6 +134,11 @@ cdef class Connection:
         return self._c != NULL and _tls_carrier(self).is_tls != 0
 
     @property
+    def http2_parent(self):
+        # An HTTP/2 stream's own connection (http2.pxi), as the handler knows it.
+        return _h2_parent_of(self)
+
+    @property
     def tls_info(self):
         # tls_peer.pxi; the stub documents the keys.
         return _tls_peer_info(self)

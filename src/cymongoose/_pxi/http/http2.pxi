@@ -123,3 +123,15 @@ cdef int _h2_allowed_tls(mg.mg_connection *c) noexcept nogil:
 
 
 mg.cym_tls_h2_allowed = _h2_allowed_tls
+
+
+cdef object _h2_parent_of(Connection conn):
+    """Connection.http2_parent: the connection an HTTP/2 stream travels on (None for any
+    other connection)."""
+    cdef mg.mg_connection *p
+    if conn._c == NULL or conn._guard.h2_parent == NULL:
+        return None
+    p = conn._guard.h2_parent
+    if p.fn == _on_event and p.fn_data != NULL and (<Connection>p.fn_data)._c == p:
+        return <Connection>p.fn_data
+    return None
