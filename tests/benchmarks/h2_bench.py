@@ -17,7 +17,6 @@ failed requests. The medians and the ratios the issue asks for go to results/htt
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
 import os
 import re
@@ -33,7 +32,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchkit import contenders as ck  # noqa: E402
 from benchkit import procstat  # noqa: E402
-from benchkit.serverproc import ServerProcess  # noqa: E402
+from benchkit.serverproc import (  # noqa: E402
+    ServerProcess,
+    add_cpu_options,
+    machine,
+    settle_options,
+)
 
 BENCH = ck.BENCH_DIR
 SERVERS = BENCH / "servers"
@@ -214,11 +218,8 @@ def context() -> dict[str, Any]:
             return "absent"
         return (r.stdout + r.stderr).strip().splitlines()[0] if (r.stdout + r.stderr) else ""
 
-    return {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "h2load": out(["h2load", "--version"]), "nginx": out(["nginx", "-v"]),
-            "cpu": next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo")
-                         if ln.startswith("model name")), "unknown"),
-            "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
+    return {**machine(), "h2load": out(["h2load", "--version"]),
+            "nginx": out(["nginx", "-v"])}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -228,15 +229,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--connections", type=int, default=10)
     p.add_argument("--streams", default="1,10", help="streams per connection at once")
     p.add_argument("--only", default="", help=f"from {', '.join(CONTENDERS)}")
-    p.add_argument("--server-cpu", type=int, default=0)
-    p.add_argument("--client-cpu", type=int, default=1)
+    add_cpu_options(p)
     p.add_argument("--out", type=Path, default=BENCH / "results" / "http2")
     args = p.parse_args(argv)
-    if (os.cpu_count() or 1) < 2:
-        args.server_cpu = args.client_cpu = None
-    missing = [t for t in ("h2load", "curl", "nginx") if shutil.which(t) is None]
-    if missing:
-        sys.exit(f"h2_bench: {', '.join(missing)} not found (make debian-packages)")
+    settle_options(args, "h2_bench", ("h2load", "curl", "nginx"))
     names = [n for n in (args.only.split(",") if args.only else CONTENDERS) if n]
     streams = [int(s) for s in args.streams.split(",") if s]
     run_dir = ck.CACHE_DIR / "http2"

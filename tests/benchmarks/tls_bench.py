@@ -20,9 +20,7 @@ versions of OpenSSL, nginx, wrk, cymongoose and its TLS engine, go to results/tl
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
-import os
 import shutil
 import ssl
 import subprocess
@@ -37,7 +35,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchkit import contenders as ck  # noqa: E402
 from benchkit import procstat  # noqa: E402
 from benchkit import wrk as wrkmod  # noqa: E402
-from benchkit.serverproc import ServerProcess  # noqa: E402
+from benchkit.serverproc import (  # noqa: E402
+    ServerProcess,
+    add_cpu_options,
+    machine,
+    settle_options,
+)
 
 BENCH = ck.BENCH_DIR
 HELLO = b'{"message":"Hello, World!"}'
@@ -141,15 +144,12 @@ def context() -> dict[str, Any]:
     project_python = BENCH.parent.parent / ".venv" / "bin" / "python"
     py = str(project_python) if project_python.exists() else sys.executable
     return {
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        **machine(),
         "openssl": out(["openssl", "version"]), "nginx": out(["nginx", "-v"]),
         "wrk": wrkmod.version(),
         "cymongoose": out([py, "-c", "import cymongoose, sys; print(cymongoose.__version__, "
                            "'TLS engine', cymongoose.TLS_ENGINE, 'Python', "
                            "sys.version.split()[0])"]),
-        "cpu": next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo")
-                     if ln.startswith("model name")), "unknown"),
-        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
     }
 
 
@@ -189,15 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--connections", type=int, default=50)
     p.add_argument("--kinds", default="rsa2048,p256", help=f"from {', '.join(KEYGEN)}")
     p.add_argument("--modes", default="handshakes,hello")
-    p.add_argument("--server-cpu", type=int, default=0)
-    p.add_argument("--client-cpu", type=int, default=1)
+    add_cpu_options(p)
     p.add_argument("--out", type=Path, default=BENCH / "results" / "tls")
     args = p.parse_args(argv)
-    if (os.cpu_count() or 1) < 2:
-        args.server_cpu = args.client_cpu = None
-    missing = [t for t in ("wrk", "nginx", "openssl") if shutil.which(t) is None]
-    if missing:
-        sys.exit(f"tls_bench: {', '.join(missing)} not found (make debian-packages)")
+    settle_options(args, "tls_bench", ("wrk", "nginx", "openssl"))
     run_dir = ck.CACHE_DIR / "tls"
     run_dir.mkdir(parents=True, exist_ok=True)
     script = wrkmod.write_script(run_dir / "report.lua")
