@@ -366,3 +366,22 @@ def test_fields_that_may_not_be_trailers_are_refused(server_thread: Any) -> None
         (a,) = peer.wait_answers(peer.request("/"))
     assert a.status == 200 and a.ended and a.trailers == []
     assert [type(e) for e in raised] == [ValueError, ValueError, TypeError]
+
+
+def test_hostile_request_lines_are_refused_on_their_stream_only(server_thread: Any) -> None:
+    # The request line the engine writes for the guard comes from :method and :path: a space
+    # or a control byte there must not split it into something else, and its length is
+    # bounded as an HTTP/1.1 target's is.
+    handler = Site()
+    st = server_thread(handler)
+    port = st.listen(max_uri_size=100)
+    st.start()
+    with H2Peer(port, validate=False) as peer:
+        spaced = peer.request("/a HTTP/1.1\r\nX: y")
+        long = peer.request("/" + "x" * 200)
+        method = peer.request("/ok", method="G T")
+        fine = peer.request("/fine")
+        a, b, c, d = peer.wait_answers(spaced, long, method, fine)
+    assert a.reset == 1 and c.reset == 1  # malformed (RFC 9113 section 8.1.1)
+    assert b.status == 414 and d.status == 200
+    assert handler.protocols == ["HTTP/2.0"]  # only /fine reached the handler
