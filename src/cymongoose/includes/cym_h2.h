@@ -149,6 +149,11 @@ static inline int cym_h2_is_stream(const struct mg_connection *c) {
 }
 
 static inline mg_event_handler_t cym_h2_handler_fn(void) { return cym_h2_handler; }
+
+/* A connection that speaks HTTP/2: its bytes are frames, for the session only. */
+static inline int cym_h2_is_session(const struct mg_connection *c) {
+  return c->pfn == cym_h2_handler && c->pfn_data != NULL;
+}
 #else
 #define CYM_H2_BUILT 0
 struct cym_h2_limits {
@@ -176,6 +181,7 @@ static inline struct mg_connection *cym_h2_parent(void *registry,
 }
 static inline int cym_h2_is_stream(const struct mg_connection *c) { return (void) c, 0; }
 static inline mg_event_handler_t cym_h2_handler_fn(void) { return NULL; }
+static inline int cym_h2_is_session(const struct mg_connection *c) { return (void) c, 0; }
 #endif
 
 /* What the first bytes of a plain-HTTP connection say (RFC 9113 section 3.4: a client with

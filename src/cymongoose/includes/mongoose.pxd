@@ -543,3 +543,4 @@ cdef extern from "cym_h2.h" nogil:
     int cym_h2_shutdown(mg_connection *c)
     mg_connection *cym_h2_parent(void *registry, const mg_connection *c)
     mg_event_handler_t cym_h2_handler_fn()
+    int cym_h2_is_session(const mg_connection *c)

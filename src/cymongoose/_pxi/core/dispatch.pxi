@@ -40,6 +40,10 @@ cdef void _on_event(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
             # Proxied: the guard and proxy_exchange.pxi move its bytes; no handler has a
             # say until the exchange ends (its MG_EV_CLOSE still reaches the handler).
             return
+        if (ev == mg.MG_EV_READ or ev == mg.MG_EV_WRITE) and mg.cym_h2_is_session(c):
+            # HTTP/2 frames, which only the session reads; the handler sees each stream's
+            # events on its own connection. Two Python calls a request saved.
+            return
     else:
         if c.is_tls and c.rtls.len > 0:
             _tls_screen(c)  # tls.pxi: refuse what Mongoose's TLS would wait on forever

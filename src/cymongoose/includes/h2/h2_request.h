@@ -19,13 +19,15 @@
 
 /* Append, growing the buffer geometrically (mg_iobuf_add resizes to the exact length on
  * every call: a 16 MiB body arriving in 16 KiB frames would be copied a thousand times). */
-static int h2_add(struct mg_iobuf *io, const void *p, size_t n) {
+static int h2_grow(struct mg_iobuf *io, size_t n) {
+  size_t want = io->size >= 1024 ? io->size * 2 : 1024;
+  while (want < io->len + n) want *= 2;
+  return mg_iobuf_resize(io, want) ? 0 : -1;
+}
+
+static inline int h2_add(struct mg_iobuf *io, const void *p, size_t n) {
   if (n == 0) return 0;
-  if (io->len + n > io->size) {
-    size_t want = io->size >= 1024 ? io->size * 2 : 1024;
-    while (want < io->len + n) want *= 2;
-    if (!mg_iobuf_resize(io, want)) return -1;
-  }
+  if (io->len + n > io->size && h2_grow(io, n)) return -1;
   memcpy(io->buf + io->len, p, n);
   io->len += n;
   return 0;

@@ -28,17 +28,38 @@ static int h2_ieq(const uint8_t *p, size_t n, const char *word) {
   return 1;
 }
 
-static size_t h2_head_end(const uint8_t *b, size_t n) {
-  size_t i;
-  for (i = 0; i + 3 < n; i++)
-    if (b[i] == '\r' && b[i + 1] == '\n' && b[i + 2] == '\r' && b[i + 3] == '\n') return i + 4;
+/* Where the head in b[:n] ends (after its CRLF CRLF), or 0 when it is not whole yet;
+ * *lines: the line feeds before that end (a bound on the fields). */
+static size_t h2_head_end_lines(const uint8_t *b, size_t n, size_t *lines) {
+  const uint8_t *p = b, *end = b + n;
+  size_t k = 0;
+  while ((p = (const uint8_t *) memchr(p, '\n', (size_t) (end - p))) != NULL) {
+    k++;
+    p++;
+    if (end - p >= 2 && p - b >= 2 && p[-2] == '\r' && p[0] == '\r' && p[1] == '\n') {
+      *lines = k + 1;
+      return (size_t) (p + 2 - b);
+    }
+  }
+  *lines = k;
   return 0;
 }
 
+static size_t h2_head_end(const uint8_t *b, size_t n) {
+  size_t lines;
+  return h2_head_end_lines(b, n, &lines);
+}
+
+/* RFC 9113 section 8.2.2's connection-specific fields, by length first (most fields are
+ * none of them). */
 static int h2_hop_by_hop(const uint8_t *name, size_t n) {
-  return h2_ieq(name, n, "connection") || h2_ieq(name, n, "keep-alive") ||
-         h2_ieq(name, n, "proxy-connection") || h2_ieq(name, n, "transfer-encoding") ||
-         h2_ieq(name, n, "upgrade");
+  switch (n) {
+    case 7: return h2_ieq(name, n, "upgrade");
+    case 10: return h2_ieq(name, n, "connection") || h2_ieq(name, n, "keep-alive");
+    case 16: return h2_ieq(name, n, "proxy-connection");
+    case 17: return h2_ieq(name, n, "transfer-encoding");
+    default: return 0;
+  }
 }
 
 /* Reset the stream (the handler's output cannot be framed, or it ended it early). */
@@ -54,21 +75,24 @@ static ssize_t h2_body_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_
 
 /* Field lines b[:n] ("Name: value\r\n", up to the empty line) as nghttp2 name-value pairs,
  * names lower-cased in place, connection-specific fields left out (*chunked set when one
- * was Transfer-Encoding). How many, or -1. */
-static long h2_fields(uint8_t *b, size_t n, nghttp2_nv *nva, size_t cap, int *chunked) {
+ * was Transfer-Encoding), *length_at the index of the last Content-Length (-1: none). How
+ * many, or -1. */
+static long h2_fields(uint8_t *b, size_t n, nghttp2_nv *nva, size_t cap, int *chunked,
+                      long *length_at) {
   size_t i = 0, k = 0;
   while (i + 2 <= n) {
     size_t s = i, e, colon, vs, ve, j;
-    while (i < n && b[i] != '\n') i++;
-    if (i == n) break;
+    const uint8_t *lf = (const uint8_t *) memchr(b + i, '\n', n - i), *sep;
+    if (lf == NULL) break;
+    i = (size_t) (lf - b);
     e = i > s && b[i - 1] == '\r' ? i - 1 : i;
     i++;
     if (e == s) break; /* the empty line */
-    for (colon = s; colon < e && b[colon] != ':'; colon++) {
-    }
+    sep = (const uint8_t *) memchr(b + s, ':', e - s);
+    colon = sep != NULL ? (size_t) (sep - b) : e;
     if (colon == e || colon == s) continue; /* not a field: dropped */
     if (h2_hop_by_hop(b + s, colon - s)) {
-      if (h2_ieq(b + s, colon - s, "transfer-encoding")) *chunked = 1;
+      if (colon - s == 17) *chunked = 1; /* transfer-encoding */
       continue;
     }
     for (vs = colon + 1; vs < e && (b[vs] == ' ' || b[vs] == '\t'); vs++) {
@@ -78,6 +102,7 @@ static long h2_fields(uint8_t *b, size_t n, nghttp2_nv *nva, size_t cap, int *ch
     for (j = s; j < colon; j++)
       if (b[j] >= 'A' && b[j] <= 'Z') b[j] = (uint8_t) (b[j] + 32);
     if (k == cap) return -1;
+    if (colon - s == 14 && memcmp(b + s, "content-length", 14) == 0) *length_at = (long) k;
     nva[k].name = b + s;
     nva[k].namelen = colon - s;
     nva[k].value = b + vs;
@@ -92,13 +117,13 @@ static long h2_fields(uint8_t *b, size_t n, nghttp2_nv *nva, size_t cap, int *ch
 static int h2_submit_trailers(struct cym_h2_stream *st, uint8_t *b, size_t n) {
   size_t i, lines = 0;
   int chunked = 0;
-  long k;
+  long k, length_at = -1;
   nghttp2_nv *nva;
   int rv;
   for (i = 0; i < n; i++) lines += b[i] == '\n';
   nva = (nghttp2_nv *) calloc(lines + 1, sizeof(*nva));
   if (nva == NULL) return -1;
-  k = h2_fields(b, n, nva, lines + 1, &chunked);
+  k = h2_fields(b, n, nva, lines + 1, &chunked, &length_at);
   rv = k < 0 ? -1 : k == 0 ? 1 : nghttp2_submit_trailer(st->s->ng, st->id, nva, (size_t) k);
   free(nva);
   return rv;
@@ -109,11 +134,12 @@ static int h2_submit_trailers(struct cym_h2_stream *st, uint8_t *b, size_t n) {
 static int h2_resp_head(struct cym_h2_stream *st) {
   struct mg_connection *c = st->c;
   uint8_t *b = c->send.buf;
-  size_t he = h2_head_end(b, c->send.len), i, nfields = 0, k;
+  size_t nfields, he = h2_head_end_lines(b, c->send.len, &nfields), i, k;
   int status, chunked = 0, has_length = 0;
-  long fields;
+  long fields, length_at = -1;
   uint64_t length = 0;
-  nghttp2_nv *nva;
+  /* Room for the fields of most heads, so most need no allocation. */
+  nghttp2_nv local[24], *nva = local;
   nghttp2_data_provider body;
   if (he == 0) {
     if (c->send.len > CYM_H2_MAX_RESPONSE_HEAD) return h2_reset(st, NGHTTP2_INTERNAL_ERROR), -1;
@@ -124,29 +150,29 @@ static int h2_resp_head(struct cym_h2_stream *st) {
     return h2_reset(st, NGHTTP2_INTERNAL_ERROR), -1;
   status = (b[9] - '0') * 100 + (b[10] - '0') * 10 + (b[11] - '0');
   if (status == 101) return h2_reset(st, NGHTTP2_INTERNAL_ERROR), -1; /* no upgrade here */
-  for (i = 0; i < he; i++) nfields += b[i] == '\n';
-  nva = (nghttp2_nv *) calloc(nfields + 1, sizeof(*nva));
-  if (nva == NULL) return h2_reset(st, NGHTTP2_INTERNAL_ERROR), -1;
+  if (nfields + 1 > sizeof(local) / sizeof(local[0])) {
+    nva = (nghttp2_nv *) calloc(nfields + 1, sizeof(*nva));
+    if (nva == NULL) return h2_reset(st, NGHTTP2_INTERNAL_ERROR), -1;
+  }
   nva[0].name = (uint8_t *) ":status";
   nva[0].namelen = 7;
   nva[0].value = b + 9;
   nva[0].valuelen = 3;
+  nva[0].flags = NGHTTP2_NV_FLAG_NONE;
   i = 0;
   while (b[i] != '\n') i++;
-  fields = h2_fields(b + i + 1, he - i - 1, nva + 1, nfields, &chunked);
+  fields = h2_fields(b + i + 1, he - i - 1, nva + 1, nfields, &chunked, &length_at);
   if (fields < 0) {
-    free(nva);
+    if (nva != local) free(nva);
     return h2_reset(st, NGHTTP2_INTERNAL_ERROR), -1;
   }
   k = 1 + (size_t) fields;
-  for (i = 1; i < k; i++) {
-    if (h2_ieq(nva[i].name, nva[i].namelen, "content-length")) {
-      size_t j;
-      has_length = 1;
-      length = 0;
-      for (j = 0; j < nva[i].valuelen && nva[i].value[j] >= '0' && nva[i].value[j] <= '9'; j++)
-        length = length * 10 + nva[i].value[j] - '0';
-    }
+  if (length_at >= 0) {
+    const nghttp2_nv *f = &nva[1 + length_at];
+    size_t j;
+    has_length = 1;
+    for (j = 0; j < f->valuelen && f->value[j] >= '0' && f->value[j] <= '9'; j++)
+      length = length * 10 + f->value[j] - '0';
   }
   if (chunked && has_length) { /* RFC 9112 section 6.3: the chunking decides */
     size_t w = 1;
@@ -156,7 +182,7 @@ static int h2_resp_head(struct cym_h2_stream *st) {
   }
   if (status < 200) {
     nghttp2_submit_headers(st->s->ng, NGHTTP2_FLAG_NONE, st->id, NULL, nva, k, NULL);
-    free(nva);
+    if (nva != local) free(nva);
     mg_iobuf_del(&c->send, 0, he);
     return 1;
   }
@@ -173,7 +199,7 @@ static int h2_resp_head(struct cym_h2_stream *st) {
     nghttp2_submit_response(st->s->ng, st->id, nva, k, &body);
   }
   st->resp_submitted = 1;
-  free(nva);
+  if (nva != local) free(nva);
   mg_iobuf_del(&c->send, 0, he);
   return 1;
 }

@@ -31,13 +31,45 @@ static struct cym_h2_stream *h2_stream_of(struct cym_h2_session *s, int32_t id) 
   return (struct cym_h2_stream *) nghttp2_session_get_stream_user_data(s->ng, id);
 }
 
-static struct mg_connection *h2_stream_conn(struct cym_h2_session *s) {
-  struct mg_connection *p = s->c, *c = mg_alloc_conn(p->mgr);
-  if (c == NULL) return NULL;
+/* Ended streams a session keeps for its next requests, with their stream connections and
+ * buffers: requests on one connection come one after another (or a few at once), and
+ * allocating, zeroing and wiping a stream connection and its four buffers was a sixth of
+ * what a small request cost. Buffers stay with the connection they served, so no client's
+ * bytes reach another's. Under AddressSanitizer none is kept: a stream connection used
+ * after its MG_EV_CLOSE must stay a use-after-free it can report. */
+#if defined(__SANITIZE_ADDRESS__)
+#define CYM_H2_SPARE_STREAMS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CYM_H2_SPARE_STREAMS 0
+#endif
+#endif
+#ifndef CYM_H2_SPARE_STREAMS
+#define CYM_H2_SPARE_STREAMS 8
+#endif
+/* A buffer that grew past this (a large body) is freed rather than kept. */
+#define CYM_H2_SPARE_BUFFER (16 * 1024)
+
+/* The stream connection of a new stream: a spare one's memory (c, with its buffers), or
+ * new. Either way as mg_alloc_conn() makes one, with a new id. */
+static struct mg_connection *h2_stream_conn(struct cym_h2_session *s, struct mg_connection *c) {
+  struct mg_connection *p = s->c;
+  if (c == NULL) {
+    c = mg_alloc_conn(p->mgr);
+    if (c == NULL) return NULL;
+    /* Its buffers are sized by what it holds, not MG_IO_SIZE (16 KiB allocated, zeroed and
+     * wiped per request for a 27-byte answer). */
+    c->recv.align = c->send.align = CYM_H2_STREAM_ALIGN;
+  } else {
+    struct mg_iobuf recv = c->recv, send = c->send;
+    memset(c, 0, sizeof(*c) + p->mgr->extraconnsize);
+    c->mgr = p->mgr;
+    c->rtls.align = MG_IO_SIZE;
+    c->id = ++p->mgr->nextid;
+    c->recv = recv;
+    c->send = send;
+  }
   c->fd = (void *) (size_t) -1; /* MG_INVALID_SOCKET: it has no socket of its own */
-  /* Its buffers live for one request: sized by what it holds, not MG_IO_SIZE (16 KiB
-   * allocated, zeroed and wiped per request for a 27-byte answer). */
-  c->recv.align = c->send.align = CYM_H2_STREAM_ALIGN;
   c->loc = p->loc;
   c->rem = p->rem;
   c->is_accepted = 1;
@@ -48,18 +80,41 @@ static struct mg_connection *h2_stream_conn(struct cym_h2_session *s) {
   return c;
 }
 
+static struct cym_h2_stream *h2_stream_new(struct cym_h2_session *s) {
+  struct cym_h2_stream *st = s->spare;
+  if (st != NULL) {
+    struct mg_connection *c = st->c;
+    struct mg_iobuf pseudo = st->pseudo, cookie = st->cookie;
+    s->spare = st->next;
+    s->nspare--;
+    memset(st, 0, sizeof(*st));
+    st->pseudo = pseudo;
+    st->cookie = cookie;
+    st->c = h2_stream_conn(s, c);
+    return st;
+  }
+  st = (struct cym_h2_stream *) calloc(1, sizeof(*st));
+  if (st == NULL) return NULL;
+  st->c = h2_stream_conn(s, NULL);
+  if (st->c == NULL) {
+    free(st);
+    return NULL;
+  }
+  return st;
+}
+
+static void h2_iobuf_keep(struct mg_iobuf *io) {
+  if (io->size > CYM_H2_SPARE_BUFFER) mg_iobuf_free(io);
+  io->len = 0;
+}
+
 static int h2_on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, void *ud) {
   struct cym_h2_session *s = (struct cym_h2_session *) ud;
   struct cym_h2_stream *st;
   if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
     return 0;
-  st = (struct cym_h2_stream *) calloc(1, sizeof(*st));
+  st = h2_stream_new(s);
   if (st == NULL) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-  st->c = h2_stream_conn(s);
-  if (st->c == NULL) {
-    free(st);
-    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-  }
   st->s = s;
   st->id = frame->hd.stream_id;
   st->next = s->streams;
@@ -67,6 +122,7 @@ static int h2_on_begin_headers(nghttp2_session *ng, const nghttp2_frame *frame, 
   s->nstreams++;
   s->idle_since_ms = 0;
   nghttp2_session_set_stream_user_data(ng, st->id, st);
+  s->in_head = st;
   return 0;
 }
 
@@ -74,8 +130,12 @@ static int h2_on_header(nghttp2_session *ng, const nghttp2_frame *frame, const u
                         size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
                         void *ud) {
   struct cym_h2_session *s = (struct cym_h2_session *) ud;
-  struct cym_h2_stream *st = h2_stream_of(s, frame->hd.stream_id);
+  struct cym_h2_stream *st = s->in_head;
   (void) ng, (void) flags;
+  /* A head's fields come together (RFC 9113 section 4.3: no other frame between HEADERS
+   * and its CONTINUATIONs), so the stream begun last is theirs when the ids match. */
+  if (st == NULL || st->closed || st->id != frame->hd.stream_id)
+    st = h2_stream_of(s, frame->hd.stream_id);
   if (st == NULL || st->head_done) return 0; /* trailers: not passed on */
   if (h2_req_field(st, name, namelen, value, valuelen, s->lim.max_header_list))
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
@@ -153,9 +213,23 @@ static int h2_on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, voi
   return 0;
 }
 
+static void h2_stream_release(struct cym_h2_stream *st) {
+  struct mg_connection *c = st->c;
+  mg_iobuf_free(&c->recv);
+  mg_iobuf_free(&c->send);
+  mg_iobuf_free(&st->pseudo);
+  mg_iobuf_free(&st->cookie);
+  memset(c, 0, sizeof(*c));
+  mg_free(c);
+  free(st);
+}
+
+/* A stream is over: its handler hears MG_EV_CLOSE (if it heard MG_EV_OPEN); with `tell`
+ * (the session goes on) it may be kept as a spare. */
 static void h2_stream_free(struct cym_h2_session *s, struct cym_h2_stream *st, int tell) {
   struct cym_h2_stream **link = &s->streams;
   struct mg_connection *c = st->c;
+  if (s->in_head == st) s->in_head = NULL;
   while (*link != st) link = &(*link)->next;
   *link = st->next;
   if (--s->nstreams == 0) s->idle_since_ms = mg_millis();
@@ -167,13 +241,17 @@ static void h2_stream_free(struct cym_h2_session *s, struct cym_h2_stream *st, i
   } else if (st->opened) {
     mg_call(c, MG_EV_CLOSE, NULL);
   }
-  mg_iobuf_free(&c->recv);
-  mg_iobuf_free(&c->send);
-  mg_iobuf_free(&st->pseudo);
-  mg_iobuf_free(&st->cookie);
-  memset(c, 0, sizeof(*c));
-  mg_free(c);
-  free(st);
+  if (tell && s->nspare < CYM_H2_SPARE_STREAMS) {
+    h2_iobuf_keep(&c->recv);
+    h2_iobuf_keep(&c->send);
+    h2_iobuf_keep(&st->pseudo);
+    h2_iobuf_keep(&st->cookie);
+    st->next = s->spare;
+    s->spare = st;
+    s->nspare++;
+    return;
+  }
+  h2_stream_release(st);
 }
 
 /* Frames out, into the connection's c->send, while it is under CYM_H2_SEND_HIGH. Then each
@@ -264,6 +342,11 @@ static void h2_session_free(struct cym_h2_session *s) {
   if (s->ng != NULL) nghttp2_session_del(s->ng); /* first: its calls may still see streams */
   s->ng = NULL;
   while (s->streams != NULL) h2_stream_free(s, s->streams, 0);
+  while (s->spare != NULL) {
+    struct cym_h2_stream *st = s->spare;
+    s->spare = st->next;
+    h2_stream_release(st);
+  }
   free(s);
 }
 

@@ -84,6 +84,9 @@ struct cym_h2_session {
   struct cym_h2_limits lim;
   struct cym_h2_stream *streams;
   size_t nstreams;
+  struct cym_h2_stream *spare; /* ended streams kept for the next ones (h2_session.h) */
+  struct cym_h2_stream *in_head; /* the stream whose head is being read (h2_on_header) */
+  unsigned nspare;
   uint64_t idle_since_ms;  /* when the last stream ended (0: streams open) */
   uint64_t send_since_ms;  /* output queued and unwritten since (0: none) */
   /* Floods nghttp2 1.52 lets through (h2_floods.h): a token bucket of resets and empty
