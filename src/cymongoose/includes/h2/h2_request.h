@@ -74,7 +74,7 @@ static int h2_write_request_line(struct cym_h2_stream *st) {
   if (a != NULL) { /* RFC 9113 section 8.3.1: :authority stands for Host */
     if (h2_adds(r, "Host: ") || h2_add(r, a, an) || h2_adds(r, "\r\n")) return -1;
   }
-  mg_iobuf_free(&st->pseudo);
+  st->pseudo.len = 0; /* its memory stays for the stream's next use (h2_session.h) */
   return 0;
 }
 
@@ -117,7 +117,7 @@ static int h2_req_head_end(struct cym_h2_stream *st, int end_stream) {
     if (h2_adds(r, "Cookie: ") || h2_add(r, st->cookie.buf, st->cookie.len) ||
         h2_adds(r, "\r\n"))
       return -1;
-    mg_iobuf_free(&st->cookie);
+    st->cookie.len = 0;
   }
   if (!end_stream && !st->has_length) {
     st->chunked_req = 1;

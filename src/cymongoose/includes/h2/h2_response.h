@@ -78,7 +78,7 @@ static ssize_t h2_body_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_
  * was Transfer-Encoding), *length_at the index of the last Content-Length (-1: none). How
  * many, or -1. */
 static long h2_fields(uint8_t *b, size_t n, nghttp2_nv *nva, size_t cap, int *chunked,
-                      long *length_at) {
+                      long *length_at, uint8_t nv_flags) {
   size_t i = 0, k = 0;
   while (i + 2 <= n) {
     size_t s = i, e, colon, vs, ve, j;
@@ -107,7 +107,7 @@ static long h2_fields(uint8_t *b, size_t n, nghttp2_nv *nva, size_t cap, int *ch
     nva[k].namelen = colon - s;
     nva[k].value = b + vs;
     nva[k].valuelen = ve - vs;
-    nva[k].flags = NGHTTP2_NV_FLAG_NONE;
+    nva[k].flags = nv_flags;
     k++;
   }
   return (long) k;
@@ -123,7 +123,7 @@ static int h2_submit_trailers(struct cym_h2_stream *st, uint8_t *b, size_t n) {
   for (i = 0; i < n; i++) lines += b[i] == '\n';
   nva = (nghttp2_nv *) calloc(lines + 1, sizeof(*nva));
   if (nva == NULL) return -1;
-  k = h2_fields(b, n, nva, lines + 1, &chunked, &length_at);
+  k = h2_fields(b, n, nva, lines + 1, &chunked, &length_at, NGHTTP2_NV_FLAG_NONE);
   rv = k < 0 ? -1 : k == 0 ? 1 : nghttp2_submit_trailer(st->s->ng, st->id, nva, (size_t) k);
   free(nva);
   return rv;
@@ -141,6 +141,7 @@ static int h2_resp_head(struct cym_h2_stream *st) {
   /* Room for the fields of most heads, so most need no allocation. */
   nghttp2_nv local[24], *nva = local;
   nghttp2_data_provider body;
+  uint8_t nv_flags = NGHTTP2_NV_FLAG_NONE;
   if (he == 0) {
     if (c->send.len > CYM_H2_MAX_RESPONSE_HEAD) return h2_reset(st, NGHTTP2_INTERNAL_ERROR), -1;
     return 0;
@@ -150,6 +151,16 @@ static int h2_resp_head(struct cym_h2_stream *st) {
     return h2_reset(st, NGHTTP2_INTERNAL_ERROR), -1;
   status = (b[9] - '0') * 100 + (b[10] - '0') * 10 + (b[11] - '0');
   if (status == 101) return h2_reset(st, NGHTTP2_INTERNAL_ERROR), -1; /* no upgrade here */
+  if (status >= 200) {
+    /* The final head is kept in st->head, untouched until the stream is over, so its
+     * HEADERS frame can point into it (NO_COPY): nghttp2 would otherwise copy and
+     * lower-case every field again. An interim head may be followed by the final one
+     * before either is sent: nghttp2 copies those. */
+    st->head.len = 0;
+    if (h2_add(&st->head, b, he)) return h2_reset(st, NGHTTP2_INTERNAL_ERROR), -1;
+    b = st->head.buf;
+    nv_flags = NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE;
+  }
   if (nfields + 1 > sizeof(local) / sizeof(local[0])) {
     nva = (nghttp2_nv *) calloc(nfields + 1, sizeof(*nva));
     if (nva == NULL) return h2_reset(st, NGHTTP2_INTERNAL_ERROR), -1;
@@ -158,10 +169,10 @@ static int h2_resp_head(struct cym_h2_stream *st) {
   nva[0].namelen = 7;
   nva[0].value = b + 9;
   nva[0].valuelen = 3;
-  nva[0].flags = NGHTTP2_NV_FLAG_NONE;
+  nva[0].flags = nv_flags;
   i = 0;
   while (b[i] != '\n') i++;
-  fields = h2_fields(b + i + 1, he - i - 1, nva + 1, nfields, &chunked, &length_at);
+  fields = h2_fields(b + i + 1, he - i - 1, nva + 1, nfields, &chunked, &length_at, nv_flags);
   if (fields < 0) {
     if (nva != local) free(nva);
     return h2_reset(st, NGHTTP2_INTERNAL_ERROR), -1;

@@ -28,6 +28,9 @@
 #define CYM_H2_STREAM_ALIGN 1024
 
 static struct cym_h2_stream *h2_stream_of(struct cym_h2_session *s, int32_t id) {
+  struct cym_h2_stream *st = s->in_head;
+  /* Most frames are the latest stream's: no map lookup for them. */
+  if (st != NULL && st->id == id && !st->closed) return st;
   return (struct cym_h2_stream *) nghttp2_session_get_stream_user_data(s->ng, id);
 }
 
@@ -84,12 +87,13 @@ static struct cym_h2_stream *h2_stream_new(struct cym_h2_session *s) {
   struct cym_h2_stream *st = s->spare;
   if (st != NULL) {
     struct mg_connection *c = st->c;
-    struct mg_iobuf pseudo = st->pseudo, cookie = st->cookie;
+    struct mg_iobuf pseudo = st->pseudo, cookie = st->cookie, head = st->head;
     s->spare = st->next;
     s->nspare--;
     memset(st, 0, sizeof(*st));
     st->pseudo = pseudo;
     st->cookie = cookie;
+    st->head = head;
     st->c = h2_stream_conn(s, c);
     return st;
   }
@@ -130,12 +134,8 @@ static int h2_on_header(nghttp2_session *ng, const nghttp2_frame *frame, const u
                         size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
                         void *ud) {
   struct cym_h2_session *s = (struct cym_h2_session *) ud;
-  struct cym_h2_stream *st = s->in_head;
+  struct cym_h2_stream *st = h2_stream_of(s, frame->hd.stream_id);
   (void) ng, (void) flags;
-  /* A head's fields come together (RFC 9113 section 4.3: no other frame between HEADERS
-   * and its CONTINUATIONs), so the stream begun last is theirs when the ids match. */
-  if (st == NULL || st->closed || st->id != frame->hd.stream_id)
-    st = h2_stream_of(s, frame->hd.stream_id);
   if (st == NULL || st->head_done) return 0; /* trailers: not passed on */
   if (h2_req_field(st, name, namelen, value, valuelen, s->lim.max_header_list))
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
@@ -219,6 +219,7 @@ static void h2_stream_release(struct cym_h2_stream *st) {
   mg_iobuf_free(&c->send);
   mg_iobuf_free(&st->pseudo);
   mg_iobuf_free(&st->cookie);
+  mg_iobuf_free(&st->head);
   memset(c, 0, sizeof(*c));
   mg_free(c);
   free(st);
@@ -246,6 +247,7 @@ static void h2_stream_free(struct cym_h2_session *s, struct cym_h2_stream *st, i
     h2_iobuf_keep(&c->send);
     h2_iobuf_keep(&st->pseudo);
     h2_iobuf_keep(&st->cookie);
+    h2_iobuf_keep(&st->head);
     st->next = s->spare;
     s->spare = st;
     s->nspare++;

@@ -53,6 +53,7 @@ struct cym_h2_stream {
   /* The request, as HTTP/1.1 bytes (h2_request.h). */
   struct mg_iobuf pseudo;  /* :method, :path, :authority until the request line is written */
   struct mg_iobuf cookie;  /* cookie fields, joined with "; " (RFC 9113 section 8.2.3) */
+  struct mg_iobuf head;    /* the final response head, which its HEADERS frame points into */
   size_t head_size;        /* the fields' size as RFC 9113 counts it (32 per field) */
   size_t recv_added;       /* bytes appended to c->recv since its last MG_EV_READ */
   size_t unconsumed;       /* DATA bytes received and not yet given back as window */
@@ -85,7 +86,7 @@ struct cym_h2_session {
   struct cym_h2_stream *streams;
   size_t nstreams;
   struct cym_h2_stream *spare; /* ended streams kept for the next ones (h2_session.h) */
-  struct cym_h2_stream *in_head; /* the stream whose head is being read (h2_on_header) */
+  struct cym_h2_stream *in_head; /* the stream begun last (h2_stream_of looks there first) */
   unsigned nspare;
   uint64_t idle_since_ms;  /* when the last stream ended (0: streams open) */
   uint64_t send_since_ms;  /* output queued and unwritten since (0: none) */
