@@ -19,7 +19,12 @@ cdef struct Metrics:
     # A Manager's counters (metrics.pxi), in C so counting costs a few adds and no Python
     # call. Fixed layout, uint64_t and double only, no pointers: it may live in a buffer
     # another process maps (Manager.share_metrics), which reads it with read_metrics().
-    uint64_t requests[1000]  # finished requests by status (0: ended without one)
+    # Finished requests by status (0: ended without one), HTTP/1.x and HTTP/2 apart; the
+    # snapshot's `requests` is their sum. Apart, not HTTP/2 as a subset of all: a reader in
+    # another process may copy the struct between two additions, and a share computed as
+    # all minus HTTP/2 would then step back, which Prometheus takes for a counter reset.
+    uint64_t requests_http1[1000]
+    uint64_t requests_http2[1000]
     uint64_t refused[1000]  # the subset the guard answered itself (4xx, 503 of the limit)
     uint64_t duration_buckets[16]  # delivery to response end; non-cumulative, last is +Inf
     double duration_sum  # seconds
@@ -30,6 +35,8 @@ cdef struct Metrics:
     uint64_t bytes_sent
     uint64_t websockets_open  # gauge: server-side WebSocket upgrades
     uint64_t websockets_total
+    uint64_t http2_connections_open  # gauge: accepted connections that switched to HTTP/2
+    uint64_t http2_connections_total
     uint64_t request_timeouts  # set from Python (Manager.add_metric)
     uint64_t threads_abandoned  # gauge, set from Python
 

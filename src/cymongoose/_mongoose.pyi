@@ -55,6 +55,9 @@ class _Metrics(TypedDict):
     requests: dict[int, int]
     """Finished requests by status, non-zero counts only; includes the guard's own answers
     (refusals, limit_concurrency's 503s, health probes): one per access-log line."""
+    requests_http2: dict[int, int]
+    """The part of `requests` served over HTTP/2 (its streams), by status; the rest came
+    over HTTP/1.x."""
     refused: dict[int, int]
     """The requests the guard turned away itself (4xx, limit_concurrency's 503), by status;
     health probes are not refusals, even when they answer 503."""
@@ -71,6 +74,9 @@ class _Metrics(TypedDict):
     """Bytes written on them (before TLS encryption), sendfile bodies included."""
     websockets_open: int
     websockets_total: int
+    http2_connections_open: int
+    """Accepted connections that speak HTTP/2 (h2c or ALPN h2), also in `connections_open`."""
+    http2_connections_total: int
     request_timeouts: int
     threads_abandoned: int
 

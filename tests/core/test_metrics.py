@@ -1,7 +1,9 @@
 """Manager.metrics(): the counters the core keeps in C, checked against real clients (the
 requests by status, the guard's refusals, the duration histogram, the gauges, the bytes of
 buffered, streamed and sendfile bodies and of WebSockets), and their shared-memory form
-(share_metrics, read_metrics, METRICS_SIZE)."""
+(share_metrics, read_metrics, METRICS_SIZE); then cymongoose.metrics on snapshots: combine(),
+settled() and the Prometheus document (render()). The HTTP/2 counts are checked against
+real HTTP/2 clients in tests/http2."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from support.poll_thread import ServerThread
 from support.routes import read_to_eof
 from support.waiting import wait_for
@@ -30,6 +33,7 @@ from cymongoose import (
     Manager,
     read_metrics,
 )
+from cymongoose.metrics import combine, render, settled
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -121,6 +125,7 @@ def test_counts_by_status_with_a_refusal(served: tuple[ServerThread, int]) -> No
     m = _settled(st, connections_open=0, in_flight=0)
     assert m["requests"] == {200: 2, 404: 1, 500: 1, 400: 1}
     assert m["refused"] == {400: 1}
+    assert (m["requests_http2"], m["http2_connections_total"]) == ({}, 0)  # all HTTP/1.1
     # Refusals never reach a handler: the histogram holds the four delivered requests.
     assert len(m["duration_buckets"]) == len(DURATION_BOUNDS) + 1 == 16
     assert sum(m["duration_buckets"]) == 4
@@ -228,3 +233,57 @@ def test_bad_buffers_and_names() -> None:
         m = mgr.metrics()
         assert (m["request_timeouts"], m["threads_abandoned"]) == (2, 2)
         assert m["requests"] == {} and read_metrics(bytes(METRICS_SIZE))["requests"] == {}
+
+
+# A snapshot with HTTP/2 in it (statuses 200 and none on both protocols, 404 on HTTP/1.1
+# only), and one as 0.2.x wrote it: no requests_http2, no http2_connections_*.
+_MIXED = {"requests": {200: 7, 404: 2, 0: 2}, "requests_http2": {200: 3, 0: 1},
+          "refused": {404: 1}, "duration_buckets": (1,) * 16, "duration_sum": 0.5,
+          "connections_open": 2, "connections_total": 5, "http2_connections_open": 1,
+          "http2_connections_total": 4}
+_OLD = {"requests": {200: 2, 503: 1}, "refused": {503: 1}, "connections_total": 1}
+
+
+def _requests_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.startswith("cymongoose_requests_total")]
+
+
+def test_render_labels_requests_by_protocol() -> None:
+    text = render(_MIXED, interface="raw")
+    assert _requests_lines(text) == [
+        'cymongoose_requests_total{interface="raw",protocol="1.1",status="none"} 1',
+        'cymongoose_requests_total{interface="raw",protocol="2",status="none"} 1',
+        'cymongoose_requests_total{interface="raw",protocol="1.1",status="200"} 4',
+        'cymongoose_requests_total{interface="raw",protocol="2",status="200"} 3',
+        'cymongoose_requests_total{interface="raw",protocol="1.1",status="404"} 2',
+    ]
+    for name, kind, value in (("http2_connections_open", "gauge", 1),
+                              ("http2_connections_total", "counter", 4)):
+        assert f"# TYPE cymongoose_{name} {kind}\ncymongoose_{name} {value}\n" in text
+        assert f"# HELP cymongoose_{name} " in text
+    # A valid document, as a Prometheus server reads it.
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    assert families["cymongoose_http2_connections"].type == "counter"
+    assert families["cymongoose_http2_connections_open"].type == "gauge"
+
+
+def test_render_of_a_snapshot_without_http2_counts_is_all_http11() -> None:
+    text = render(_OLD, interface="wsgi")
+    assert _requests_lines(text) == [
+        'cymongoose_requests_total{interface="wsgi",protocol="1.1",status="200"} 2',
+        'cymongoose_requests_total{interface="wsgi",protocol="1.1",status="503"} 1',
+    ]
+    assert "\ncymongoose_http2_connections_open 0\n" in text
+    assert "\ncymongoose_http2_connections_total 0\n" in text
+
+
+def test_combine_adds_http2_counts_and_settled_drops_its_gauge() -> None:
+    total = combine([_MIXED, _OLD, settled(_MIXED)])
+    assert total["requests"] == {200: 16, 404: 4, 0: 4, 503: 1}
+    assert total["requests_http2"] == {200: 6, 0: 2}
+    assert (total["http2_connections_total"], total["http2_connections_open"]) == (8, 1)
+    assert (total["connections_total"], total["connections_open"]) == (11, 2)
+    gone = settled(_MIXED)
+    assert (gone["http2_connections_total"], gone["http2_connections_open"]) == (4, 0)
+    assert gone["requests_http2"] == _MIXED["requests_http2"]
+    assert combine([])["requests_http2"] == {}

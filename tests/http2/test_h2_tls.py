@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 from support.subprocess_env import tool_env
+from support.waiting import wait_for
 from support.wsgi_server import running_wsgi_server
 
 from cymongoose import MG_EV_ACCEPT, MG_EV_HTTP_MSG, TLS_ENGINE, Connection, TlsOpts
@@ -36,7 +37,9 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> tuple[TlsOpts, Path]:
     return TlsOpts(cert=leaf.cert_pem, key=leaf.key_pem()), cafile
 
 
-def tls_site(server_thread: Any, opts: TlsOpts, **listen: Any) -> int:
+def tls_site(server_thread: Any, opts: TlsOpts, **listen: Any) -> tuple[int, Any]:
+    """The port of a started TLS server answering "<proto> <is_tls> <TLS version>", and
+    its ServerThread."""
     def handler(conn: Connection, ev: int, msg: Any) -> None:
         if ev == MG_EV_ACCEPT:
             conn.tls_init(opts)
@@ -47,7 +50,7 @@ def tls_site(server_thread: Any, opts: TlsOpts, **listen: Any) -> int:
     st = server_thread(handler)
     port = st.listen("https://127.0.0.1:0", **listen)
     st.start()
-    return int(port)
+    return int(port), st
 
 
 def curl(cafile: Path, *args: str) -> str:
@@ -60,7 +63,7 @@ def curl(cafile: Path, *args: str) -> str:
 def test_alpn_picks_h2_when_offered_and_http11_otherwise(
         server_thread: Any, pki: tuple[TlsOpts, Path]) -> None:
     opts, cafile = pki
-    port = tls_site(server_thread, opts)
+    port, st = tls_site(server_thread, opts)
     url = f"https://localhost:{port}/"
     # The stream sees its connection's TLS.
     assert curl(cafile, "--http2", url) == "HTTP/2.0 True TLSv1.3 2"
@@ -69,12 +72,18 @@ def test_alpn_picks_h2_when_offered_and_http11_otherwise(
                       timeout=20) as client:
         answers = [client.get(f"{url}n{i}") for i in range(5)]
     assert [r.http_version for r in answers] == ["HTTP/2"] * 5
+    # The metrics count each by protocol: two connections chose h2, six requests came on them.
+    wait_for(lambda: st.call(st.manager.metrics)["connections_open"] == 0, 10,
+             'st.call(st.manager.metrics)["connections_open"] == 0')
+    m = st.call(st.manager.metrics)
+    assert m["requests"] == {200: 7} and m["requests_http2"] == {200: 6}
+    assert (m["http2_connections_total"], m["http2_connections_open"]) == (2, 0)
 
 
 def test_http2_off_answers_alpn_with_http11(server_thread: Any,
                                             pki: tuple[TlsOpts, Path]) -> None:
     opts, cafile = pki
-    port = tls_site(server_thread, opts, http2=False)
+    port, _ = tls_site(server_thread, opts, http2=False)
     assert curl(cafile, "--http2", f"https://localhost:{port}/") == "HTTP/1.1 True TLSv1.3 1.1"
 
 

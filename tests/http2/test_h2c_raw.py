@@ -315,11 +315,34 @@ def test_streams_count_against_limit_concurrency_and_in_the_metrics(
         answers = peer.wait_answers(*held)
         assert [x.body for x in answers] == [b"answered later"] * 2
         metrics = st.call(st.manager.metrics)
-    # One TCP connection; its four requests each counted once, by status.
+    # One TCP connection; its four requests each counted once, by status, as HTTP/2 (the
+    # guard's own answers too: the probe and the 503).
     assert (metrics["connections_total"], metrics["connections_open"]) == (1, 1)
+    assert (metrics["http2_connections_total"], metrics["http2_connections_open"]) == (1, 1)
     assert metrics["requests"] == {200: 3, 503: 1} and metrics["in_flight"] == 0
+    assert metrics["requests_http2"] == metrics["requests"]
     assert metrics["refused"] == {503: 1}
     assert metrics["bytes_received"] > 0 and metrics["bytes_sent"] > 0
+
+
+def test_metrics_tell_http11_requests_from_http2_ones(site: tuple[int, Site, Any]) -> None:
+    port, _, st = site
+    url = f"http://127.0.0.1:{port}"
+    with httpx.Client(http1=True, http2=False, timeout=20) as h1:
+        assert [h1.get(f"{url}/a{i}").http_version for i in range(3)] == ["HTTP/1.1"] * 3
+    with httpx.Client(http1=False, http2=True, timeout=20) as h2:
+        assert [h2.get(f"{url}/b{i}").http_version for i in range(5)] == ["HTTP/2"] * 5
+        # A stream's request is counted when the stream closes, a moment after its answer.
+        wait_for(lambda: st.call(st.manager.metrics)["requests_http2"] == {200: 5}, 10,
+                 'st.call(st.manager.metrics)["requests_http2"] == {200: 5}')
+        assert st.call(st.manager.metrics)["http2_connections_open"] == 1
+    wait_for(lambda: st.call(st.manager.metrics)["connections_open"] == 0, 10,
+             'st.call(st.manager.metrics)["connections_open"] == 0')
+    m = st.call(st.manager.metrics)
+    assert m["requests"] == {200: 8} and m["requests_http2"] == {200: 5}
+    # Two TCP connections, one of them switched to HTTP/2 and now closed.
+    assert (m["connections_total"], m["http2_connections_total"]) == (2, 1)
+    assert m["http2_connections_open"] == 0
 
 
 def test_trailers_end_the_stream_after_the_body(site: tuple[int, Site, Any]) -> None:

@@ -24,6 +24,12 @@ _SIMPLE = (
     ("sent_bytes_total", "counter", "Bytes sent to clients.", "bytes_sent"),
     ("websockets_open", "gauge", "WebSocket connections open.", "websockets_open"),
     ("websockets_total", "counter", "WebSocket connections accepted.", "websockets_total"),
+    ("http2_connections_open", "gauge",
+     "Client connections open that speak HTTP/2 (also in connections_open).",
+     "http2_connections_open"),
+    ("http2_connections_total", "counter",
+     "Client connections that switched to HTTP/2 (h2c prior knowledge or ALPN h2).",
+     "http2_connections_total"),
     ("request_timeouts_total", "counter",
      "Requests answered 504 because the app had not started its response within "
      "--request-timeout.", "request_timeouts"),
@@ -64,9 +70,16 @@ def render(snapshot: Snapshot, *, interface: str,
         out.append(f"# TYPE {_PREFIX}{name} {kind}")
 
     family("requests_total", "counter",
-           "Requests answered, by status (none: the connection ended before a response).")
+           "Requests answered, by protocol (1.1: HTTP/1.x, 2: HTTP/2) and status (none: the "
+           "connection ended before a response).")
+    # A snapshot without requests_http2 (0.2.x's) had no HTTP/2: all of it is 1.1.
+    over_h2 = snapshot.get("requests_http2", {})
     for code, n in sorted(snapshot.get("requests", {}).items()):
-        out.append(f'{_PREFIX}requests_total{{{iface},status="{_status(code)}"}} {n}')
+        h2 = over_h2.get(code, 0)
+        for protocol, count in (("1.1", n - h2), ("2", h2)):
+            if count > 0:
+                out.append(f'{_PREFIX}requests_total{{{iface},protocol="{protocol}",'
+                           f'status="{_status(code)}"}} {count}')
     family("requests_refused_total", "counter",
            "Requests the server answered itself without the app: malformed, over a limit, "
            "timed out, or over --limit-concurrency (503).")

@@ -1,7 +1,7 @@
 """The production options end to end, through the supervisor in a subprocess: memory
 recycling under a request loop, health answers and refused connections while the workers
-drain, and the metrics document of every worker (read with prometheus_client's parser)
-across a worker killed between two scrapes."""
+drain, and the metrics document of every worker (read with prometheus_client's parser;
+HTTP/1.1 and HTTP/2 requests apart) across a worker killed between two scrapes."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import h11
+import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from support.cli_run import CLI, LoadClient, run_cli
@@ -151,8 +152,9 @@ def _scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 def _requests(samples: dict[tuple[str, tuple[tuple[str, str], ...]], float],
-              status: str, name: str = "cymongoose_requests_total") -> float:
-    return samples.get((name, (("interface", "wsgi"), ("status", status))), 0.0)
+              status: str, protocol: str = "1.1") -> float:
+    return samples.get(("cymongoose_requests_total",
+                        (("interface", "wsgi"), ("protocol", protocol), ("status", status))), 0.0)
 
 
 def test_metrics_add_up_every_worker_and_survive_a_killed_one(tmp_path: Path) -> None:
@@ -169,22 +171,31 @@ def test_metrics_add_up_every_worker_and_survive_a_killed_one(tmp_path: Path) ->
         assert started >= 1
         for i in range(30):
             assert get(port, "/missing" if i % 3 == 0 else "/").status in (200, 404)
+        # Four more on one h2c connection: counted apart by the protocol label.
+        with httpx.Client(http1=False, http2=True, timeout=10) as h2:
+            assert {h2.get(f"http://127.0.0.1:{port}/").http_version
+                    for _ in range(4)} == {"HTTP/2"}
         with socket.create_connection(("127.0.0.1", port)) as bad:
             bad.sendall(b"GET / HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n")
             assert bad.recv(100).startswith(b"HTTP/1.1 400")
         wait_for(lambda: _requests(_scrape(url), "400") == 1, 10,
                  '_requests(_scrape(url), "400") == 1')
+        wait_for(lambda: _scrape(url)[("cymongoose_http2_connections_open", ())] == 0, 10,
+                 '_scrape(url)[("cymongoose_http2_connections_open", ())] == 0')
         before = _scrape(url)
         assert _requests(before, "200") == started + 20 and _requests(before, "404") == 10
-        assert _requests(before, "400", "cymongoose_requests_refused_total") == 1
+        assert _requests(before, "200", "2") == 4 and _requests(before, "404", "2") == 0
+        assert before[("cymongoose_requests_refused_total",
+                       (("interface", "wsgi"), ("status", "400")))] == 1
         assert before[("cymongoose_request_duration_seconds_count",
-                       (("interface", "wsgi"),))] == started + 30
+                       (("interface", "wsgi"),))] == started + 34
         assert before[("cymongoose_connections_total", ())] == \
-            start[("cymongoose_connections_total", ())] + 31
+            start[("cymongoose_connections_total", ())] + 32
+        assert before[("cymongoose_http2_connections_total", ())] == 1
         assert before[("cymongoose_requests_in_flight", ())] == 0
         assert before[("cymongoose_received_bytes_total", ())] > 30 * 20
         # Every response counted is a line of the access log, and the reverse.
-        counted = started + 31
+        counted = started + 35
         wait_for(lambda: len(access.read_text().splitlines()) == counted, 10,
                  lambda: f"len(access.read_text().splitlines()) == counted ({access.read_text()})")
 
@@ -202,6 +213,7 @@ def test_metrics_add_up_every_worker_and_survive_a_killed_one(tmp_path: Path) ->
                 break
             assert scrapes < 2000, now
         assert _requests(now, "200") == started + 20 and _requests(now, "404") == 10
+        assert _requests(now, "200", "2") == 4
         assert victim not in cli.worker_pids()
     finally:
         assert cli.stop() == 0, cli.err

@@ -9,12 +9,14 @@ cdef enum:
 
 # What a connection is counted as (HttpGuard.meter): an accepted HTTP-server connection,
 # one with a delivered request not finished yet, one that became a WebSocket, an HTTP/2
-# stream (its requests count; its bytes and itself are its TCP connection's).
+# stream (its requests count; its bytes and itself are its TCP connection's), an accepted
+# connection that switched to HTTP/2 (http2.pxi's _h2_switch).
 cdef enum:
     _MT_CONN = 1
     _MT_REQ = 2
     _MT_WS = 4
     _MT_STREAM = 8
+    _MT_H2 = 16
 
 # Upper bounds of the duration buckets in seconds (Prometheus' "le"); the 16th is +Inf.
 DURATION_BOUNDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
@@ -45,6 +47,21 @@ cdef void _metrics_conn_open(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
     m.connections_total += 1
 
 
+cdef inline uint64_t *_requests_of(Metrics *m, HttpGuard *g) noexcept nogil:
+    """The by-status counts a request of `g`'s connection ends in: its protocol's."""
+    if g.meter & _MT_STREAM:
+        return &m.requests_http2[0]
+    return &m.requests_http1[0]
+
+
+cdef void _metrics_h2_switch(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
+    """The accepted connection now speaks HTTP/2 (until it closes: _metrics_conn_event)."""
+    cdef Metrics *m = _metrics_of(c)
+    g.meter |= _MT_H2
+    m.http2_connections_open += 1
+    m.http2_connections_total += 1
+
+
 cdef void _metrics_request_start(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
     g.meter |= _MT_REQ
     g.resp_status = 0
@@ -67,7 +84,7 @@ cdef void _metrics_request_end(mg.mg_connection *c, HttpGuard *g, int status) no
         i += 1
     m.duration_buckets[i] += 1
     m.duration_sum += <double>took * 1e-9
-    m.requests[status if 0 <= status < _N_STATUSES else 0] += 1
+    _requests_of(m, g)[status if 0 <= status < _N_STATUSES else 0] += 1
     m.in_flight -= 1
 
 
@@ -78,11 +95,12 @@ cdef void _metrics_request_drop(mg.mg_connection *c, HttpGuard *g) noexcept nogi
         _metrics_of(c).in_flight -= 1
 
 
-cdef void _metrics_answered(mg.mg_connection *c, int status, bint refused) noexcept nogil:
+cdef void _metrics_answered(mg.mg_connection *c, HttpGuard *g, int status,
+                            bint refused) noexcept nogil:
     # A request the guard answered itself (a refusal, a health probe): never delivered, so
     # neither in flight nor in the duration histogram.
     cdef Metrics *m = _metrics_of(c)
-    m.requests[status] += 1
+    _requests_of(m, g)[status] += 1
     if refused:
         m.refused[status] += 1
 
@@ -120,6 +138,8 @@ cdef void _metrics_conn_event(mg.mg_connection *c, HttpGuard *g, int ev,
         m.connections_open -= 1
         if g.meter & _MT_WS:
             m.websockets_open -= 1
+        if g.meter & _MT_H2:
+            m.http2_connections_open -= 1
         g.meter = 0
 
 
@@ -143,7 +163,11 @@ cdef dict _decode_metrics(const Metrics *src):
     try:
         memcpy(m, src, sizeof(Metrics))
         return {
-            "requests": {i: m.requests[i] for i in range(_N_STATUSES) if m.requests[i]},
+            "requests": {i: m.requests_http1[i] + m.requests_http2[i]
+                         for i in range(_N_STATUSES)
+                         if m.requests_http1[i] or m.requests_http2[i]},
+            "requests_http2": {i: m.requests_http2[i] for i in range(_N_STATUSES)
+                               if m.requests_http2[i]},
             "refused": {i: m.refused[i] for i in range(_N_STATUSES) if m.refused[i]},
             "duration_buckets": tuple([m.duration_buckets[i] for i in range(_N_BUCKETS)]),
             "duration_sum": m.duration_sum,
@@ -154,6 +178,8 @@ cdef dict _decode_metrics(const Metrics *src):
             "bytes_sent": m.bytes_sent,
             "websockets_open": m.websockets_open,
             "websockets_total": m.websockets_total,
+            "http2_connections_open": m.http2_connections_open,
+            "http2_connections_total": m.http2_connections_total,
             "request_timeouts": m.request_timeouts,
             "threads_abandoned": m.threads_abandoned,
         }

@@ -43,6 +43,7 @@ cdef void _h2_switch(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
         _log_event(c, 0, b"no memory for an HTTP/2 session")
         c.is_closing = 1
         return
+    _metrics_h2_switch(c, g)  # only once the session exists: a failed switch is no HTTP/2
     c.pfn(c, mg.MG_EV_READ, <void *>&n)
 
 

@@ -294,7 +294,7 @@ cdef size_t _send_refusal(mg.mg_connection *c, int status, const char *why,
 cdef void _refuse(mg.mg_connection *c, HttpGuard *g, int status, const char *why,
                   bint head, uint64_t now) noexcept nogil:
     cdef size_t body_len = _send_refusal(c, status, why, head)
-    _metrics_answered(c, status, True)
+    _metrics_answered(c, g, status, True)
     # _log_event took the GIL back for this iteration: telling Python costs no switch.
     _report_refusal(c, status, why, body_len)
     c.recv.len = 0  # never parsed: not one byte of a refused request reaches a handler

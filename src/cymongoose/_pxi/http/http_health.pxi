@@ -43,8 +43,8 @@ cdef bint _is_health_probe(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
 
 
 cdef void _answer_health(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nogil:
-    """A normal keep-alive response (the request's own Connection rules apply), counted in
-    Metrics.requests but not as refused: a 503 here is the probe's correct answer, not work
+    """A normal keep-alive response (the request's own Connection rules apply), counted in the
+    requests by status but not as refused: a 503 here is the probe's correct answer, not work
     turned away, and counting it would make the refused rate rise whenever a server starts
     or drains. Reported to refusal_handler like the guard's other own answers, since that
     is how the access log sees requests no handler saw."""
@@ -63,7 +63,7 @@ cdef void _answer_health(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexce
     mg.mg_send(c, b"\r\n", 2)
     if not head:
         mg.mg_send(c, body, strlen(body))
-    _metrics_answered(c, status, False)
+    _metrics_answered(c, g, status, False)
     _take_gil_back(slot)  # _report_refusal takes the GIL with it held: no switch
     _report_refusal(c, status, b"health check", 0 if head else strlen(body))
     _cut(c, 0, g.head_len)
