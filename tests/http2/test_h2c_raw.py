@@ -6,6 +6,7 @@ library (support.h2_peer)."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import shutil
 import socket
 import subprocess
@@ -154,6 +155,41 @@ def test_large_and_chunked_responses_follow_the_clients_window(
     assert a.header(b"content-length") == b"1048576"
     assert b.body == b"".join(f"part {i}\n".encode() for i in range(50))
     assert b.header(b"transfer-encoding") is None
+
+
+def test_large_bodies_arrive_whole_both_ways(server_thread: Any, tmp_path: Path) -> None:
+    """24 MiB each way over one stream with curl: a reply() from memory (the send buffer
+    drained from its front and compacted as it goes), a file (the file sender refilling as
+    frames leave) and an upload echoed as its digest. The connection's send buffer fills
+    past its mark on the way, so frames also wait for the socket."""
+    size = 24 << 20
+    blob = hashlib.sha256(b"seed").digest() * (size // 32)
+    (tmp_path / "blob.bin").write_bytes(blob)
+    digest = hashlib.sha256(blob).hexdigest()
+
+    def handler(conn: Connection, ev: int, msg: Any) -> None:
+        if ev != MG_EV_HTTP_MSG:
+            return
+        if msg.uri == "/memory":
+            conn.reply(200, blob)
+        elif msg.uri == "/file":
+            conn.serve_file(msg, str(tmp_path / "blob.bin"))
+        else:
+            conn.reply(200, hashlib.sha256(msg.body_bytes).hexdigest().encode())
+
+    st = server_thread(handler)
+    port = st.listen(max_body_size=size + 1024)
+    st.start()
+    base = f"http://127.0.0.1:{port}"
+    for path in ("/memory", "/file"):
+        out = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", base + path],
+                             capture_output=True, timeout=30, check=True, env=tool_env())
+        assert len(out.stdout) == size and hashlib.sha256(out.stdout).hexdigest() == digest
+    out = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "-H", "Expect:",
+                          "--data-binary", "@" + str(tmp_path / "blob.bin"), base + "/up"],
+                         capture_output=True, text=True, timeout=30, check=True,
+                         env=tool_env())
+    assert out.stdout == digest
 
 
 def test_head_and_hop_by_hop_fields(site: tuple[int, Site, Any]) -> None:

@@ -197,6 +197,14 @@ FIXES: tuple[Fix, ...] = (
         ("tests/core/test_buffer_wipe.py::"
          "test_bytes_survive_partial_consumption_and_buffer_reuse",),
         (Edit("wipe", "after", "void mg_bzero(volatile unsigned char *buf, size_t len) {\n"),)),
+    Fix("SENT_NO_WIPE", "perf", "cymongoose-only",
+        "bytes a plain-TCP socket accepted are wiped from the send buffer as they leave: a "
+        "second write of every byte sent (half the user-space instructions of an HTTP/2 "
+        "download); TLS plaintext is still wiped",
+        ("tests/core/test_buffer_wipe.py::"
+         "test_bytes_survive_partial_consumption_and_buffer_reuse",
+         "tests/http2/test_h2c_raw.py::test_large_bodies_arrive_whole_both_ways"),
+        (Edit("take", "replace", "      mg_iobuf_del(&c->send, 0, (size_t) n);\n"),)),
     Fix("ECDSA_MINIMAL_DER", "bug", "patch-ready",
         "the builtin TLS 1.3 CertificateVerify encodes r and s with fixed 32-byte INTEGERs: "
         "about 1 handshake in 256 is rejected by OpenSSL clients (\"bad signature\")",

@@ -42,6 +42,7 @@ static int cym_h2_start(struct mg_connection *c, const struct cym_h2_limits *lim
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, h2_on_data);
   nghttp2_session_callbacks_set_on_stream_close_callback(cb, h2_on_stream_close);
   nghttp2_session_callbacks_set_on_frame_send_callback(cb, h2_on_frame_send);
+  nghttp2_session_callbacks_set_send_data_callback(cb, h2_send_data);
   nghttp2_option_set_no_auto_window_update(opt, 1);
   if (nghttp2_session_server_new2(&s->ng, cb, s, opt) != 0) goto out;
   iv[0].settings_id = NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS;
@@ -83,7 +84,7 @@ static int cym_h2_wants_poll(void *registry) {
       struct mg_connection *c = st->c;
       if (st->closed || st->recv_added || c->is_closing ||
           (st->head_done && !st->opened) || (st->unconsumed && !c->is_full) ||
-          (c->send.len > 0 && (st->resp_state == CYM_H2_RS_HEAD || st->deferred ||
+          (h2_unsent(st) > 0 && (st->resp_state == CYM_H2_RS_HEAD || st->deferred ||
                                st->resp_state >= CYM_H2_RS_NONE)) ||
           (st->deferred && c->is_draining))
         return 1;

@@ -14,6 +14,10 @@
 #include <stdlib.h>
 #include "h2_types.h"
 
+#ifndef CYM_H2_BODY_BUFFER
+#define CYM_H2_BODY_BUFFER (64 * 1024)
+#endif
+
 /* A response head longer than this is not one (the handlers write far less). */
 #define CYM_H2_MAX_RESPONSE_HEAD (1024 * 1024)
 
@@ -207,6 +211,10 @@ static int h2_resp_head(struct cym_h2_stream *st) {
     st->resp_state = chunked ? CYM_H2_RS_CHUNKED : has_length ? CYM_H2_RS_LENGTH : CYM_H2_RS_CLOSE;
     st->chunk_state = CYM_H2_CK_SIZE;
     st->resp_left = chunked ? 0 : length;
+    /* A large body: room for a large piece of it. Mongoose's file sender reads as much as
+     * the buffer holds, so a 16 KiB buffer meant a read(2) per 16 KiB frame. */
+    if (!chunked && length > CYM_H2_BODY_BUFFER && c->send.size < CYM_H2_BODY_BUFFER)
+      mg_iobuf_resize(&c->send, CYM_H2_BODY_BUFFER);
     nghttp2_submit_response(st->s->ng, st->id, nva, k, &body);
   }
   st->resp_submitted = 1;
@@ -223,25 +231,27 @@ static ssize_t h2_body_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_
   size_t out = 0, avail, n, j;
   const uint8_t *b;
   (void) ng, (void) id, (void) user_data;
-  for (;;) {
+  if (st->resp_state == CYM_H2_RS_LENGTH || st->resp_state == CYM_H2_RS_CLOSE) {
+    /* A body in one piece: its DATA frames are written by h2_send_data, straight from
+     * c->send into the connection's buffer, not copied into nghttp2's first. */
+    avail = c->send.len - st->send_off - st->pending;
+    n = length < avail ? length : avail;
+    if (st->resp_state == CYM_H2_RS_LENGTH && n > st->resp_left) n = (size_t) st->resp_left;
+    if (n > 0) {
+      *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+      st->pending += n;
+      out = n;
+    }
+    if (st->resp_state == CYM_H2_RS_LENGTH) {
+      st->resp_left -= n;
+      if (st->resp_left == 0) goto eof;
+    } else if (n == avail && (c->is_draining || c->is_closing)) {
+      goto eof;
+    }
+  }
+  for (; st->resp_state == CYM_H2_RS_CHUNKED;) {
     avail = c->send.len - st->send_off;
     b = c->send.buf + st->send_off;
-    if (st->resp_state == CYM_H2_RS_LENGTH) {
-      n = length - out < avail ? length - out : avail;
-      if (n > st->resp_left) n = (size_t) st->resp_left;
-      memcpy(buf + out, b, n);
-      out += n, st->send_off += n, st->resp_left -= n;
-      if (st->resp_left == 0) goto eof;
-      break;
-    }
-    if (st->resp_state == CYM_H2_RS_CLOSE) {
-      n = length - out < avail ? length - out : avail;
-      memcpy(buf + out, b, n);
-      out += n, st->send_off += n;
-      if (n == avail && (c->is_draining || c->is_closing)) goto eof;
-      break;
-    }
-    if (st->resp_state != CYM_H2_RS_CHUNKED) goto eof; /* never reached */
     if (st->chunk_state == CYM_H2_CK_DATA) {
       n = length - out < avail ? length - out : avail;
       if (n > st->resp_left) n = (size_t) st->resp_left;
@@ -312,19 +322,47 @@ eof:
   return (ssize_t) out;
 }
 
+/* nghttp2 sends a DATA frame h2_body_read gave as NO_COPY: its head, then its bytes from
+ * c->send, into the connection's send buffer. */
+static int h2_send_data(nghttp2_session *ng, nghttp2_frame *frame, const uint8_t *framehd,
+                        size_t length, nghttp2_data_source *source, void *user_data) {
+  struct cym_h2_stream *st = (struct cym_h2_stream *) source->ptr;
+  struct mg_iobuf *out = &((struct cym_h2_session *) user_data)->c->send;
+  const struct mg_iobuf *in = &st->c->send;
+  (void) ng, (void) frame;
+  if (out->len >= CYM_H2_SEND_HIGH) return NGHTTP2_ERR_WOULDBLOCK; /* after a write */
+  if (st->pending != length || in->len - st->send_off < length)
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* its bytes were dropped: reset */
+  if (out->len + 9 + length > out->size && h2_grow(out, 9 + length))
+    return NGHTTP2_ERR_CALLBACK_FAILURE;
+  memcpy(out->buf + out->len, framehd, 9);
+  memcpy(out->buf + out->len + 9, in->buf + st->send_off, length);
+  out->len += 9 + length;
+  st->send_off += length;
+  st->pending = 0;
+  return 0;
+}
+
+/* Bytes the handlers wrote to c->send that no frame has taken yet. */
+static inline size_t h2_unsent(const struct cym_h2_stream *st) {
+  return st->c->send.len - st->send_off - st->pending;
+}
+
 /* After the handlers ran: submit a new head, resume a data source that waited for bytes,
  * drop what a body-less response was given. */
 static void h2_resp_advance(struct cym_h2_stream *st) {
   struct mg_connection *c = st->c;
   if (st->closed || st->rst_sent) {
-    c->send.len = 0;
+    c->send.len = st->send_off = st->send_told = st->pending = 0;
     return;
   }
   while (st->resp_state == CYM_H2_RS_HEAD && c->send.len > 0)
     if (h2_resp_head(st) <= 0) break;
   if (st->resp_state == CYM_H2_RS_NONE || st->resp_state == CYM_H2_RS_DONE) {
-    c->send.len = 0; /* a HEAD response's body, or bytes after the end: not sent */
-  } else if (st->deferred && (c->send.len > 0 || c->is_draining || c->is_closing)) {
+    /* a HEAD response's body, or bytes after the end: not sent (once the last frame has
+     * taken its own) */
+    if (st->pending == 0) c->send.len = st->send_off = st->send_told = 0;
+  } else if (st->deferred && (h2_unsent(st) > 0 || c->is_draining || c->is_closing)) {
     st->deferred = 0;
     nghttp2_session_resume_data(st->s->ng, st->id);
   }

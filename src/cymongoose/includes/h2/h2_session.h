@@ -17,9 +17,6 @@
 #include "h2_request.h"
 #include "h2_response.h"
 
-/* Frames are written into c->send up to this much; past it, the next MG_EV_WRITE asks for
- * more. */
-#define CYM_H2_SEND_HIGH (256 * 1024)
 /* Bytes the streams of one connection may hold unread in all before their windows stay
  * shut (a client may open 100 streams: each holding a whole buffered body is 100 times the
  * HTTP/1.1 bound). */
@@ -272,6 +269,23 @@ static void h2_flush(struct cym_h2_session *s) {
   }
 }
 
+/* What the data source took leaves the front of c->send: all of it at once when that is
+ * everything (the usual case, no copy), else once it is at least CYM_H2_CUT_MIN and no
+ * less than what remains, so each byte is moved a bounded number of times. Cutting after
+ * every flush moved the rest of a 64 MiB reply() forward once per 256 KiB sent. */
+#define CYM_H2_CUT_MIN (64 * 1024)
+static void h2_send_cut(struct cym_h2_stream *st) {
+  struct mg_iobuf *io = &st->c->send;
+  if (st->send_off >= io->len) {
+    io->len = 0;
+  } else if (st->send_off >= CYM_H2_CUT_MIN && st->send_off >= io->len - st->send_off) {
+    mg_iobuf_del(io, 0, st->send_off);
+  } else {
+    return;
+  }
+  st->send_off = 0;
+}
+
 /* Deliver what is due to the streams, give windows back, submit their output, send. */
 static void h2_pump(struct cym_h2_session *s) {
   struct cym_h2_stream *st, *next;
@@ -295,7 +309,7 @@ static void h2_pump(struct cym_h2_session *s) {
         busy = 1;
       }
       h2_resp_advance(st);
-      if ((c->is_closing || (c->is_draining && c->send.len == 0)) && !st->rst_sent &&
+      if ((c->is_closing || (c->is_draining && h2_unsent(st) == 0)) && !st->rst_sent &&
           st->resp_state != CYM_H2_RS_DONE && st->resp_state != CYM_H2_RS_NONE &&
           st->resp_state != CYM_H2_RS_CLOSE)
         /* Ended with its response unfinished (or unbegun): over HTTP/1.1 the connection
@@ -313,10 +327,10 @@ static void h2_pump(struct cym_h2_session *s) {
     }
     h2_flush(s);
     for (st = s->streams; st != NULL; st = st->next) {
-      if (st->send_off > 0) {
-        long n = (long) st->send_off;
-        mg_iobuf_del(&st->c->send, 0, st->send_off);
-        st->send_off = 0;
+      if (st->send_off > st->send_told) {
+        long n = (long) (st->send_off - st->send_told);
+        h2_send_cut(st);
+        st->send_told = st->send_off;
         if (st->opened && !st->closed && st->resp_state != CYM_H2_RS_DONE) {
           mg_call(st->c, MG_EV_WRITE, &n); /* refills: the file sender, the servers */
           busy = 1;

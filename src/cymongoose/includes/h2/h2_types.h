@@ -43,6 +43,10 @@ enum { /* the chunked decoder's place */
   CYM_H2_CK_TRAILER = 3
 };
 
+/* Frames are written into c->send up to this much; past it, the next MG_EV_WRITE asks for
+ * more. */
+#define CYM_H2_SEND_HIGH (256 * 1024)
+
 struct cym_h2_session;
 
 struct cym_h2_stream {
@@ -74,7 +78,9 @@ struct cym_h2_stream {
   int resp_state;
   int chunk_state;
   uint64_t resp_left;     /* RS_LENGTH: bytes to go; RS_CHUNKED: the current chunk's */
-  size_t send_off;        /* bytes of c->send the data source took, cut after mem_send */
+  size_t send_off;        /* bytes at the front of c->send the data source took */
+  size_t send_told;       /* of those, the ones MG_EV_WRITE has reported */
+  size_t pending;         /* bytes after send_off a DATA frame will take (NO_COPY) */
 };
 
 struct cym_h2_session {
