@@ -8,8 +8,8 @@ ASGI with `--http 2` (8 blocking threads for WSGI, as ours); hypercorn (ASGI); n
 such a port). Loads: `h2load -c C -m 1` (one stream per connection at a time) and `-m 10`,
 each for --duration seconds, in interleaved rounds; ours also over HTTP/1.1 (`h2load --h1`)
 for the h2 / h1 ratio. Per run: req/s, the server's CPU per request (/proc, its session),
-failed requests. The medians and the ratios the issue asks for go to results/http2/
-(http2.json, http2.md).
+failed requests. Then one large body each way over one stream (h2_transfer.py). The medians
+and the ratios the issue asks for go to results/http2/ (http2.json, http2.md).
 
     python tests/benchmarks/h2_bench.py [--duration 5] [--rounds 3] [--only a,b]
 """
@@ -38,6 +38,7 @@ from benchkit.serverproc import (  # noqa: E402
     machine,
     settle_options,
 )
+import h2_transfer  # noqa: E402
 
 BENCH = ck.BENCH_DIR
 SERVERS = BENCH / "servers"
@@ -204,7 +205,8 @@ def report(data: dict[str, Any], out_dir: Path) -> Path:
         f"warm-up run), {settings['rounds']} interleaved rounds, server on CPU "
         f"{settings['server_cpu']}, h2load on CPU {settings['client_cpu']}; the hello apps of "
         "servers/hello_apps.py; CPU per request from /proc over the measured run.", "",
-        *rows, "", *ratios, ""])
+        *rows, "", *ratios, "",
+        *(h2_transfer.report_lines(data["transfer"]) + [""] if data.get("transfer") else [])])
     path = out_dir / "http2.md"
     path.write_text(text)
     return path
@@ -229,6 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--connections", type=int, default=10)
     p.add_argument("--streams", default="1,10", help="streams per connection at once")
     p.add_argument("--only", default="", help=f"from {', '.join(CONTENDERS)}")
+    p.add_argument("--transfer-mib", type=int, default=64,
+                   help="the transfer phase's body size (0: no transfer phase)")
+    p.add_argument("--transfer-repeats", type=int, default=3, help="transfers a round")
     add_cpu_options(p)
     p.add_argument("--out", type=Path, default=BENCH / "results" / "http2")
     args = p.parse_args(argv)
@@ -261,6 +266,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for s in servers:
             s.stop()
+    if args.transfer_mib > 0:
+        data["transfer"] = h2_transfer.run(args, run_dir,
+                                           str(BENCH.parent.parent / ".venv" / "bin" / "python"),
+                                           SERVERS)
     print(f"wrote {report(data, args.out)}")
     return 0
 
