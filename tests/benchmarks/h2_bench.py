@@ -30,6 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import h2_transfer  # noqa: E402
 from benchkit import contenders as ck  # noqa: E402
 from benchkit import procstat  # noqa: E402
 from benchkit.serverproc import (  # noqa: E402
@@ -38,7 +39,6 @@ from benchkit.serverproc import (  # noqa: E402
     machine,
     settle_options,
 )
-import h2_transfer  # noqa: E402
 
 BENCH = ck.BENCH_DIR
 SERVERS = BENCH / "servers"
