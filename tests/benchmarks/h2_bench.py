@@ -3,15 +3,20 @@ and their HTTP/2 peers on the same hello apps, h2c with prior knowledge.
 
 Contenders (each pinned to --server-cpu, h2load to --client-cpu, one process each):
 ours (demo_server.py, servers/cymongoose_wsgi.py, servers/cymongoose_asgi.py); granian WSGI and
-ASGI with `--http 2` (8 blocking threads for WSGI, as ours); hypercorn (ASGI); nginx 1.22 with
-`listen ... http2` and `return 200` (prior knowledge only: that nginx speaks no HTTP/1.1 on
-such a port). Loads: `h2load -c C -m 1` (one stream per connection at a time) and `-m 10`,
-each for --duration seconds, in interleaved rounds; ours also over HTTP/1.1 (`h2load --h1`)
-for the h2 / h1 ratio. Per run: req/s, the server's CPU per request (/proc, its session),
-failed requests. Then one large body each way over one stream (h2_transfer.py). The medians
-and the ratios the issue asks for go to results/http2/ (http2.json, http2.md).
+ASGI with `--http 2` (8 blocking threads for WSGI, as ours); hypercorn (ASGI); uvicorn 0.54
+(ASGI, `--http zttp --http2`); nginx 1.22 with `listen ... http2` and `return 200` (prior
+knowledge only: that nginx speaks no HTTP/1.1 on such a port). Loads: `h2load -c C -m 1` (one
+stream per connection at a time) and `-m 10`, each for --duration seconds, in interleaved
+rounds; ours also over HTTP/1.1 (`h2load --h1`) for the h2 / h1 ratio. Per run: req/s, the
+server's CPU per request (/proc, its session), failed requests. Then one large body each way
+over one stream (h2_transfer.py). The medians and the ratios the issue asks for go to
+results/http2/ (http2.json, http2.md).
 
-    python tests/benchmarks/h2_bench.py [--duration 5] [--rounds 3] [--only a,b]
+With --tls every contender serves HTTPS with one P-256 certificate (h2 chosen by ALPN; ours'
+HTTP/1.1 runs by ALPN too; ours raw is servers/cymongoose_https.py), and the results go to
+http2-tls.json and http2-tls.md.
+
+    python tests/benchmarks/h2_bench.py [--duration 5] [--rounds 3] [--only a,b] [--tls]
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from benchkit.serverproc import (  # noqa: E402
     machine,
     settle_options,
 )
+from tls_bench import make_cert  # noqa: E402
 
 BENCH = ck.BENCH_DIR
 SERVERS = BENCH / "servers"
@@ -64,9 +70,24 @@ CONTENDERS: dict[str, tuple[str, list[str], list[str]]] = {
     "hypercorn-asgi": ("project", [], ["{python}", "-m", "hypercorn", "--bind",
                                        "127.0.0.1:{port}", "--log-level", "warning",
                                        "hello_apps:asgi_hello"]),
+    "uvicorn-asgi": ("uvicorn54", ["uvicorn==0.54.0", "zttp"], [
+        "{python}", "-m", "uvicorn", "--http", "zttp", "--http2", "--host", "127.0.0.1",
+        "--port", "{port}", "--log-level", "warning", "hello_apps:asgi_hello"]),
     "nginx": ("system", [], ["nginx", "-p", "{workdir}", "-c", "{workdir}/nginx.conf", "-e",
                              "stderr"]),
 }
+# --tls: each contender over TLS with the same certificate (h2 chosen by ALPN), its own
+# options added; ours raw is servers/cymongoose_https.py (the same hello, @handles).
+TLS_OPTIONS: dict[str, list[str]] = {
+    "cymongoose-wsgi": ["--cert", "{cert}", "--key", "{key}"],
+    "cymongoose-asgi": ["--cert", "{cert}", "--key", "{key}"],
+    "granian-wsgi": ["--ssl-certificate", "{cert}", "--ssl-keyfile", "{key}"],
+    "granian-asgi": ["--ssl-certificate", "{cert}", "--ssl-keyfile", "{key}"],
+    "hypercorn-asgi": ["--certfile", "{cert}", "--keyfile", "{key}"],
+    "uvicorn-asgi": ["--ssl-certfile", "{cert}", "--ssl-keyfile", "{key}"],
+}
+RAW_TLS = ["{python}", str(BENCH / "servers" / "cymongoose_https.py"), "--port", "{port}",
+           "--cert", "{cert}", "--key", "{key}"]
 # The ratios the issue's goals name: (ours, theirs, goal).
 GOALS = [("cymongoose-raw", "nginx", 0.9), ("cymongoose-wsgi", "granian-wsgi", 1.5),
          ("cymongoose-asgi", "granian-asgi", 1.5), ("cymongoose-asgi", "hypercorn-asgi", 2.0)]
@@ -86,7 +107,8 @@ http {
     uwsgi_temp_path {workdir}/uwsgi;
     scgi_temp_path {workdir}/scgi;
     server {
-        listen 127.0.0.1:{port} http2;
+        listen 127.0.0.1:{port} {listen};
+        {tls}
         location / {
             default_type application/json;
             return 200 '{"message":"Hello, World!"}';
@@ -99,6 +121,9 @@ http {
 class Server(ServerProcess):
     def __init__(self, name: str, args: argparse.Namespace, run_dir: Path) -> None:
         env_kind, requires, argv = CONTENDERS[name]
+        self.tls = args.tls
+        if args.tls:
+            argv = RAW_TLS if name == "cymongoose-raw" else argv + TLS_OPTIONS.get(name, [])
         self.name, self.port = name, ck.free_port()
         python = str(BENCH.parent.parent / ".venv" / "bin" / "python")
         if env_kind not in ("project", "system"):
@@ -109,19 +134,25 @@ class Server(ServerProcess):
         shutil.rmtree(workdir, ignore_errors=True)
         workdir.mkdir(parents=True)
         if name == "nginx":
-            conf = NGINX_CONF.replace("{workdir}", str(workdir)).replace("{port}",
-                                                                         str(self.port))
+            tls = (f"ssl_certificate {args.cert};\n        ssl_certificate_key {args.key};"
+                   if args.tls else "")
+            conf = (NGINX_CONF.replace("{workdir}", str(workdir))
+                    .replace("{port}", str(self.port))
+                    .replace("{listen}", "ssl http2" if args.tls else "http2")
+                    .replace("{tls}", tls))
             (workdir / "nginx.conf").write_text(conf)
         argv = [a.replace("{python}", python).replace("{port}", str(self.port))
-                .replace("{workdir}", str(workdir)) for a in argv]
+                .replace("{workdir}", str(workdir)).replace("{cert}", str(args.cert))
+                .replace("{key}", str(args.key)) for a in argv]
         super().__init__(argv, args.server_cpu, run_dir / f"{name}.log", cwd=SERVERS,
                          env=dict(os.environ, PYTHONPATH=str(SERVERS)))
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         while True:
-            r = subprocess.run(["curl", "-s", "--http2-prior-knowledge", "-m", "2",
-                                f"http://127.0.0.1:{self.port}/"], capture_output=True)
+            probe = (["-k", "--http2", f"https://127.0.0.1:{self.port}/"] if self.tls else
+                     ["--http2-prior-knowledge", f"http://127.0.0.1:{self.port}/"])
+            r = subprocess.run(["curl", "-s", "-m", "2", *probe], capture_output=True)
             if r.returncode == 0:
                 if r.stdout != HELLO:
                     raise RuntimeError(f"{self.name} answered {r.stdout[:80]!r}")
@@ -136,7 +167,8 @@ def h2load(port: int, streams: int, args: argparse.Namespace, h1: bool,
     """One run; `warm_up`: a short one, not measured."""
     load = ["-n", str(200 * args.connections)] if warm_up else ["-D", str(args.duration)]
     cmd = ["h2load", "-c", str(args.connections), "-m", str(streams), *load,
-           *(["--h1"] if h1 else []), f"http://127.0.0.1:{port}/"]
+           *(["--h1"] if h1 else []),
+           f"{'https' if args.tls else 'http'}://127.0.0.1:{port}/"]
     if args.client_cpu is not None:
         cmd = ["taskset", "-c", str(args.client_cpu), *cmd]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.duration + 60)
@@ -171,8 +203,9 @@ def median_of(runs: list[dict[str, Any]], name: str, streams: int, protocol: str
 
 def report(data: dict[str, Any], out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "http2.json").write_text(json.dumps(data, indent=2) + "\n")
     runs, settings = data["runs"], data["settings"]
+    stem = "http2-tls" if settings.get("tls") else "http2"
+    (out_dir / f"{stem}.json").write_text(json.dumps(data, indent=2) + "\n")
     rows = ["| server | protocol | streams/conn | req/s (median) | CPU us/req | failed |",
             "|---|---|---:|---:|---:|---:|"]
     keys = sorted({(r["server"], r["protocol"], r["streams"]) for r in runs},
@@ -199,7 +232,8 @@ def report(data: dict[str, Any], out_dir: Path) -> Path:
                               f"{goal} |")
     ctx = data["context"]
     text = "\n".join([
-        "# HTTP/2 (h2c): cymongoose against its peers", "",
+        "# HTTP/2 ({}): cymongoose against its peers".format(
+            "TLS, ALPN h2" if settings.get("tls") else "h2c"), "",
         f"{ctx['date']}; {ctx['cpu']}; {ctx['h2load']}; {ctx['nginx']}.", "",
         f"h2load -c{settings['connections']} -D{settings['duration_s']} (after an unmeasured "
         f"warm-up run), {settings['rounds']} interleaved rounds, server on CPU "
@@ -207,7 +241,7 @@ def report(data: dict[str, Any], out_dir: Path) -> Path:
         "servers/hello_apps.py; CPU per request from /proc over the measured run.", "",
         *rows, "", *ratios, "",
         *(h2_transfer.report_lines(data["transfer"]) + [""] if data.get("transfer") else [])])
-    path = out_dir / "http2.md"
+    path = out_dir / f"{stem}.md"
     path.write_text(text)
     return path
 
@@ -231,20 +265,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--connections", type=int, default=10)
     p.add_argument("--streams", default="1,10", help="streams per connection at once")
     p.add_argument("--only", default="", help=f"from {', '.join(CONTENDERS)}")
+    p.add_argument("--tls", action="store_true",
+                   help="every contender over TLS (h2 by ALPN; HTTP/1.1 for ours' h1 runs); "
+                   "writes http2-tls.{json,md}; no transfer phase")
     p.add_argument("--transfer-mib", type=int, default=64,
                    help="the transfer phase's body size (0: no transfer phase)")
     p.add_argument("--transfer-repeats", type=int, default=3, help="transfers a round")
     add_cpu_options(p)
     p.add_argument("--out", type=Path, default=BENCH / "results" / "http2")
     args = p.parse_args(argv)
-    settle_options(args, "h2_bench", ("h2load", "curl", "nginx"))
+    settle_options(args, "h2_bench", ("h2load", "curl", "nginx") + (("openssl",) if args.tls
+                                                                    else ()))
     names = [n for n in (args.only.split(",") if args.only else CONTENDERS) if n]
     streams = [int(s) for s in args.streams.split(",") if s]
     run_dir = ck.CACHE_DIR / "http2"
     run_dir.mkdir(parents=True, exist_ok=True)
+    args.cert, args.key = (make_cert("p256", run_dir / "certs") if args.tls else ("", ""))
     data: dict[str, Any] = {"context": context(), "runs": [], "settings": {
         "duration_s": args.duration, "rounds": args.rounds, "connections": args.connections,
-        "streams": streams, "server_cpu": args.server_cpu, "client_cpu": args.client_cpu}}
+        "streams": streams, "server_cpu": args.server_cpu, "client_cpu": args.client_cpu,
+        "tls": args.tls}}
     servers: list[Server] = []
     try:
         for name in names:
@@ -266,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for s in servers:
             s.stop()
-    if args.transfer_mib > 0:
+    if args.transfer_mib > 0 and not args.tls:
         data["transfer"] = h2_transfer.run(args, run_dir,
                                            str(BENCH.parent.parent / ".venv" / "bin" / "python"),
                                            SERVERS)

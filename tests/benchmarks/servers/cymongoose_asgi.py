@@ -12,6 +12,7 @@ import sys
 
 import hello_apps
 
+from cymongoose import TlsOpts
 from cymongoose.asgi import serve
 
 CONTENDER = {
@@ -36,6 +37,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1,
                         help="worker processes; above 1 the cymongoose CLI serves the app "
                         "(its process model), as `cymongoose --workers N` would")
+    parser.add_argument("--cert", help="PEM certificate: serve HTTPS (h2_bench.py --tls)")
+    parser.add_argument("--key", help="its PEM key")
     args = parser.parse_args()
     if args.workers > 1:
         # exec: the same pid, so the runner's process-tree CPU sees every worker.
@@ -44,8 +47,10 @@ def main() -> None:
             "--lifespan", args.lifespan, "--workers", str(args.workers), "--host",
             "127.0.0.1", "--port", str(args.port), "--log-level", "warning"])
     logging.basicConfig(level=logging.WARNING)
-    serve(getattr(hello_apps, args.app), f"http://127.0.0.1:{args.port}",
-          lifespan=args.lifespan)
+    tls = TlsOpts.from_files(cert=args.cert, key=args.key) if args.cert else None
+    serve(getattr(hello_apps, args.app),
+          f"{'https' if args.cert else 'http'}://127.0.0.1:{args.port}", lifespan=args.lifespan,
+          tls=tls)
 
 
 if __name__ == "__main__":

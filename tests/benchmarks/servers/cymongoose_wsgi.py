@@ -13,6 +13,7 @@ import sys
 
 import hello_apps
 
+from cymongoose import TlsOpts
 from cymongoose.access_log import AccessLog, AccessLogWriter
 from cymongoose.wsgi import WSGIServer
 
@@ -39,6 +40,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1,
                         help="worker processes; above 1 the cymongoose CLI serves the app "
                         "(its process model), as `cymongoose --workers N` would")
+    parser.add_argument("--cert", help="PEM certificate: serve HTTPS (h2_bench.py --tls)")
+    parser.add_argument("--key", help="its PEM key")
     args = parser.parse_args()
     if args.workers > 1:
         argv = [sys.executable, "-m", "cymongoose", f"hello_apps:{args.app}", "--interface",
@@ -56,9 +59,10 @@ def main() -> None:
         access.logger.addHandler(AccessLogWriter(args.access_log))
         access.logger.setLevel(logging.INFO)
         access.logger.propagate = False
+    tls = TlsOpts.from_files(cert=args.cert, key=args.key) if args.cert else None
     server = WSGIServer(getattr(hello_apps, args.app), threads=args.threads,
-                        access_log=access)
-    server.listen(f"http://127.0.0.1:{args.port}")
+                        access_log=access, tls=tls)
+    server.listen(f"{'https' if args.cert else 'http'}://127.0.0.1:{args.port}")
     server.run()
 
 
