@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import h2.settings
 import httpx
 import pytest
 from support.h2_peer import PREFACE, H2Peer, frame
@@ -190,6 +191,67 @@ def test_large_bodies_arrive_whole_both_ways(server_thread: Any, tmp_path: Path)
                          capture_output=True, text=True, timeout=30, check=True,
                          env=tool_env())
     assert out.stdout == digest
+
+
+def test_a_reset_mid_download_leaves_the_connection_serving(server_thread: Any) -> None:
+    """The client opens its windows wide and stops reading, so 8 MiB of DATA frames pile up
+    (in the socket, in the connection's send buffer, one waiting to be written from the
+    stream's), then resets the stream and asks again on the same connection: what was left
+    of the reset stream is dropped and the next answer arrives whole."""
+    big = bytes(range(256)) * (32 << 10)  # 8 MiB
+
+    def handler(conn: Connection, ev: int, msg: Any) -> None:
+        if ev == MG_EV_HTTP_MSG:
+            conn.reply(200, big if msg.uri == "/big" else b"after the reset")
+
+    st = server_thread(handler)
+    port = st.listen()
+    st.start()
+    with H2Peer(port, settings={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 2**31 - 1}) as peer:
+        peer.conn.increment_flow_control_window(2**30)
+        peer.flush()
+        sid = peer.request("/big")
+        peer.wait(lambda p: p.answers[sid].status != 0, timeout=10)
+        peer.reset(sid)
+        again = peer.request("/small")
+        (answer,) = peer.wait_answers(again, timeout=30)
+    assert (answer.status, answer.body) == (200, b"after the reset")
+    assert peer.answers[sid].status == 200 and len(peer.answers[sid].body) < len(big)
+
+
+def test_a_connection_kept_after_its_stream_ended_cannot_answer_the_next(
+        server_thread: Any) -> None:
+    """An ended stream's memory serves the connection's next streams. The Connection a
+    handler kept from an ended stream is closed: writing to it raises, and nothing of it
+    reaches the next request's answer."""
+    kept: list[Connection] = []
+    refused: list[RuntimeError] = []
+    closes: list[Connection] = []
+
+    def handler(conn: Connection, ev: int, msg: Any) -> None:
+        if ev == MG_EV_CLOSE:
+            closes.append(conn)
+        if ev != MG_EV_HTTP_MSG:
+            return
+        if msg.uri == "/first":
+            kept.append(conn)
+            conn.reply(200, b"first")
+            return
+        try:
+            kept[0].reply(200, b"stale")
+        except RuntimeError as exc:
+            refused.append(exc)
+        conn.reply(200, b"second")
+
+    st = server_thread(handler)
+    port = st.listen()
+    st.start()
+    with H2Peer(port) as peer:
+        (first,) = peer.wait_answers(peer.request("/first"))
+        wait_for(lambda: any(c is kept[0] for c in closes), 10, "the first stream's close")
+        (second,) = peer.wait_answers(peer.request("/second"))
+    assert (first.body, second.body) == (b"first", b"second")
+    assert len(refused) == 1
 
 
 def test_head_and_hop_by_hop_fields(site: tuple[int, Site, Any]) -> None:

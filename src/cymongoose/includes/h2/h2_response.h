@@ -249,7 +249,7 @@ static ssize_t h2_body_read(nghttp2_session *ng, int32_t id, uint8_t *buf, size_
       goto eof;
     }
   }
-  for (; st->resp_state == CYM_H2_RS_CHUNKED;) {
+  while (st->resp_state == CYM_H2_RS_CHUNKED) {
     avail = c->send.len - st->send_off;
     b = c->send.buf + st->send_off;
     if (st->chunk_state == CYM_H2_CK_DATA) {

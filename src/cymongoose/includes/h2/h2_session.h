@@ -33,7 +33,7 @@ static struct cym_h2_stream *h2_stream_of(struct cym_h2_session *s, int32_t id) 
 
 /* Ended streams a session keeps for its next requests, with their stream connections and
  * buffers: requests on one connection come one after another (or a few at once), and
- * allocating, zeroing and wiping a stream connection and its four buffers was a sixth of
+ * allocating, zeroing and wiping a stream connection and its buffers was a sixth of
  * what a small request cost. Buffers stay with the connection they served, so no client's
  * bytes reach another's. Under AddressSanitizer none is kept: a stream connection used
  * after its MG_EV_CLOSE must stay a use-after-free it can report. */
