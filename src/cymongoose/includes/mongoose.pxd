@@ -544,3 +544,26 @@ cdef extern from "cym_h2.h" nogil:
     mg_connection *cym_h2_parent(void *registry, const mg_connection *c)
     mg_event_handler_t cym_h2_handler_fn()
     int cym_h2_is_session(const mg_connection *c)
+
+
+cdef extern from "cym_atomic.h" nogil:
+    # Atomics for the C fields more than one thread touches under free threading (issue 37):
+    # relaxed for counters and one-writer flags, seq_cst for two-sided hand-overs.
+    int cym_load_int(const int *p)
+    void cym_store_int(int *p, int v)
+    int cym_load_int_sc(const int *p)
+    void cym_store_int_sc(int *p, int v)
+    int cym_exchange_int_sc(int *p, int v)
+    int cym_cas_int(int *p, int expected, int desired)
+    int cym_add_int(int *p, int d)
+    uint64_t cym_load_u64(const uint64_t *p)
+    void cym_store_u64(uint64_t *p, uint64_t v)
+    void cym_bump_u64(uint64_t *p, uint64_t d)
+    uint64_t cym_add_u64(uint64_t *p, uint64_t d)
+    long long cym_load_ll(const long long *p)
+    void cym_store_ll(long long *p, long long v)
+    long long cym_add_ll(long long *p, long long d)
+    double cym_load_double(const double *p)
+    void cym_store_double(double *p, double v)
+    void *cym_load_ptr(void *const *p)
+    void cym_store_ptr(void **p, void *v)
