@@ -10,7 +10,7 @@
 #   connection's outermost event returns (recv_views.pxi).
 
 from cpython.pystate cimport PyThreadState
-from libc.stdint cimport int64_t, uint64_t
+from libc.stdint cimport int64_t, uint32_t, uint64_t
 
 from .includes cimport mongoose as mg
 
@@ -162,6 +162,21 @@ cdef struct TimerBox:
     void *owner  # borrowed Timer; the Manager keeps the Timer alive while it is linked
 
 
+cdef class LoopCaches:
+    # What one loop remembers from request to request to skip repeated work (loop_caches.pxi).
+    # One per Manager, used only by the thread polling it: no lock. They were module globals
+    # until free threading (issue 37), where two loops' threads would mix one another's
+    # entries up (a request given another client's address or another header's name).
+    cdef uint32_t ip4  # the last IPv4 address formatted, packed, and its text
+    cdef str ip4_text
+    cdef list environ_raw  # per header position: the name seen last there, as received,
+    cdef list environ_key  # and its WSGI environ key (None: the header is dropped)
+    cdef dict environ_keys  # name as received -> environ key, capped
+    cdef list asgi_raw  # per header position: the name seen last there, and lower-cased
+    cdef list asgi_lower
+    cdef dict asgi_names  # name as received -> lower-cased, capped
+
+
 cdef class Manager:
     cdef mg.mg_mgr _mgr
     cdef GilSlot _gil
@@ -189,6 +204,7 @@ cdef class Manager:
     cdef bytes _health_path  # owns the bytes _gil.health_path points at
     cdef object _proxy  # the ProxyTable _gil.proxy points into (None: none)
     cdef list _proxy_retired  # tables replaced while exchanges may still point into them
+    cdef LoopCaches _caches
     cdef object __weakref__
 
     cdef int _ensure_open(self) except -1

@@ -2,48 +2,12 @@
 # methods are one-line delegations to the fragment of their protocol.
 
 
-# The last IPv4 address formatted, and its text: every client behind one address (a proxy,
-# a load balancer, loopback) gets the same str, made once instead of once per connection
-# (an f-string of four ints was 2,800 instructions of a WSGI/ASGI connection's cost).
-cdef uint32_t _last_ip4 = 0
-cdef str _last_ip4_text = None
-
-
-cdef str _format_ip(const mg.mg_addr *a):
-    global _last_ip4, _last_ip4_text
-    cdef const uint8_t *ip = &a.addr.ip[0]  # not a.addr.ip: Cython's temporary drops const
-    cdef uint32_t packed
-    cdef char text[16]
-    cdef int n = 0, i
-    cdef unsigned octet
-    if a.is_ip6:
-        # Eight 4-hex-digit groups, no "::" compression (0.2.5's format).
-        return ":".join([f"{(ip[i] << 8) | ip[i + 1]:04x}" for i in range(0, 16, 2)])
-    memcpy(&packed, ip, 4)
-    if _last_ip4_text is not None and packed == _last_ip4:
-        return _last_ip4_text
-    for i in range(4):
-        octet = ip[i]
-        if octet >= 100:
-            text[n] = <char>(48 + octet // 100)
-            n += 1
-        if octet >= 10:
-            text[n] = <char>(48 + octet // 10 % 10)
-            n += 1
-        text[n] = <char>(48 + octet % 10)
-        text[n + 1] = 46  # "."
-        n += 2
-    _last_ip4 = packed
-    _last_ip4_text = text[:n - 1].decode("ascii")
-    return _last_ip4_text
-
-
 cdef inline uint16_t _addr_port(const mg.mg_addr *a) noexcept:
     return ((a.port & 0xFF) << 8) | (a.port >> 8)  # network to host order
 
 
-cdef tuple _addr_tuple(const mg.mg_addr *a):
-    return (_format_ip(a), _addr_port(a), bool(a.is_ip6))
+cdef tuple _addr_tuple(const mg.mg_addr *a, LoopCaches caches=None):
+    return (_format_ip(a, caches), _addr_port(a), bool(a.is_ip6))
 
 
 cdef inline object _check_handler(object handler, str argname):
@@ -188,7 +152,7 @@ cdef class Connection:
 
     @property
     def remote_addr(self):
-        return _addr_tuple(&self._c.rem) if self._c != NULL else None
+        return _addr_tuple(&self._c.rem, _caches_of(self)) if self._c != NULL else None
 
     @property
     def recv_len(self):

@@ -87,6 +87,7 @@ cdef class Manager:
         self._timers = set()
         self._wakeup_queue = collections_deque()
         self._retired_recv = []
+        self._caches = LoopCaches()
         self._limits = _DEFAULT_LIMITS
         self._max_recv_size = DEFAULT_MAX_RECV_SIZE
 

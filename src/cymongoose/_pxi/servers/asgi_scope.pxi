@@ -2,36 +2,7 @@
 # (the ASGI server's per-request Python was mostly this). Headers are raw bytes with
 # lower-cased names, in order, duplicates kept; the path is percent-decoded as UTF-8.
 
-# Header name as received -> the lower-cased bytes object, shared by every request.
-cdef dict _ASGI_NAMES = {}
-DEF _ASGI_NAMES_MAX = 1024  # a client sending random names can't grow the cache forever
-# The name seen last at each header position, as received and lower-cased: a client sends
-# the same names in the same order request after request, so a memcmp() against the slot
-# usually replaces making a bytes object, hashing it and looking it up.
-cdef list _ASGI_SLOT_RAW = [b""] * mg.MG_MAX_HTTP_HEADERS
-cdef list _ASGI_SLOT_LOWER = [b""] * mg.MG_MAX_HTTP_HEADERS
 DEF _SCOPE_ITEMS = 16  # a base's 6 items, the 8 added per request, and 2 to spare
-
-
-cdef inline object _asgi_slot_name(size_t i, const char *p, size_t n):
-    cdef object raw = <object>PyList_GET_ITEM(_ASGI_SLOT_RAW, <Py_ssize_t>i)
-    if <size_t>PyBytes_GET_SIZE(raw) == n and memcmp(PyBytes_AS_STRING(raw), p, n) == 0:
-        return <object>PyList_GET_ITEM(_ASGI_SLOT_LOWER, <Py_ssize_t>i)
-    cdef bytes name = PyBytes_FromStringAndSize(p, <Py_ssize_t>n)
-    cdef bytes lower = _asgi_name(name)
-    _ASGI_SLOT_RAW[i] = name
-    _ASGI_SLOT_LOWER[i] = lower
-    return lower
-
-
-cdef bytes _asgi_name(bytes name):
-    cdef PyObject *hit = PyDict_GetItem(_ASGI_NAMES, name)
-    if hit != NULL:
-        return <bytes>hit
-    cdef bytes lower = name.lower()
-    if len(_ASGI_NAMES) < _ASGI_NAMES_MAX:
-        _ASGI_NAMES[name] = lower
-    return lower
 
 
 cdef object _utf8_path(const char *p, size_t n):
@@ -76,19 +47,20 @@ cdef dict _asgi_scope(HttpMessage msg, dict base, Connection conn, dict state):
     cdef list headers = []
     cdef size_t i
     cdef mg.mg_http_header *h
+    cdef LoopCaches caches = _caches_of(conn)
     scope["method"] = _method_str(hm.method.buf, hm.method.len)
     scope["path"] = _utf8_path(hm.uri.buf, hm.uri.len)
     scope["raw_path"] = PyBytes_FromStringAndSize(hm.uri.buf, <Py_ssize_t>hm.uri.len)
     scope["query_string"] = PyBytes_FromStringAndSize(hm.query.buf, <Py_ssize_t>hm.query.len)
     scope["http_version"] = _ASGI_VERSIONS[_http_version(hm)]
     if conn._client is None:  # once per connection, not per request
-        conn._client = (_format_ip(&conn._c.rem), _addr_port(&conn._c.rem))
+        conn._client = (_format_ip(&conn._c.rem, caches), _addr_port(&conn._c.rem))
     scope["client"] = conn._client
     for i in range(<size_t>mg.MG_MAX_HTTP_HEADERS):
         h = &hm.headers[i]
         if h.name.len == 0:
             break
-        headers.append((_asgi_slot_name(i, h.name.buf, h.name.len),
+        headers.append((_asgi_slot_name(caches, i, h.name.buf, h.name.len),
                         PyBytes_FromStringAndSize(h.value.buf, <Py_ssize_t>h.value.len)))
     scope["headers"] = headers
     scope["state"] = PyDict_Copy(state)

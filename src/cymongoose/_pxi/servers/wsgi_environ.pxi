@@ -6,7 +6,6 @@
 from cpython.dict cimport PyDict_Copy, PyDict_GetItem, PyDict_SetItem
 
 from cpython.dict cimport PyDict_Next
-from cpython.list cimport PyList_GET_ITEM
 
 cdef extern from "Python.h":
     object PyUnicode_DecodeLatin1(const char *s, Py_ssize_t size, const char *errors)
@@ -14,15 +13,6 @@ cdef extern from "Python.h":
     # while they are added (also used by asgi_scope.pxi).
     dict _PyDict_NewPresized(Py_ssize_t minused)
 
-# Header name as received -> its environ key, or None for names that are dropped.
-cdef dict _ENVIRON_KEYS = {}
-DEF _ENVIRON_KEYS_MAX = 1024  # a client sending random names can't grow the cache forever
-
-
-# The name seen last at each header position, as received, and its key (as in asgi_scope.pxi:
-# a client sends the same names in the same order, so a memcmp() usually finds the key).
-cdef list _ENVIRON_SLOT_RAW = [b""] * mg.MG_MAX_HTTP_HEADERS
-cdef list _ENVIRON_SLOT_KEY = [None] * mg.MG_MAX_HTTP_HEADERS
 # Items every request adds to its copy of the base: the base holds a placeholder for each, so
 # the copy replaces values instead of inserting (see wsgi_environ_base()).
 cdef tuple _ENVIRON_PER_REQUEST = ("REQUEST_METHOD", "PATH_INFO", "QUERY_STRING",
@@ -46,38 +36,6 @@ def wsgi_environ_base(dict items not None):
         if name not in base:
             base[name] = ""
     return base
-
-
-cdef inline object _environ_slot_key(size_t i, const char *p, size_t n):
-    cdef object raw = <object>PyList_GET_ITEM(_ENVIRON_SLOT_RAW, <Py_ssize_t>i)
-    if <size_t>PyBytes_GET_SIZE(raw) == n and memcmp(PyBytes_AS_STRING(raw), p, n) == 0:
-        return <object>PyList_GET_ITEM(_ENVIRON_SLOT_KEY, <Py_ssize_t>i)
-    key = _environ_key(p, n)
-    _ENVIRON_SLOT_RAW[i] = PyBytes_FromStringAndSize(p, <Py_ssize_t>n)
-    _ENVIRON_SLOT_KEY[i] = key
-    return key
-
-
-cdef object _environ_key(const char *p, size_t n):
-    cdef bytes name = PyBytes_FromStringAndSize(p, <Py_ssize_t>n)
-    cdef PyObject *hit = PyDict_GetItem(_ENVIRON_KEYS, name)
-    if hit != NULL:
-        return <object>hit
-    cdef object key
-    # "X_Forwarded_For" would become the same HTTP_X_FORWARDED_FOR as a proxy's
-    # "X-Forwarded-For": names with "_" are dropped (as nginx and gunicorn do).
-    if memchr(p, c'_', n) != NULL:
-        key = None
-    else:
-        text = name.decode("latin-1").upper().replace("-", "_")
-        if text == "CONTENT_TYPE" or text == "CONTENT_LENGTH":
-            key = text
-        else:
-            key = "HTTP_" + text
-        key = sys_intern(key)
-    if len(_ENVIRON_KEYS) < _ENVIRON_KEYS_MAX:
-        _ENVIRON_KEYS[name] = key
-    return key
 
 
 cdef inline int _unhex(unsigned char ch) noexcept nogil:
@@ -120,6 +78,7 @@ cdef dict _wsgi_environ(HttpMessage msg, dict base, Connection conn, str root_pa
     cdef size_t i
     cdef mg.mg_http_header *h
     cdef PyObject *prev
+    cdef LoopCaches caches = _caches_of(conn)
     env["REQUEST_METHOD"] = _method_str(hm.method.buf, hm.method.len)
     path = _latin1_path(hm.uri.buf, hm.uri.len)
     # RAW_URI: the target as the client sent it, path and query undecoded (gunicorn's key);
@@ -142,14 +101,14 @@ cdef dict _wsgi_environ(HttpMessage msg, dict base, Connection conn, str root_pa
     env["QUERY_STRING"] = PyUnicode_DecodeLatin1(hm.query.buf, <Py_ssize_t>hm.query.len, NULL)
     env["SERVER_PROTOCOL"] = _PROTOCOLS[_http_version(hm)]
     if conn._peer is None:
-        conn._peer = (_format_ip(&conn._c.rem), str(_addr_port(&conn._c.rem)))
+        conn._peer = (_format_ip(&conn._c.rem, caches), str(_addr_port(&conn._c.rem)))
     env["REMOTE_ADDR"] = conn._peer[0]
     env["REMOTE_PORT"] = conn._peer[1]
     for i in range(<size_t>mg.MG_MAX_HTTP_HEADERS):
         h = &hm.headers[i]
         if h.name.len == 0:
             break
-        key = _environ_slot_key(i, h.name.buf, h.name.len)
+        key = _environ_slot_key(caches, i, h.name.buf, h.name.len)
         if key is None:
             continue
         value = PyUnicode_DecodeLatin1(h.value.buf, <Py_ssize_t>h.value.len, NULL)
