@@ -9,6 +9,7 @@
 #   memoryviews come from the Connection's _RecvSpan and are released when the
 #   connection's outermost event returns (recv_views.pxi).
 
+cimport cython
 from cpython.pystate cimport PyThreadState
 from libc.stdint cimport int64_t, uint32_t, uint64_t
 
@@ -178,6 +179,12 @@ cdef class LoopCaches:
 
 
 cdef class Manager:
+    # Without the GIL (free threading) a Manager is still driven by one thread at a time;
+    # other threads may only call wakeup(), call_soon_threadsafe() and read metrics(). What
+    # they touch: _closed (atomic loads; stored by close()), _polling (taken by
+    # compare-and-set), _wake_pending (seq_cst exchanges on both sides), _wake_closed (under
+    # _wake_lock, with the send of the wake datagram, so no send can reach the wakeup pipe's
+    # descriptor after close() frees it and the number is reused).
     cdef mg.mg_mgr _mgr
     cdef GilSlot _gil
     cdef bint _closed
@@ -190,7 +197,9 @@ cdef class Manager:
     cdef object _fatal
     cdef set _timers
     cdef bint _wakeup_enabled
-    cdef bint _wake_pending
+    cdef int _wake_pending  # a wake datagram is on its way and the poll has not cleared it
+    cdef int _wake_closed  # close() has begun: no more wake datagrams (under _wake_lock)
+    cdef cython.pymutex _wake_lock
     cdef unsigned long _wakeup_id
     cdef object _wakeup_queue
     cdef HttpMessage _http_view
@@ -201,6 +210,7 @@ cdef class Manager:
     cdef Metrics _metrics  # counted here until share_metrics() moves them (_gil.metrics)
     cdef Py_buffer _shared  # share_metrics()'s buffer, held until close
     cdef bint _sharing
+    cdef cython.pymutex _metrics_lock  # held to follow _gil.metrics off the loop, or repoint it
     cdef bytes _health_path  # owns the bytes _gil.health_path points at
     cdef object _proxy  # the ProxyTable _gil.proxy points into (None: none)
     cdef list _proxy_retired  # tables replaced while exchanges may still point into them
@@ -211,6 +221,7 @@ cdef class Manager:
     cdef void _report(self, BaseException exc) noexcept
     cdef void _release_timers(self) noexcept
     cdef void _reap_timers(self) noexcept
+    cdef bint _send_wake(self) except -1
     cdef void _deliver_wakeups(self) noexcept
     cdef Connection _find(self, unsigned long conn_id)
 
@@ -310,6 +321,10 @@ cdef class TlsOpts:
     # first used), shared by every connection; each holds its own reference.
     cdef void *_ctx_server
     cdef void *_ctx_client
+    # Held over validating, making, dropping and attaching those: one TlsOpts may serve the
+    # listeners of several loops on several threads, whose first connections race to make a
+    # context (or to drop it when a field changed) while another attaches it.
+    cdef cython.pymutex _lock
 
 
 # The servers' per-request work in C (servers/*.pxi: the WSGI* and ASGI* classes below) and

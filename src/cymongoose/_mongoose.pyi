@@ -807,7 +807,9 @@ class Timer:
     """A scheduled callback; see `Manager.timer_add`."""
 
     def cancel(self) -> None:
-        """Thread-safe and idempotent: the callback does not run again."""
+        """Thread-safe and idempotent: no firing of the callback begins after this returns.
+        With the GIL off (free-threaded Python), a firing the loop thread had already begun
+        when another thread called `cancel()` still runs."""
 
     @property
     def active(self) -> bool: ...

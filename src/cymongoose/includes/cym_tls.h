@@ -10,6 +10,7 @@
 
 #if MG_TLS == MG_TLS_OPENSSL
 #define CYM_TLS_OPENSSL 1
+#include <pthread.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
@@ -172,18 +173,26 @@ static long cym_bio_ctrl(BIO *b, int cmd, long larg, void *parg) {
          cmd == BIO_C_SET_NBIO;
 }
 
-/* Made once, with the GIL held (tls_init is a Python call), and never freed. */
+/* One BIO method for every connection of every loop, made once and never freed. Loops on
+ * several threads (free threading) can attach their first TLS connections at once:
+ * pthread_once makes the method exactly once and publishes it whole to each of them. */
+static BIO_METHOD *cym_bio_method_made = NULL;
+static pthread_once_t cym_bio_method_once = PTHREAD_ONCE_INIT;
+
+static void cym_bio_method_make(void) {
+  BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "cymongoose");
+  if (m == NULL) return;
+  BIO_meth_set_write(m, cym_bio_write);
+  BIO_meth_set_read(m, cym_bio_read);
+  BIO_meth_set_ctrl(m, cym_bio_ctrl);
+  cym_bio_method_made = m;
+}
+
+/* NULL when OpenSSL could not make it (out of memory): that attach fails, and so do later
+ * ones, as they would have. */
 static BIO_METHOD *cym_bio_method(void) {
-  static BIO_METHOD *method = NULL;
-  if (method == NULL) {
-    BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "cymongoose");
-    if (m == NULL) return NULL;
-    BIO_meth_set_write(m, cym_bio_write);
-    BIO_meth_set_read(m, cym_bio_read);
-    BIO_meth_set_ctrl(m, cym_bio_ctrl);
-    method = m;
-  }
-  return method;
+  pthread_once(&cym_bio_method_once, cym_bio_method_make);
+  return cym_bio_method_made;
 }
 
 static int cym_tls_load_chain(SSL_CTX *ctx, const char *cert, size_t len) {

@@ -18,23 +18,24 @@ DEFAULT_MAX_RECV_SIZE = 16 * 1024 * 1024
 # answers within a millisecond would otherwise pay 5 ms per round trip. On a truly idle
 # server this holds the GIL for at most _LINGER_POLLS x linger_ms after the last request.
 # App servers whose threads need the GIL while the loop waits set linger_ms to 0.
+# With the GIL off (free threading) there is no switch interval to save, and a thread that
+# waits attached holds up every stop-the-world pause (the cyclic GC) of the process: the
+# default is 0 there (_default_linger_ms).
 DEF _LINGER_MS = 1
 DEF _LINGER_POLLS = 2
 DEF _MAX_LINGER_MS = 100
 
 cdef tuple _HTTP_SCHEMES = ("http://", "https://", "ws://", "wss://")
 
-cdef bint _nofile_raised = False
+cdef int _nofile_raised = 0  # exchanged to 1 by the first listener of any loop
 
 
 cdef void _raise_open_file_limit() noexcept:
     # A server holds one descriptor per client: raise the soft RLIMIT_NOFILE to the hard
     # limit once, when the first listener opens (Go's runtime does the same at start-up).
     # The soft default (often 1024) would otherwise refuse the 1,021st client with EMFILE.
-    global _nofile_raised
-    if _nofile_raised:
+    if mg.cym_exchange_int_sc(&_nofile_raised, 1):
         return
-    _nofile_raised = True
     try:
         import_resource()
         soft, hard = resource_getrlimit(resource_RLIMIT_NOFILE)
@@ -79,7 +80,7 @@ cdef class Manager:
         self._gil.saved = NULL
         self._gil.manager = <void *>self
         self._gil.finalizing = False
-        self._gil.linger_ms = _LINGER_MS
+        self._gil.linger_ms = _default_linger_ms()
         self._mgr.userdata = <void *>&self._gil
         self._gil.metrics = &self._metrics  # zeroed with the object
         self._closed = False
@@ -271,7 +272,7 @@ cdef class Manager:
         self._gil.proxy = <void *>&(<ProxyTable>value)._conf if value is not None else NULL
 
     def metrics(self):
-        return _decode_metrics(self._gil.metrics)
+        return _manager_metrics(self)
 
     def share_metrics(self, buffer):
         self._ensure_open()
@@ -316,14 +317,16 @@ cdef class Manager:
 
     @property
     def ready(self):
-        return self._gil.health_state == _HEALTH_READY
+        return mg.cym_load_int(&self._gil.health_state) == _HEALTH_READY
 
     @ready.setter
     def ready(self, bint value):
+        # Set from any thread (a server's stop()), read by the guard on the loop: atomic.
+        # READY -> DRAINING by compare-and-set, so a concurrent ready = True is not undone.
         if value:
-            self._gil.health_state = _HEALTH_READY
-        elif self._gil.health_state == _HEALTH_READY:
-            self._gil.health_state = _HEALTH_DRAINING
+            mg.cym_store_int(&self._gil.health_state, _HEALTH_READY)
+        else:
+            mg.cym_cas_int(&self._gil.health_state, _HEALTH_READY, _HEALTH_DRAINING)
 
     @property
     def wakeup_id(self):
@@ -352,15 +355,20 @@ cdef class Manager:
 
     def poll(self, int timeout_ms=0):
         self._ensure_open()
-        if self._polling:
+        # Taken by compare-and-set, before anything else: two threads polling one Manager by
+        # mistake (no GIL orders them under free threading) get the error, not a shared loop.
+        if not mg.cym_cas_int(<int *>&self._polling, 0, 1):
             # "not reentrant" is the 0.2.x wording, kept so code matching on it still works.
             raise RuntimeError(
                 "poll() is not reentrant: it is already running on this Manager (a call from "
                 "a handler, or a second thread); only one thread may poll a Manager")
-        self._reap_timers()
-        _free_retired_recv(self)  # recv_views.pxi: pinned buffers no view uses any more
-        _dns_wrap(&self._mgr)  # dns_sntp.pxi: resolver sockets opened since the last poll
-        self._polling = True
+        try:
+            self._reap_timers()
+            _free_retired_recv(self)  # recv_views.pxi: pinned buffers no view uses any more
+            _dns_wrap(&self._mgr)  # dns_sntp.pxi: resolver sockets opened since last poll
+        except BaseException:
+            mg.cym_store_int_sc(<int *>&self._polling, 0)
+            raise
         self._stop_dispatch = False
         cdef bint flowing = self._gil.io_events > 0 or bool(self._wakeup_queue)
         if flowing:
@@ -391,7 +399,7 @@ cdef class Manager:
                     self._gil.saved = NULL
             self._deliver_wakeups()
         finally:
-            self._polling = False
+            mg.cym_store_int_sc(<int *>&self._polling, 0)
         if self._fatal is not None:
             exc, self._fatal = self._fatal, None
             raise exc
@@ -421,17 +429,22 @@ cdef class Manager:
     def close(self):
         if self._closed:
             return
-        if self._polling:
+        # Claimed like poll() claims it: handlers run by MG_EV_CLOSE must not poll or close
+        # again, and another thread's poll() must not start while the loop is freed.
+        if not mg.cym_cas_int(<int *>&self._polling, 0, 1):
             raise RuntimeError(
                 "cannot close a Manager while poll() is running; close it after poll() "
                 "returns (a handler can call conn.close() or stop the loop instead)")
-        self._release_timers()
-        self._polling = True  # handlers run by MG_EV_CLOSE must not poll or close again
+        # Before mg_mgr_free() closes the wakeup pipe: from here no thread sends into its
+        # descriptor, whose number a new socket may take at once.
+        with self._wake_lock:
+            self._wake_closed = 1
         try:
+            self._release_timers()
             mg.mg_mgr_free(&self._mgr)
         finally:
-            self._polling = False
-            self._closed = True
+            mg.cym_store_int(<int *>&self._closed, 1)
+            mg.cym_store_int_sc(<int *>&self._polling, 0)
             self._wakeup_queue.clear()
             self._http_view = None
             _free_retired_recv(self)
@@ -498,7 +511,8 @@ cdef class Manager:
         return _timer_add(self, <int>ms, callback, repeat, run_now)
 
     def wakeup(self, unsigned long connection_id, bytes data=b""):
-        self._ensure_open()
+        if mg.cym_load_int(<int *>&self._closed):  # any thread: see the class comment
+            raise RuntimeError(_MANAGER_CLOSED_MSG)
         if not self._wakeup_enabled:
             # False is 0.2.x's answer (API.md), kept; but a wake that can never arrive is a
             # bug to tell: once per calling line, as Python shows a RuntimeWarning.
@@ -512,13 +526,7 @@ cdef class Manager:
                 f"wakeup payload is {len(data)} bytes; the limit is {WAKEUP_MAX_PAYLOAD}. "
                 "Pass large data through your own queue and wake with a small token.")
         self._wakeup_queue.append((connection_id, data))
-        # One datagram wakes the poll; the queue carries the payloads. The flag is cleared
-        # by the poll thread *before* it drains, so an append that misses the drain always
-        # sends a fresh datagram.
-        if not self._wake_pending:
-            self._wake_pending = True
-            mg.mg_wakeup(&self._mgr, self._wakeup_id, b"w", 1)
-        return True
+        return self._send_wake()
 
     def fileno(self):
         return _loop_fileno(self)  # loop_integration.pxi
@@ -532,21 +540,33 @@ cdef class Manager:
         # Connection id 0 is never a connection's, so it marks a callable.
         if not callable(callback):
             raise TypeError(f"callback must be callable, not {type(callback).__name__}")
-        if self._closed:
+        if mg.cym_load_int(<int *>&self._closed):
             raise RuntimeError(_MANAGER_CLOSED_MSG)
         if not self._wakeup_enabled:
             raise RuntimeError(
                 "call_soon_threadsafe() needs the wakeup channel: create the Manager with "
                 "enable_wakeup=True")
         self._wakeup_queue.append((0, (callback, args)))
-        if not self._wake_pending:
-            self._wake_pending = True
+        self._send_wake()
+
+    cdef bint _send_wake(self) except -1:
+        # One datagram wakes the poll; the queue carries the payloads. The flag is set and
+        # cleared by seq_cst exchanges (the poll clears it *before* it drains): either this
+        # exchange comes first, and the drain that follows the poll's sees the item appended
+        # before it, or the poll's comes first, this one reads 0 and sends a fresh datagram.
+        # Only the thread that turns it from 0 to 1 sends: a burst costs the loop one wake.
+        if mg.cym_exchange_int_sc(&self._wake_pending, 1):
+            return True
+        with self._wake_lock:
+            if self._wake_closed:
+                raise RuntimeError(_MANAGER_CLOSED_MSG)
             mg.mg_wakeup(&self._mgr, self._wakeup_id, b"w", 1)
+        return True
 
     cdef void _deliver_wakeups(self) noexcept:
-        if not self._wake_pending and not self._wakeup_queue:
+        if not mg.cym_load_int_sc(&self._wake_pending) and not self._wakeup_queue:
             return
-        self._wake_pending = False
+        mg.cym_exchange_int_sc(&self._wake_pending, 0)
         queue = self._wakeup_queue
         cdef Connection conn
         while queue and not self._stop_dispatch:
@@ -584,10 +604,21 @@ cdef class Manager:
         cdef Timer t
         if not self._timers:
             return
-        for t in [t for t in self._timers if not t._active or t._cancelled]:
+        for t in [t for t in self._timers if not _timer_live(t)]:
             mg.mg_timer_free(&self._mgr.timers, &t._box.timer)
             _timer_detach(t)
             self._timers.discard(t)
+
+
+cdef int _default_linger_ms() noexcept:
+    # Asked per Manager, not once at import: a free-threaded interpreter turns the GIL back
+    # on when a module that has not declared itself safe is imported, at any time.
+    try:
+        if not sys_is_gil_enabled():
+            return 0
+    except BaseException:
+        pass
+    return _LINGER_MS
 
 
 cdef bint _ready_soon(mg.mg_mgr *mgr, int linger_ms) noexcept nogil:

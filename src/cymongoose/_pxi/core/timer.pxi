@@ -14,18 +14,26 @@ cdef class Timer:
         self._cancelled = False
 
     def cancel(self):
-        # Only a flag: safe from any thread. The poll thread unlinks and frees the timer at
-        # the start of its next poll(); until then the callback checks the flag.
-        self._cancelled = True
-        self._active = False
+        # Only flags (atomic stores: cancel() may run on any thread): the poll thread unlinks
+        # and frees the timer at the start of its next poll(); until then _fire_timer checks
+        # them. Without the GIL a firing the loop had begun (past that check) when cancel()
+        # was called still runs; none begins after cancel() returns.
+        mg.cym_store_int(<int *>&self._cancelled, 1)
+        mg.cym_store_int(<int *>&self._active, 0)
 
     @property
     def active(self):
-        return self._active and not self._cancelled
+        return _timer_live(self)
 
     def __repr__(self):
         state = "active" if self.active else "inactive"
         return f"<Timer {state} repeat={bool(self._repeat)}>"
+
+
+cdef inline bint _timer_live(Timer timer) noexcept:
+    # Relaxed atomic loads: the flags are stored by cancel() from any thread.
+    return (mg.cym_load_int(<int *>&timer._active)
+            and not mg.cym_load_int(<int *>&timer._cancelled))
 
 
 cdef Timer _timer_add(Manager manager, int milliseconds, object callback, bint repeat,
@@ -43,7 +51,7 @@ cdef Timer _timer_add(Manager manager, int milliseconds, object callback, bint r
     timer._box = box
     timer._callback = callback
     timer._repeat = repeat
-    timer._active = True
+    mg.cym_store_int(<int *>&timer._active, 1)
     timer._manager = <void *>manager
     box.gil = &manager._gil
     box.owner = <void *>timer  # borrowed: manager._timers holds the reference
@@ -61,7 +69,7 @@ cdef void _timer_detach(Timer timer) noexcept:
     if timer._box != NULL:
         PyMem_Free(timer._box)
         timer._box = NULL
-    timer._active = False
+    mg.cym_store_int(<int *>&timer._active, 0)
     timer._manager = NULL
 
 
@@ -79,13 +87,13 @@ cdef void _on_timer(void *arg) noexcept nogil:
 cdef void _fire_timer(TimerBox *box) noexcept:
     cdef Timer timer = <Timer>box.owner
     cdef Manager manager
-    if box.gil.finalizing or timer._cancelled or not timer._active:
+    if box.gil.finalizing or not _timer_live(timer):
         return
     manager = <Manager>timer._manager
     if manager._stop_dispatch:
         return
     if not timer._repeat:
-        timer._active = False  # reaped at the next poll()
+        mg.cym_store_int(<int *>&timer._active, 0)  # reaped at the next poll()
     try:
         timer._callback()
     except BaseException as exc:

@@ -199,8 +199,9 @@ cdef void _log_event_gil(mg.mg_connection *c, int status, const char *why) noexc
 # of it at WARNING, with the option to raise; at most once per _BODY_WARN_S, saying how
 # many went untold since, so a flood of uploads cannot flood the log.
 cdef double _BODY_WARN_S = 10.0
-cdef double _body_warned_at = -1e18
-cdef long _body_untold = 0
+cdef double _body_warned_at = -1e18  # the two guarded by _body_warn_lock: the loops of
+cdef long _body_untold = 0  # every thread share one rate
+cdef cython.pymutex _body_warn_lock
 
 
 cdef void _warn_body_limit(mg.mg_connection *c, const char *why) noexcept with gil:
@@ -210,11 +211,12 @@ cdef void _warn_body_limit(mg.mg_connection *c, const char *why) noexcept with g
         if not _log.isEnabledFor(30):
             return
         now = time_monotonic()
-        if now - _body_warned_at < _BODY_WARN_S:
-            _body_untold += 1
-            return
-        _body_warned_at = now
-        untold, _body_untold = _body_untold, 0
+        with _body_warn_lock:
+            if now - _body_warned_at < _BODY_WARN_S:
+                _body_untold += 1
+                return
+            _body_warned_at = now
+            untold, _body_untold = _body_untold, 0
         limit = ""
         if c.pfn == <mg.mg_event_handler_t>_http_guard and c.pfn_data != NULL:
             g = <HttpGuard *>c.pfn_data

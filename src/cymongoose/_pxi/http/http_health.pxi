@@ -49,7 +49,7 @@ cdef void _answer_health(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexce
     or drains. Reported to refusal_handler like the guard's other own answers, since that
     is how the access log sees requests no handler saw."""
     cdef GilSlot *slot = <GilSlot *>c.mgr.userdata
-    cdef int state = slot.health_state
+    cdef int state = mg.cym_load_int(&slot.health_state)
     cdef int status = 200 if state == _HEALTH_READY else 503
     cdef const char *body = _HEALTH_BODY[state]
     cdef bint head = (g.flags & _GF_HEAD) != 0

@@ -344,32 +344,29 @@ cdef int _tls_init(Connection conn, TlsOpts opts) except -1:
     if c.tls != NULL:
         raise RuntimeError("tls_init() was already called on this connection")
     cdef tuple prepared
+    cdef mg.mg_tls_opts o
+    cdef int attached = 0
     try:
-        prepared = _tls_prepared(opts)
+        with opts._lock:
+            prepared = _tls_prepared(opts)
+            if mg.CYM_TLS_OPENSSL:
+                # Attached (its own reference taken) before the lock goes, so no other
+                # thread can drop the context in between.
+                attached = _tls_attach_shared(c, opts, prepared)
     except BaseException:
         # Never let the connection go on without TLS: on an https:// listener Mongoose would
         # serve it in plain text once MG_EV_ACCEPT returns without a TLS set-up.
         c.is_closing = 1
         raise
+    if mg.CYM_TLS_OPENSSL:
+        if attached != 0:
+            c.is_closing = 1
+            raise MemoryError("tls_init(): out of memory for the TLS session")
+        return 0
     cdef bytes ca = prepared[0]
     cdef bytes cert = prepared[1]
     cdef bytes key = prepared[2]
     cdef bytes name = prepared[3]
-    cdef mg.mg_tls_opts o
-    cdef void *ctx
-    if mg.CYM_TLS_OPENSSL:
-        try:
-            ctx = _tls_shared_context(opts, c.is_client, ca, cert, key if cert else b"",
-                                      prepared[4])
-        except BaseException:
-            c.is_closing = 1
-            raise
-        if mg.cym_tls_attach(c, ctx, PyBytes_AS_STRING(name), <size_t>PyBytes_GET_SIZE(name),
-                             1 if ca else 0, 1 if opts.skip_verification else 0,
-                             1 if c.pfn == _mg_http_cb else 0) != 0:
-            c.is_closing = 1
-            raise MemoryError("tls_init(): out of memory for the TLS session")
-        return 0
     memset(&o, 0, sizeof(o))
     o.ca = _tls_str(ca)
     o.cert = _tls_str(cert)
@@ -380,6 +377,20 @@ cdef int _tls_init(Connection conn, TlsOpts opts) except -1:
     if conn._manager != NULL:
         _raise_pending(<Manager>conn._manager)
     return 0
+
+
+cdef int _tls_attach_shared(mg.mg_connection *c, TlsOpts opts, tuple prepared) except -2:
+    # OpenSSL engine, under opts._lock: the shared context for the connection's role, made
+    # on first use, attached to c. 0, or -1 when OpenSSL is out of memory for the session.
+    cdef bytes ca = prepared[0]
+    cdef bytes cert = prepared[1]
+    cdef bytes key = prepared[2]
+    cdef bytes name = prepared[3]
+    cdef void *ctx = _tls_shared_context(opts, c.is_client, ca, cert,
+                                         key if cert else b"", prepared[4])
+    return mg.cym_tls_attach(c, ctx, PyBytes_AS_STRING(name), <size_t>PyBytes_GET_SIZE(name),
+                             1 if ca else 0, 1 if opts.skip_verification else 0,
+                             1 if c.pfn == _mg_http_cb else 0)
 
 
 cdef void *_tls_shared_context(TlsOpts opts, bint is_client, bytes ca, bytes cert,

@@ -186,9 +186,10 @@ cdef class ProxyTable:
         if not mg.CYM_TLS_OPENSSL:
             raise ValueError("https upstreams need the OpenSSL TLS engine (this build has "
                              f"{TLS_ENGINE!r})")
-        prepared = _tls_prepared(opts)
         u = &self._conf.ups[i]
-        u.tls_ctx = _tls_shared_context(opts, True, prepared[0], b"", b"", prepared[4])
+        with opts._lock:  # the TlsOpts may serve other loops' connections meanwhile
+            prepared = _tls_prepared(opts)
+            u.tls_ctx = _tls_shared_context(opts, True, prepared[0], b"", b"", prepared[4])
         u.tls_name = _px_strdup(prepared[3])
         u.tls_verifies = len(prepared[0]) > 0
         u.tls_skip = opts.skip_verification
