@@ -319,7 +319,8 @@ class Manager:
 
     linger_ms: int
     """After traffic, how long (0-100 ms, default 1) `poll()` waits for the next request
-    still holding the GIL; 0 when other threads need the GIL while the loop waits."""
+    still holding the GIL; 0 when other threads need the GIL while the loop waits. The
+    default is 0 where the GIL is off (free-threaded Python): there is nothing to hold."""
 
     refusal_handler: Callable[[Connection, int, str, str, int], object] | None
     """Called as `refusal_handler(conn, status, reason, request_line, body_size)` after an
