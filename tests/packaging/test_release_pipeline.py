@@ -23,7 +23,7 @@ OPENSSL_SCRIPT = ROOT / "tools" / "packaging" / "build-openssl.sh"
 
 pytestmark = pytest.mark.no_asan
 
-PYTHONS = ("cp310", "cp311", "cp312", "cp313", "cp314")
+PYTHONS = ("cp310", "cp311", "cp312", "cp313", "cp314", "cp314t")
 
 
 def _cibuildwheel() -> Path:
@@ -47,7 +47,7 @@ def _identifiers(platform: str, archs: str) -> list[str]:
     return r.stdout.split()
 
 
-def test_linux_wheels_are_cpython_310_to_314_manylinux_and_musllinux() -> None:
+def test_linux_wheels_are_cpython_310_to_314_and_314t_manylinux_and_musllinux() -> None:
     got = _identifiers("linux", "x86_64,aarch64")
     expected = {f"{py}-{libc}_{arch}" for py in PYTHONS
                 for libc in ("manylinux", "musllinux") for arch in ("x86_64", "aarch64")}
@@ -55,7 +55,7 @@ def test_linux_wheels_are_cpython_310_to_314_manylinux_and_musllinux() -> None:
     assert set(got) == expected
 
 
-def test_macos_wheels_are_cpython_310_to_314_x86_64_and_arm64() -> None:
+def test_macos_wheels_are_cpython_310_to_314_and_314t_x86_64_and_arm64() -> None:
     got = _identifiers("macos", "x86_64,arm64")
     expected = {f"{py}-macosx_{arch}" for py in PYTHONS for arch in ("x86_64", "arm64")}
     assert len(got) == len(set(got))
