@@ -207,6 +207,8 @@ cdef class Manager:
     cdef size_t _max_recv_size
     cdef bytes _dns_url  # keeps mgr.dns4.url / dns6.url alive once dns_server is set
     cdef list _retired_recv  # pinned receive buffers to free before the next poll (addresses)
+    cdef cython.pymutex _retired_lock  # over _retired_recv and _retired_closed: app threads add
+    cdef bint _retired_closed  # close() freed the last ones: a later retire frees its own
     cdef Metrics _metrics  # counted here until share_metrics() moves them (_gil.metrics)
     cdef Py_buffer _shared  # share_metrics()'s buffer, held until close
     cdef bint _sharing
@@ -291,6 +293,9 @@ cdef class _RecvSpan:
     cdef const char *_buf  # c->recv.buf when the span was made
     cdef Py_ssize_t _len  # c->recv.size then: every view lies inside the allocation
     cdef Py_ssize_t _exports  # buffers given out by __getbuffer__ and not released yet
+    # Held over _exports and the retiring of _pinned: an app thread may release the last
+    # buffer (free threading: nothing else orders it against the loop's exports).
+    cdef mg.cym_ft_mutex _lock
     cdef char *_pinned  # Mongoose's old buffer, owned once the event ended with exports
     cdef bint _valid  # False once the event ended: no new exports
     cdef object _base  # memoryview over the whole span; views are slices of it
@@ -352,21 +357,25 @@ cdef class WSGIExchange:
     cdef public long long sent  # body bytes the app produced so far
     cdef public bint head_sent  # the head left the app's hands: no 500 possible any more
     cdef public bint head_queued
-    cdef public bint closed  # the client is gone
-    cdef public long long queued  # body bytes posted to the loop, not yet written out
-    cdef public long long backlog  # the connection's send buffer, as the loop saw it last
+    # Flow control of a streamed response, between the app's thread and the loop: read from
+    # Python, changed only through the flow_*() methods, under flow_lock (a mutex without the
+    # GIL, nothing with it: each method is a few C statements that call no Python).
+    cdef readonly bint closed  # the client is gone
+    cdef readonly long long queued  # body bytes posted to the loop, not yet written out
+    cdef readonly long long backlog  # the connection's send buffer, as the loop saw it last
     cdef public object cond  # made when a streamed response has to wait for the client
-    cdef public bint waiting
+    cdef readonly bint waiting
+    cdef mg.cym_ft_mutex flow_lock
     cdef public bint is_head
     cdef public bint finished
     cdef public int stock  # DefaultHeader bits still to add to the app's headers
     cdef public bint busy  # the connection has the server's handler for READ/WRITE events
     cdef public double started  # perf_counter() at the head, when WSGILoop.clock_requests
-    # The request deadline: run_batch() moves app_phase from 0 (queued) to 1 (running) to 2
-    # (returned); time_out() sets timed_out unless the app returned (both in C, so the two
-    # threads never see each other half-way).
-    cdef public int app_phase
-    cdef public bint timed_out  # the server answered 504: what the app does next is dropped
+    # The request deadline, one word changed by compare-and-set from both threads (the
+    # app_phase and timed_out properties read it): run_batch() moves the phase from 0
+    # (queued) to 1 (running) to 2 (returned); time_out() adds the timed-out bit unless the
+    # app returned. So the two threads agree, GIL or not, on which happened first.
+    cdef int app_state
     # A streamed response parked while its client is behind (wsgi/parking.py): its
     # (iterable, iterator, context). `parked` is the loop's while it waits for the client to drain;
     # `resumed` is set by the loop when it queues the exchange again, and taken by the
@@ -380,6 +389,14 @@ cdef class WSGIExchange:
     cpdef stream(self, data)
     cpdef feed_input(self)
     cpdef gone(self)
+    # Flow control (see flow_lock): the app posted n body bytes; the loop wrote n of them
+    # and the send buffer holds `backlog`; the client left; the app starts or stops waiting.
+    # Those of the loop return whether the app waits (then it must be notified).
+    cpdef void flow_posted(self, long long n)
+    cpdef bint flow_wrote(self, long long n, long long backlog)
+    cpdef bint flow_closed(self)
+    cpdef bint flow_wait_begin(self, long long low)
+    cpdef void flow_wait_end(self)
 
 
 cdef class WSGITurns:

@@ -386,6 +386,8 @@ class Manager:
         a closing connection or buffered TLS data; else the next timer), at most
         `limit_ms`."""
 
+    def _wake(self) -> None:
+        """Internal (the WSGI server's outbox): end the poll wait, delivering nothing."""
     def call_soon_threadsafe(self, callback: Callable[..., object], *args: Any) -> None:
         """Thread-safe: run `callback(*args)` on the polling thread after the current or
         next poll iteration, in call order. Needs `enable_wakeup=True` (`RuntimeError`
@@ -1111,18 +1113,24 @@ class WSGIExchange:
     sent: int
     head_sent: bool
     head_queued: bool
-    closed: bool
-    queued: int
-    backlog: int
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def queued(self) -> int: ...
+    @property
+    def backlog(self) -> int: ...
     cond: Any
-    waiting: bool
+    @property
+    def waiting(self) -> bool: ...
     is_head: bool
     finished: bool
     stock: int
     busy: bool
     started: float
-    app_phase: int
-    timed_out: bool
+    @property
+    def app_phase(self) -> int: ...
+    @property
+    def timed_out(self) -> bool: ...
     parked: tuple[Any, ...] | None
     resumed: tuple[Any, ...] | None
     def __init__(
@@ -1138,6 +1146,16 @@ class WSGIExchange:
     def time_out(self) -> int:
         """Mark the exchange timed out unless its app returned; the app's phase: 0 queued
         (it will never run), 1 running (its thread is abandoned), 2 returned (no change)."""
+    def flow_posted(self, n: int) -> None:
+        """App side: `n` more body bytes were posted to the loop."""
+    def flow_wrote(self, n: int, backlog: int) -> bool:
+        """Loop side: `n` of them were written, the send buffer holds `backlog`; whether
+        the app waits (then notify it)."""
+    def flow_closed(self) -> bool:
+        """Loop side: the exchange ended for the app; whether the app waits."""
+    def flow_wait_begin(self, low: int) -> bool:
+        """App side, holding `cond`: whether to wait for the client to drain below `low`."""
+    def flow_wait_end(self) -> None: ...
 
 @disjoint_base
 class WSGITurns:

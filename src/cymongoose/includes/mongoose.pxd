@@ -567,3 +567,11 @@ cdef extern from "cym_atomic.h" nogil:
     void cym_store_double(double *p, double v)
     void *cym_load_ptr(void *const *p)
     void cym_store_ptr(void **p, void *v)
+
+
+cdef extern from "cym_ft_lock.h" nogil:
+    # A mutex under free threading only (no GIL); nothing where a GIL keeps C sections whole.
+    ctypedef struct cym_ft_mutex:
+        pass
+    void cym_ft_lock(cym_ft_mutex *m)
+    void cym_ft_unlock(cym_ft_mutex *m)

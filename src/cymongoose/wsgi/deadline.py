@@ -73,10 +73,11 @@ class WSGIDeadline:
 
     def _stop_app(self, ex: _Exchange) -> None:
         """The app's next write or read raises ClientDisconnected, a waiting one now."""
-        ex.closed = True
+        waiting = ex.flow_closed()
         if ex.input is not None:
             ex.input.fail(ClientDisconnected("the request timed out (request_timeout)"))
-        ex.notify_writer()
+        if waiting:
+            ex.notify_writer()
 
     def _abandon(self, ex: _Exchange) -> str:
         with self._lock:

@@ -43,19 +43,21 @@ class _Exchange(WSGIExchange):
             inp.feed(data, done, pending > 0)
 
     def gone(self) -> None:
-        self.closed = True
+        waiting = self.flow_closed()
         if self.input is not None:
             self.input.fail(ClientDisconnected("the client disconnected"))
-        self.notify_writer()
+        if waiting:
+            self.notify_writer()
         if self.parked is not None:
             self.state.unpark(self)  # a thread closes its iterable
 
     def notify_writer(self) -> None:
+        """Loop side, after a flow_*() call said the app waits: wake it. The app set `cond`
+        before it began to wait, and holds it until it sleeps on it, so this reaches it."""
         cond = self.cond
         if cond is not None:
             with cond:
-                if self.waiting:
-                    cond.notify()
+                cond.notify()
 
     # App side: start_response() and write() are the base's; write() calls the stream() hook.
     def stream(self, data: bytes) -> None:
@@ -83,7 +85,7 @@ class _Exchange(WSGIExchange):
             self.head_sent = True
             state.post(self, _OP_BEGIN, None)
         if data:
-            self.queued += len(data)
+            self.flow_posted(len(data))
             state.post(self, _OP_WRITE, data)
             return self.queued + self.backlog > SEND_HIGH
         return False
@@ -96,14 +98,15 @@ class _Exchange(WSGIExchange):
             self.cond = threading.Condition(threading.Lock())
         timeout = self.state.stream_timeout
         with self.cond:
-            self.waiting = True
             try:
-                while not self.closed and self.queued + self.backlog > SEND_LOW:
+                # Decided under the flow lock the loop's updates take, so a write or a close
+                # the loop makes is seen here, or the loop sees us waiting and notifies.
+                while self.flow_wait_begin(SEND_LOW):
                     before = self.queued + self.backlog
                     if not self.cond.wait(timeout) and self.queued + self.backlog >= before:
                         raise TimeoutError(
                             f"the client read nothing for {timeout} s (stream_timeout)")
             finally:
-                self.waiting = False
+                self.flow_wait_end()
         if self.closed:
             raise ClientDisconnected("the client disconnected")

@@ -61,12 +61,11 @@ class ResponseWriter(WSGILoop, partial=True):
         conn = ex.conn
         if op == _OP_WRITE:
             conn.http_write(arg)
-            ex.queued -= len(arg)
-            ex.backlog = conn.send_len
+            waiting = ex.flow_wrote(len(arg), conn.send_len)
             if ex.backlog >= SEND_LOW and not ex.busy:
                 ex.busy = True
                 conn.set_handler(self.busy_handler)  # be told when the client reads
-            elif ex.waiting:
+            elif waiting:
                 ex.notify_writer()
         elif op == _OP_BEGIN:
             code, reason = ex.status or (500, "")
@@ -155,10 +154,11 @@ class ResponseWriter(WSGILoop, partial=True):
         names the limit, and whatever the app sends after is dropped."""
         if ex.closed or ex.finished:
             return
-        ex.closed = True
+        waiting = ex.flow_closed()
         if ex.input is not None:
             ex.input.fail(exc)
-        ex.notify_writer()
+        if waiting:
+            ex.notify_writer()
         env = ex.environ
         error_log.info("%s: %s", _request_text(env), exc)
         ex.finished = True

@@ -158,8 +158,7 @@ class WSGIServer:
                     ex.feed_input()
             elif ev == MG_EV_WRITE:
                 if ex is not None:
-                    ex.backlog = conn.send_len
-                    if ex.waiting and ex.backlog < SEND_LOW:
+                    if ex.flow_wrote(0, conn.send_len) and ex.backlog < SEND_LOW:
                         ex.notify_writer()
                     elif ex.parked is not None:
                         parking.drained(ex)
@@ -341,8 +340,6 @@ class WSGIServer:
 
     def _drain_outbox(self) -> None:
         """Owner: write the queued response steps."""
-        # Cleared before draining: a post that misses this drain wakes the loop again.
-        self._state.wake_pending = False
         self._loop_side.drain(self._outbox, self._default_headers.blocks)
 
     # Lifecycle.

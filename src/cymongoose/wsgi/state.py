@@ -63,9 +63,8 @@ class ServerState:
     Every field exists from construction; the parts that provide the calls (the turns, the
     loop side, the server) replace the placeholders as they are built, before any request."""
 
-    __slots__ = ("manager", "app", "stream_timeout", "poll_ms", "outbox", "wake_pending",
-                 "turns", "run_batch", "drain_outbox", "drain_in_flight", "body_too_large",
-                 "unpark")
+    __slots__ = ("manager", "app", "stream_timeout", "poll_ms", "outbox", "turns", "run_batch",
+                 "drain_outbox", "drain_in_flight", "body_too_large", "unpark")
 
     def __init__(self, manager: Manager, app: WSGIApp, stream_timeout: float) -> None:
         self.manager = manager
@@ -73,12 +72,11 @@ class ServerState:
         self.stream_timeout = stream_timeout
         self.poll_ms = 100  # run() sets it before the turns start
         self.outbox: collections.deque[tuple[WSGIExchange, int, Any]] = collections.deque()
-        self.wake_pending = False  # a wake-up of the loop is on its way
         # The threads' turns at the loop (server.py sets its _LoopTurns).
         self.turns: LoopOwnership = _NoTurns()
         # The owner's batch: WSGILoop.run_batch(turns, me, app, slots[, once]) (loop.py).
         self.run_batch: Callable[..., None] = _not_built
-        # Owner: write the queued response steps (clears wake_pending first; server.py).
+        # Owner: write the queued response steps (server.py).
         self.drain_outbox: Callable[[], None] = _not_built
         # Owner, stopping: finish the requests in flight, then return (server.py).
         self.drain_in_flight: Callable[[], None] = _not_built
@@ -93,13 +91,18 @@ class ServerState:
         """Queue one response step for the loop: its owner writes the outbox after each
         poll and each batch; any other thread wakes it."""
         self.outbox.append((ex, op, arg))
-        if not self.wake_pending and self.turns.owner is not threading.current_thread():
+        if self.turns.owner is not threading.current_thread():
             self.wake_loop()
 
     def wake_loop(self) -> None:
-        if not self.wake_pending:
-            self.wake_pending = True
-            self.call_loop(_nothing)
+        """End the loop's poll wait so its owner drains the outbox. The Manager sends one
+        wake datagram per burst, by a seq_cst exchange on its pending flag that the poll
+        clears before the owner drains: a step posted before this call is in that drain,
+        with the GIL or without (docs/internals.md, "Wakeup")."""
+        try:
+            self.manager._wake()
+        except RuntimeError:  # closed: nothing left to do
+            pass
 
     def interrupt_poll(self) -> None:
         """End the loop's current poll wait now, whatever is pending."""

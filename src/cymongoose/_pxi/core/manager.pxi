@@ -259,10 +259,10 @@ cdef class Manager:
             return
         if value is not None:
             table = <ProxyTable>value
-            if table._attached:
+            # Claimed by compare-and-set: loops on two threads may be given one table at once.
+            if not mg.cym_cas_int(<int *>&table._attached, 0, 1):
                 raise ValueError("this ProxyTable serves another Manager: its connection "
                                  "pools belong to one loop")
-            table._attached = True
         if self._proxy is not None:
             # Requests in flight still point into the old table: it lives as long as we do.
             if self._proxy_retired is None:
@@ -547,6 +547,15 @@ cdef class Manager:
                 "call_soon_threadsafe() needs the wakeup channel: create the Manager with "
                 "enable_wakeup=True")
         self._wakeup_queue.append((0, (callback, args)))
+        self._send_wake()
+
+    def _wake(self):
+        # Internal (cymongoose.wsgi's outbox): end the poll wait, delivering nothing; one
+        # datagram per burst, like wakeup(). RuntimeError when closed or without wakeup.
+        if mg.cym_load_int(<int *>&self._closed):
+            raise RuntimeError(_MANAGER_CLOSED_MSG)
+        if not self._wakeup_enabled:
+            raise RuntimeError("the Manager has no wakeup channel (enable_wakeup=True)")
         self._send_wake()
 
     cdef bint _send_wake(self) except -1:

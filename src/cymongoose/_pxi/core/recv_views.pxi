@@ -40,11 +40,17 @@ cdef class _RecvSpan:
         if not self._valid:
             raise BufferError("this receive-buffer view's event has ended")
         PyBuffer_FillInfo(buffer, self, <void *>self._buf, self._len, 1, flags)
+        mg.cym_ft_lock(&self._lock)
         self._exports += 1
+        mg.cym_ft_unlock(&self._lock)
 
     def __releasebuffer__(self, Py_buffer *buffer):
+        cdef bint last
+        mg.cym_ft_lock(&self._lock)
         self._exports -= 1
-        if self._exports == 0 and self._pinned != NULL:
+        last = self._exports == 0 and self._pinned != NULL
+        mg.cym_ft_unlock(&self._lock)
+        if last:
             _recv_span_retire(self)
 
     def __dealloc__(self):
@@ -61,24 +67,42 @@ cdef void _recv_span_retire(_RecvSpan span) noexcept:
     span._manager = None
     cdef char *block = span._pinned
     span._pinned = NULL
-    if mgr is not None and mgr._polling and not mgr._closed:
+    cdef bint kept = False
+    # Atomic loads: the last buffer may be released on an app thread.
+    if (mgr is not None and mg.cym_load_int_sc(<int *>&mgr._polling)
+            and not mg.cym_load_int(<int *>&mgr._closed)):
         try:
-            mgr._retired_recv.append(<size_t>block)
-            return
+            address = <size_t>block  # boxed before the lock: an allocation may run the GC
+            with mgr._retired_lock:
+                if not mgr._retired_closed:
+                    mgr._retired_recv.append(address)
+                    kept = True
         except BaseException:
             pass  # out of memory for a list slot: freeing now is the lesser risk
-    free(block)
+    if not kept:
+        free(block)
 
 
 cdef void _free_retired_recv(Manager mgr) noexcept:
     """Free pinned receive buffers whose views are all gone; Manager.poll() calls this
     before each iteration and close() after Mongoose let go of everything."""
     cdef list retired = mgr._retired_recv
-    if not retired:
+    if not retired and not mgr._closed:
         return
+    cdef list fresh
+    try:
+        fresh = []
+    except BaseException:
+        return  # out of memory: the next poll tries again
+    # Swapped out under the lock, so an app thread's retire lands in one list or the other,
+    # never in one being freed.
+    with mgr._retired_lock:
+        retired = mgr._retired_recv
+        mgr._retired_recv = fresh
+        if mgr._closed:
+            mgr._retired_closed = True
     for block in retired:
         free(<char *><size_t>block)
-    retired.clear()
 
 
 cdef object _recv_view(Connection conn, const char *p, size_t n, str what, str copy_name):

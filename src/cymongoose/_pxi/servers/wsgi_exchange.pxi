@@ -3,8 +3,18 @@
 # under 1 us): making the object and checking the app's headers are done here in C, and
 # the server's Python subclass adds the rarer paths (streaming, waiting, errors).
 
+# Status line -> (code, None), for the lines whose reason is the core's own. start_response()
+# runs on app threads: read with a strong reference (_status_cached), and only ever
+# inserted, never replaced, so an entry another thread is reading stays alive.
 cdef dict _WSGI_STATUS_CACHE = {}
 DEF _WSGI_STATUS_CACHE_MAX = 256
+
+# The app_state word of WSGIExchange: the phase in the low bits, and the timed-out bit.
+DEF _APP_QUEUED = 0
+DEF _APP_RUNNING = 1
+DEF _APP_RETURNED = 2
+DEF _APP_PHASE = 3
+DEF _APP_TIMED_OUT = 4
 
 
 cdef object _wsgi_parse_status(object status):
@@ -21,7 +31,7 @@ cdef object _wsgi_parse_status(object status):
     if _REASONS.get(code) == reason:
         parsed = (code, None)
         if len(_WSGI_STATUS_CACHE) < _WSGI_STATUS_CACHE_MAX:
-            _WSGI_STATUS_CACHE[text] = parsed
+            _WSGI_STATUS_CACHE.setdefault(text, parsed)
         return parsed
     return (code, reason)
 
@@ -53,10 +63,11 @@ cdef class WSGIExchange:
         elif self.status is not None:
             raise AssertionError(
                 "start_response() was already called; call it again only with exc_info")
-        cdef PyObject *hit = NULL
+        parsed = None
         if type(status) is str:
-            hit = PyDict_GetItem(_WSGI_STATUS_CACHE, status)
-        parsed = <object>hit if hit != NULL else _wsgi_parse_status(status)
+            parsed = _WSGI_STATUS_CACHE.get(status)  # a strong reference (see the cache)
+        if parsed is None:
+            parsed = _wsgi_parse_status(status)
         if type(headers) is not list:
             raise TypeError(f"headers must be a list of (name, value) tuples, not "
                             f"{type(headers).__name__}")
@@ -112,11 +123,63 @@ cdef class WSGIExchange:
     def time_out(self):
         """Loop side: mark the exchange timed out (the server answers 504 for it) unless its
         app has returned; the app's phase then: 0 (queued: it will never run), 1 (running:
-        its thread is abandoned) or 2 (returned: nothing done). No Python code runs here or
-        between run_batch()'s phase changes, so under the GIL the two threads agree."""
-        if self.app_phase != 2:
-            self.timed_out = True
-        return self.app_phase
+        its thread is abandoned) or 2 (returned: nothing done). By compare-and-set on the
+        word run_batch() moves the phase in, so the answer is the phase the mark went in
+        with: a queued app marked here is never started, a returned one never marked."""
+        cdef int seen
+        while True:
+            seen = mg.cym_load_int_sc(&self.app_state)
+            if seen & _APP_PHASE == _APP_RETURNED:
+                return _APP_RETURNED
+            if mg.cym_cas_int(&self.app_state, seen, seen | _APP_TIMED_OUT):
+                return seen & _APP_PHASE
+
+    @property
+    def app_phase(self):
+        return mg.cym_load_int_sc(&self.app_state) & _APP_PHASE
+
+    @property
+    def timed_out(self):
+        return bool(mg.cym_load_int_sc(&self.app_state) & _APP_TIMED_OUT)
+
+    # Flow control: each a few statements under flow_lock, with no Python call inside.
+    cpdef void flow_posted(self, long long n):
+        mg.cym_ft_lock(&self.flow_lock)
+        self.queued += n
+        mg.cym_ft_unlock(&self.flow_lock)
+
+    cpdef bint flow_wrote(self, long long n, long long backlog):
+        cdef bint waiting
+        mg.cym_ft_lock(&self.flow_lock)
+        self.queued -= n
+        self.backlog = backlog
+        waiting = self.waiting
+        mg.cym_ft_unlock(&self.flow_lock)
+        return waiting
+
+    cpdef bint flow_closed(self):
+        cdef bint waiting
+        mg.cym_ft_lock(&self.flow_lock)
+        self.closed = True
+        waiting = self.waiting
+        mg.cym_ft_unlock(&self.flow_lock)
+        return waiting
+
+    cpdef bint flow_wait_begin(self, long long low):
+        """App side, holding `cond`: whether to wait (the client is behind by more than
+        `low` bytes and still there); if so, from now on the loop's flow_wrote() and
+        flow_closed() say so, and it notifies `cond`."""
+        cdef bint wait
+        mg.cym_ft_lock(&self.flow_lock)
+        wait = not self.closed and self.queued + self.backlog > low
+        self.waiting = wait
+        mg.cym_ft_unlock(&self.flow_lock)
+        return wait
+
+    cpdef void flow_wait_end(self):
+        mg.cym_ft_lock(&self.flow_lock)
+        self.waiting = False
+        mg.cym_ft_unlock(&self.flow_lock)
 
 
 _SERVER_HOOKS[WSGIExchange] = ("stream", "feed_input", "gone")
@@ -170,6 +233,48 @@ cdef inline bint _apps_waited(mg.cym_thread_usage *since, int64_t now_ns,
     since[0] = u
     since.wall_ns = now_ns
     return waited
+
+
+# The owner's side of WSGITurns, under the object's critical section: the standby thread
+# (wsgi/turns.py) sets standby_asleep and then reads current through the fields' accessors,
+# which Cython runs under the same critical section when the GIL is off. One lock orders the
+# two: the owner sees the standby asleep, or the standby sees the owner's app. With the GIL
+# a critical section does nothing, and the GIL keeps these statements whole.
+cdef bint _watch_inline(WSGITurns turns, object ex):
+    """Set the owner's inline app (None: none); whether the standby sleeps."""
+    with cython.critical_section(turns):
+        turns.current = ex
+        return ex is not None and turns.standby_asleep
+
+
+cdef bint _owned_by(WSGITurns turns, object me):
+    with cython.critical_section(turns):
+        return turns.owner is me
+
+
+cdef unsigned long _standby_looks(WSGITurns turns):
+    with cython.critical_section(turns):
+        return turns.standby_looks
+
+
+cdef inline bint _app_start(WSGIExchange ex) noexcept:
+    """Queued (or returned and parked, for a resumed response) to running, unless timed out."""
+    cdef int seen
+    while True:
+        seen = mg.cym_load_int_sc(&ex.app_state)
+        if seen & _APP_TIMED_OUT:
+            return False
+        if mg.cym_cas_int(&ex.app_state, seen, _APP_RUNNING):
+            return True
+
+
+cdef inline int _app_returned(WSGIExchange ex) noexcept:
+    """Move the app's phase to returned, keeping the timed-out bit; the word as it was."""
+    cdef int seen
+    while True:
+        seen = mg.cym_load_int_sc(&ex.app_state)
+        if mg.cym_cas_int(&ex.app_state, seen, (seen & _APP_TIMED_OUT) | _APP_RETURNED):
+            return seen
 
 
 cpdef enum OutboxOp:
@@ -286,13 +391,13 @@ cdef class WSGILoop(_LoopHandler):
         cdef WSGIExchange ex
         cdef mg.cym_thread_usage since
         cdef int64_t now_ns
-        cdef unsigned long looks = turns.standby_looks
+        cdef unsigned long looks = _standby_looks(turns)
         cdef unsigned long looked
         pending = self.pending
         outbox = self.outbox
         if not once:
             mg.cym_thread_usage_now(&since)
-        while pending and (once or turns.owner is me):
+        while pending and (once or _owned_by(turns, me)):
             try:
                 slots.pop()
             except IndexError:
@@ -302,14 +407,13 @@ cdef class WSGILoop(_LoopHandler):
             except IndexError:  # a thread that took the loop over took it
                 slots.append(None)
                 break
-            if ex.timed_out:  # answered 504 while it waited for a slot: never run
+            # To running by compare-and-set: it fails when time_out() marked it first
+            # (answered 504 while it waited for a slot, or while parked): never run.
+            if not _app_start(ex):
                 slots.append(None)
                 continue
-            ex.app_phase = 1
-            if not once:
-                turns.current = ex  # the owner's inline app, watched by the standby
-                if turns.standby_asleep:  # idle until now: it sleeps, and must watch this
-                    turns.wake_standby()
+            if not once and _watch_inline(turns, ex):  # the standby sleeps: must watch it
+                turns.wake_standby()
             try:
                 if ex.resumed is not None:  # a parked response whose client drained
                     self.resume_app(ex)
@@ -327,9 +431,8 @@ cdef class WSGILoop(_LoopHandler):
                 self.app_failed(ex, exc)
             finally:
                 if not once:
-                    turns.current = None
-                ex.app_phase = 2
-                if ex.timed_out:
+                    _watch_inline(turns, None)
+                if _app_returned(ex) & _APP_TIMED_OUT:
                     self.timed_out_app_returned(ex, slots)
                 else:
                     slots.append(None)
@@ -338,8 +441,8 @@ cdef class WSGILoop(_LoopHandler):
             now_ns = mg.cym_monotonic_ns()
             if now_ns - since.wall_ns < _CHECK_EVERY_NS and pending:
                 continue
-            looked = turns.standby_looks - looks  # wraps as the field does
-            looks = turns.standby_looks
+            looked = _standby_looks(turns) - looks  # wraps as the field does
+            looks = looked + looks
             if not _apps_waited(&since, now_ns, looked):
                 self.waited_before = False
             elif self.waited_before:
