@@ -80,7 +80,20 @@ def _serve(tmp: Path, app: str, *args: str) -> tuple[CLI, int]:
     (tmp / "ft_apps.py").write_text(APPS)
     port = free_port()
     cli = CLI(tmp, app, "--port", str(port), *args, env=cli_env(PYTHON_GIL="0"))
-    cli.wait_http(port, timeout=60)
+
+    def first_answer() -> bool:
+        """One GET, retried only while the port refuses (nothing reached a server): the
+        tests count requests, and a probe that timed out and was sent again would count
+        twice (CLI.wait_http's does, under a CPU hog)."""
+        if cli.proc.poll() is not None:
+            raise AssertionError(f"exited: {cli.stop()} {cli.err}")
+        try:
+            get(port, "/", timeout=60)
+        except ConnectionRefusedError:
+            return False
+        return True
+
+    wait_for(first_answer, 60, f"the first answer on {port}", interval=0.05)
     return cli, port
 
 
@@ -148,14 +161,14 @@ def test_sigterm_drains_every_loop_and_the_requests_in_flight_finish(tmp_path: P
     assert [a.status for a in answers] == [200] * 4
     assert cli.proc.wait(timeout=30) == 0  # (a second SIGTERM now would kill it: no stop())
     cli.stop()
-    assert sum(_per_loop(cli.err)) == 4 + 1  # and wait_http's probe
+    assert sum(_per_loop(cli.err)) == 4 + 1  # and the first answer
 
 
 def test_max_requests_counts_the_requests_of_every_loop(tmp_path: Path) -> None:
     """10 requests spread over two loops recycle the process; a count per loop would not
     reach 10 on either."""
     cli, port = _serve(tmp_path, "ft_apps:fastapi_app", "--loop-threads", "2",
-                       "--max-requests", "12")  # wait_http's probe is one of them
+                       "--max-requests", "12")  # the first answer is one of them
     first = get(port, "/").body.decode().rsplit("|", 1)[1]
     served: list[str] = []
     for _ in range(5):  # two at a time: 10 more, the 12th the last
@@ -175,7 +188,7 @@ def test_metrics_add_up_every_loops_counts(tmp_path: Path) -> None:
                        "--metrics", "--metrics-port", str(metrics_port))
     served = _answers(port, 40)
     assert len(_loop_names(set(served))) >= 2, served
-    total = 40 + 1  # and wait_http's probe
+    total = 40 + 1  # and the first answer
 
     def counted() -> int:
         text = get(metrics_port, "/metrics").body.decode()
