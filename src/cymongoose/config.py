@@ -364,7 +364,14 @@ class Config:
                            rule=_at_least(1), metavar="N",
                            doc_more="they share the listening socket")
     threads: int = _option(8, "processes", "WSGI app threads per process", "be an int >= 1",
-                           rule=_at_least(1), metavar="N")
+                           rule=_at_least(1), metavar="N",
+                           doc_more="per loop thread with `--loop-threads`")
+    loop_threads: int = _option(
+        1, "processes", "event-loop threads per worker process (free-threaded Python with "
+        "the GIL off)", "be an int >= 1", rule=_at_least(1), metavar="N",
+        doc_more="each with its own Manager, all accepting on the listening socket; "
+                 "`--workers M` then runs M processes of N loops, see "
+                 "[Free threading](free-threading.md)")
     graceful_timeout: float = _option(
         30.0, "processes", "seconds to finish in-flight requests on SIGTERM",
         "be a number of seconds >= 0", rule=_at_least(0), metavar="S",
@@ -548,6 +555,14 @@ class Config:
                           if getattr(self, name)))
             raise ConfigError(f"{self._label('reload')} serves from one process: drop "
                               f"{given} or {self._label('reload')}")
+        if self.loop_threads > 1:
+            reason = _gil_reason()
+            if reason:
+                raise ConfigError(f"{self._label('loop_threads')} {self.loop_threads} runs "
+                                  f"event loops in parallel threads, {reason}")
+            if not self.app:
+                raise ConfigError(f"{self._label('loop_threads')} serves an app; "
+                                  f"{self._label('proxy')} alone runs on one loop")
         for name in ("metrics_address", "metrics_port"):
             if name in self.origins and not self.metrics:
                 raise ConfigError(f"{self._label(name)} needs {self._label('metrics')}")
@@ -665,6 +680,22 @@ class Config:
             raise ConfigError(f"TLS: cannot read {exc.filename} ({exc.strerror})") from None
         except ValueError as exc:
             raise ConfigError(f"TLS: {exc}") from None
+
+
+def _gil_reason() -> str:
+    """Why this interpreter cannot run loops in parallel threads ("" when it can)."""
+    import sysconfig
+
+    from . import _mongoose  # noqa: F401  (the GIL's state is final once the core is loaded)
+
+    is_gil_enabled = getattr(sys, "_is_gil_enabled", None)
+    if is_gil_enabled is None or not sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return ("which needs a free-threaded Python (python3.13t or later) with the GIL "
+                "off; this one has a GIL: use --workers for more processes")
+    if is_gil_enabled():
+        return ("which needs the GIL off; this free-threaded Python runs with it on (set "
+                "PYTHON_GIL=0 or run python -X gil=0)")
+    return ""
 
 
 def _settings() -> Iterator[Setting]:

@@ -15,6 +15,7 @@ from typing import Any
 from .._mongoose import ASGILoop, Connection
 from ..proxy_headers import ProxyHeaders
 from ..serving.listeners import is_unix_client, listener_base
+from ..serving.request_budget import RequestBudget
 from ..serving.tls_fields import asgi_tls_extension
 from .http import _HTTPCycle
 from .shared import _HEADERS_TEXT
@@ -30,7 +31,7 @@ class Admission(ASGILoop):
     Python paths of admission. `requests_exhausted` is called once, when max_requests
     requests were admitted."""
 
-    __slots__ = ("_proxy", "_proxy_fields", "_tls_fields", "requests_left",
+    __slots__ = ("_proxy", "_proxy_fields", "_tls_fields", "request_budget",
                  "requests_exhausted", "unix_base")
     server_state: ServerState  # the C field, typed ASGIServerState there
 
@@ -53,11 +54,11 @@ class Admission(ASGILoop):
                               for name in (proxy.header_names if proxy else ())}
         # Requests left before the server asks to be stopped (a worker recycled after
         # --max-requests); -1: no limit.
-        self.requests_left = max_requests or -1
+        self.request_budget = RequestBudget(max_requests) if max_requests else None
         self.requests_exhausted = requests_exhausted
         self.unix_base: dict[str, Any] = {}  # the scope base of Unix-socket listeners
         # One test on the per-request path decides whether admit_request() has work.
-        self.python_admission = proxy is not None or self.requests_left > 0 or tls_fields
+        self.python_admission = proxy is not None or self.request_budget is not None or tls_fields
 
     def admit_request(self, conn: Connection, msg: Any) -> None:
         base = listener_base(conn, self.bases, self.base_default)
@@ -88,10 +89,9 @@ class Admission(ASGILoop):
                 self._apply_proxy(scope, None)
             elif client:  # (a TCP peer without an address is never trusted)
                 self._apply_proxy(scope, client[0])
-        if self.requests_left > 0:
-            self.requests_left -= 1
-            if self.requests_left == 0:
-                self.requests_exhausted()
+        budget = self.request_budget
+        if budget is not None and budget.take():
+            self.requests_exhausted()
         return scope
 
     def _apply_proxy(self, scope: dict[str, Any], peer: str | None) -> None:

@@ -31,6 +31,7 @@ from ..serving.drain import Drain
 from ..serving.guard_options import set_guard_options
 from ..serving.listeners import Listeners
 from ..serving.reporting import report_exception
+from ..serving.request_budget import RequestBudget
 from ..serving.request_deadline import DeadlineCounts
 from ..serving.tls_fields import verifies_clients
 from ..typedefs import AppRef, ASGIApp
@@ -160,6 +161,16 @@ class ASGIServer:
         if self._manager is None and self._final_metrics is not None:
             return self._final_metrics
         return dict(self.manager.metrics())
+
+    @property
+    def request_budget(self) -> RequestBudget | None:
+        """The --max-requests count left (None: no limit). The loop threads of one process
+        share one (process/loop_threads.py); set it before the server listens."""
+        return self._loop_side.request_budget
+
+    @request_budget.setter
+    def request_budget(self, budget: RequestBudget | None) -> None:
+        self._loop_side.request_budget = budget
 
     @property
     def request_timeouts(self) -> int:

@@ -6,6 +6,7 @@ answer within its own event, so there is nothing to drain."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from .._mongoose import MG_EV_ACCEPT
@@ -34,10 +35,25 @@ class RawServer(BareServer):
                     conn.tls_init(tls)
                 app(conn, ev, data)
         super().__init__(config, tls, handler)
+        self._stopping = False
 
     def run(self, poll_ms: int = 100) -> None:
-        """Serve until SIGINT/SIGTERM (`Manager.run()`), then close."""
+        """Serve until SIGINT/SIGTERM (`Manager.run()`), or on a loop thread of a process
+        with several (process/loop_threads.py, where only the main thread takes signals)
+        until stop(); then close."""
         self._manager.ready = True  # no draining state: a signal stops the server at once
         if self.on_ready is not None:
             self.on_ready()
-        self._manager.run(poll_ms)
+        if threading.current_thread() is threading.main_thread():
+            self._manager.run(poll_ms)
+            return
+        try:
+            while not self._stopping:
+                self._manager.poll(poll_ms)
+        finally:
+            self._manager.close()
+
+    def stop(self) -> None:
+        """From any thread: make a loop thread's run() return within `poll_ms` (the
+        Manager has no wakeup to cut the wait short: a raw server needs none)."""
+        self._stopping = True

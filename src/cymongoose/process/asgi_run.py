@@ -6,8 +6,10 @@ the event loop. All three run on one event loop of its own (uvloop's when instal
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import signal
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -83,7 +85,10 @@ class ASGIRun:
         stop = self._stop
         assert stop is not None, "listen_socket() first"
         loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        # Only the main thread can take signals; a loop thread of a process with several
+        # (loop_threads.py) is stopped by stop() from there.
+        signals = (signal.SIGINT, signal.SIGTERM) if _on_main_thread() else ()
+        for signum in signals:
             loop.add_signal_handler(signum, stop.set)
         if self.on_ready is not None:
             self.on_ready()
@@ -95,7 +100,27 @@ class ASGIRun:
                 self.on_stop()
             await asyncio.wait_for(self._server.stop(), timeout=self._graceful_timeout + 5)
 
+    def stop(self) -> None:
+        """From any thread: make run() stop the server, as a stop signal does."""
+        stop = self._stop
+        if stop is not None and not self._loop.is_closed():
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                self._loop.call_soon_threadsafe(stop.set)
+
+    @property
+    def request_budget(self) -> Any:
+        """The server's --max-requests count (serving/request_budget.py), None without."""
+        return self._server.request_budget
+
+    @request_budget.setter
+    def request_budget(self, budget: Any) -> None:
+        self._server.request_budget = budget
+
     def close(self) -> None:
         """Free the event loop (the server is stopped by run() or a failed listen)."""
         if not self._loop.is_closed():
             self._loop.close()
+
+
+def _on_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()

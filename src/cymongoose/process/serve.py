@@ -160,6 +160,8 @@ def _serve(config: Config, interface: str, app: Any, sock: socket.socket,
     """Build the server `interface` names (SERVERS), serve `sock` with it until it stops,
     with the start-up responder closed once it listens and the supervisor told."""
     kind = SERVERS[interface]
+    if config.loop_threads > 1:
+        return _serve_loops(config, interface, app, sock, status, starting)
     server = kind.build(config, app, status)
     url = listener_url(config, sock)
     try:
@@ -184,6 +186,26 @@ def _serve(config: Config, interface: str, app: Any, sock: socket.socket,
     close_listener(config, sock)
     log.info("stopped")
     return 0
+
+
+def _serve_loops(config: Config, interface: str, app: Any, sock: socket.socket,
+                 status: StatusPipe, starting: StartingResponder | None) -> int:
+    """_serve() on --loop-threads N loops (loop_threads.py): one --max-requests count for
+    the process, its jitter drawn once."""
+    from ..serving.request_budget import RequestBudget
+    from .loop_threads import LoopThreads
+
+    kind = SERVERS[interface]
+    limit = _this_worker(config).max_requests
+    budget = RequestBudget(limit) if limit and interface != "raw" else None
+    phases = 2 if interface == "asgi" else 1  # ASGI: the drain, then the lifespan shutdown
+    loops = LoopThreads(config, interface, app, kind.build, status, budget=budget,
+                        on_stop=lambda: _exit_after_graceful_timeout(config, phases))
+    status_code = loops.serve(sock, adopted=lambda: _adopted(config, sock), starting=starting,
+                              serving=kind.serving(config), url=listener_url(config, sock))
+    close_listener(config, sock)
+    log.info("stopped")
+    return status_code
 
 
 class _Server(Protocol):

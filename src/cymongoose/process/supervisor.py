@@ -158,7 +158,7 @@ class Supervisor:
         cmd = [sys.executable, "-m", "cymongoose", *self.argv,
                "--worker-socket", str(fd), "--worker-status", str(status_w)]
         passed = [fd, status_w]
-        slot = MetricsSlot() if self.config.metrics else None
+        slot = MetricsSlot(self.config.loop_threads) if self.config.metrics else None
         if slot is not None:
             cmd += ["--worker-metrics", str(slot.fd)]
             passed.append(slot.fd)

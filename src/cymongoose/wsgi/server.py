@@ -52,6 +52,7 @@ from ..serving.flow_control import SEND_LOW
 from ..serving.guard_options import set_guard_options
 from ..serving.listeners import Listeners, is_unix_client, listener_base
 from ..serving.reporting import error_log, report_exception
+from ..serving.request_budget import RequestBudget
 from ..serving.request_deadline import DeadlineCounts, check_interval
 from ..serving.stop_signals import StopSignals
 from ..serving.tls_fields import verifies_clients, wsgi_ssl_environ
@@ -103,8 +104,10 @@ class WSGIServer:
         self._tls = tls
         self.graceful_timeout = float(graceful_timeout)
         # Requests left before this server stops by itself (a worker recycled after
-        # --max-requests); -1: no limit.
-        self._requests_left = max_requests or -1
+        # --max-requests); None: no limit. The loop threads of one process swap in one
+        # budget they share (process/loop_threads.py).
+        self.request_budget: RequestBudget | None = (RequestBudget(max_requests)
+                                                     if max_requests else None)
         #: Called once when max_requests is reached, before the server drains and stops.
         self.on_max_requests: Callable[[], object] | None = None
         #: Called once, from stop(), when the server starts to stop (any thread).
@@ -199,7 +202,7 @@ class WSGIServer:
         # Verified client certificates reach the app as mod_ssl's SSL_* keys
         # (serving/tls_fields.py), added by _on_request.
         self._tls_fields = verifies_clients(tls)
-        fast = proxy_headers is None and self._requests_left < 0 and not self._tls_fields
+        fast = proxy_headers is None and self.request_budget is None and not self._tls_fields
         loop_side.quiet_handler = loop_side if fast else on_request
 
         # A Unix-socket client needs _on_request's steps: the environ gets its address.
@@ -300,12 +303,11 @@ class WSGIServer:
         ex = _Exchange(self._state, conn, environ, method == "HEAD")
         if self._clock_requests:
             ex.started = time.perf_counter()
-        if self._requests_left > 0:
-            self._requests_left -= 1
-            if self._requests_left == 0:
-                if self.on_max_requests is not None:
-                    self.on_max_requests()
-                self.stop()  # recycled: finish this one and the others in flight, then exit
+        budget = self.request_budget
+        if budget is not None and budget.take():
+            if self.on_max_requests is not None:
+                self.on_max_requests()
+            self.stop()  # recycled: finish this one and the others in flight, then exit
         if conn.body_complete:
             environ["wsgi.input"] = (io.BytesIO(conn.body_read()) if conn.body_pending
                                      else _NO_BODY)
