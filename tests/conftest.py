@@ -7,6 +7,8 @@ import importlib.metadata
 import json
 import os
 import signal
+import sys
+import sysconfig
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,14 @@ SOURCE_TREE = Path(__file__).resolve().parents[1] / "src"
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # `make test-py313t` runs the suites with the GIL off: make sure it is, with cymongoose
+    # and every test dependency imported (an extension that does not declare itself safe
+    # turns the GIL back on as it is imported), so a pass means a pass without the GIL.
+    if os.environ.get("CYMONGOOSE_EXPECT_GIL") == "off":
+        if not sysconfig.get_config_var("Py_GIL_DISABLED"):
+            raise pytest.UsageError("CYMONGOOSE_EXPECT_GIL=off on a Python built with a GIL")
+        if sys._is_gil_enabled():
+            raise pytest.UsageError("CYMONGOOSE_EXPECT_GIL=off, but the GIL is on")
     # `make test-installed` runs the suite against an installed wheel: make sure that is what
     # was imported, not the source tree or an editable install of it.
     if not os.environ.get("CYMONGOOSE_TEST_INSTALLED"):

@@ -11,15 +11,25 @@ import datetime as dt
 import ipaddress
 import os
 import subprocess
+import sys
+import sysconfig
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+import pytest
+
+if sysconfig.get_config_var("Py_GIL_DISABLED") and sys.version_info < (3, 14):
+    # Only there: cryptography needs cffi, which builds free-threaded from 3.14 on. The TLS
+    # tests run on every other interpreter (the main suite, ASan, the installed wheel).
+    pytest.skip("cryptography has no free-threaded 3.13 build (cffi supports 3.14t on)",
+                allow_module_level=True)
+
+from cryptography import x509  # noqa: E402
+from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa  # noqa: E402
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID  # noqa: E402
 
 T = TypeVar("T")
 PrivateKey = ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey | ed25519.Ed25519PrivateKey
