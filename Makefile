@@ -41,7 +41,7 @@ FLOOD_ONLY ?=
 PYTHONS_CACHE ?= $(or $(CYMONGOOSE_PYTHONS_CACHE),$(HOME)/.cache/cymongoose-pythons)
 PY313T := $(PYTHONS_CACHE)/3.13t/bin/python3.13t
 PY313T_VENV := .venv-py313t
-PY313T_TESTS := tests/core tests/protocols tests/adapters tests/proxy tests/http2
+PY313T_TESTS := tests/core tests/protocols tests/adapters tests/proxy tests/http2 tests/threads
 PY313T_PACKAGES := pytest pytest-timeout httpx h11 websockets paho-mqtt dnslib flask django \
                    gunicorn fastapi starlette uvicorn hypercorn python-multipart aiohttp \
                    prometheus-client pyyaml watchfiles cython scikit-build-core cmake ninja pip
@@ -161,7 +161,7 @@ test-py313t: py313t-build
 # time, so its ASan build would hold make test's .venv build back (about 2 minutes).
 ASAN_TESTS := tests/core tests/protocols tests/adapters/wsgi tests/adapters/asgi \
               tests/adapters/test_aio.py tests/proxy $(wildcard tests/reliability) tests/fuzz \
-              tests/http2
+              tests/http2 tests/threads
 # make test runs them as two processes after one asan-build: ASAN_PART1, then the rest.
 ASAN_PART1 := tests/core tests/adapters/wsgi tests/adapters/asgi tests/adapters/test_aio.py
 ASAN_PYTEST := ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1:quarantine_size_mb=32 \
