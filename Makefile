@@ -29,8 +29,8 @@ FLOOD_ONLY ?=
 # auditwheel, its Python from site-packages: so the part is what those can change (TLS, the
 # WebSocket and HTTP server, the constants read from the C) and the servers under real
 # frameworks. The rest of the suite runs against the source build in make test.
-# make test-py313t: the core, protocols, adapters (CLI included), proxy and HTTP/2 suites on
-# free-threaded CPython 3.13 with the GIL off (issue 37; docs/free-threading.md). The
+# make test-py313t: the core, protocols, adapters (CLI included), proxy, HTTP/2 and threads
+# suites on free-threaded CPython 3.13 with the GIL off (issue 37; docs/free-threading.md). The
 # interpreter is built from Debian's source package the first time (6-13 minutes on 2 cores,
 # about 250 MB) into PYTHONS_CACHE, outside the clone, and reused by every later run and
 # clone. Its environment is a plain venv with PY313T_PACKAGES at the versions of uv.lock,

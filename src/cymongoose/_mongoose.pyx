@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-# cython: binding=True, embedsignature=False
+# cython: binding=True, embedsignature=False, freethreading_compatible=True
 """Cython core of cymongoose: one extension module owning mongoose.c (Mongoose keeps
 process-wide state such as the log level, so two modules would each get a copy).
 
