@@ -32,7 +32,7 @@ FLOOD_ONLY ?=
 # make test-py313t: the core, protocols, adapters (CLI included), proxy, HTTP/2 and threads
 # suites on free-threaded CPython 3.13 with the GIL off (issue 37; docs/free-threading.md). The
 # interpreter is built from Debian's source package the first time (6-13 minutes on 2 cores,
-# about 250 MB) into PYTHONS_CACHE, outside the clone, and reused by every later run and
+# about 400 MB) into PYTHONS_CACHE, outside the clone, and reused by every later run and
 # clone. Its environment is a plain venv with PY313T_PACKAGES at the versions of uv.lock,
 # less the ones with no free-threaded 3.13 build at those versions (pydantic-core: an older
 # pydantic; watchfiles: a newer one). Not there at all: psycopg-binary and asyncpg

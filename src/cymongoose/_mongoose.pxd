@@ -389,14 +389,6 @@ cdef class WSGIExchange:
     cpdef stream(self, data)
     cpdef feed_input(self)
     cpdef gone(self)
-    # Flow control (see flow_lock): the app posted n body bytes; the loop wrote n of them
-    # and the send buffer holds `backlog`; the client left; the app starts or stops waiting.
-    # Those of the loop return whether the app waits (then it must be notified).
-    cpdef void flow_posted(self, long long n)
-    cpdef bint flow_wrote(self, long long n, long long backlog)
-    cpdef bint flow_closed(self)
-    cpdef bint flow_wait_begin(self, long long low)
-    cpdef void flow_wait_end(self)
 
 
 cdef class WSGITurns:

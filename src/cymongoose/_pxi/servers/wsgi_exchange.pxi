@@ -142,13 +142,14 @@ cdef class WSGIExchange:
     def timed_out(self):
         return bool(mg.cym_load_int_sc(&self.app_state) & _APP_TIMED_OUT)
 
-    # Flow control: each a few statements under flow_lock, with no Python call inside.
-    cpdef void flow_posted(self, long long n):
+    # Flow control (the .pxd's flow_lock): each a few statements under the lock, with no
+    # Python call inside. The loop's return whether the app waits (then notify it).
+    def flow_posted(self, long long n):
         mg.cym_ft_lock(&self.flow_lock)
         self.queued += n
         mg.cym_ft_unlock(&self.flow_lock)
 
-    cpdef bint flow_wrote(self, long long n, long long backlog):
+    def flow_wrote(self, long long n, long long backlog):
         cdef bint waiting
         mg.cym_ft_lock(&self.flow_lock)
         self.queued -= n
@@ -157,7 +158,7 @@ cdef class WSGIExchange:
         mg.cym_ft_unlock(&self.flow_lock)
         return waiting
 
-    cpdef bint flow_closed(self):
+    def flow_closed(self):
         cdef bint waiting
         mg.cym_ft_lock(&self.flow_lock)
         self.closed = True
@@ -165,7 +166,7 @@ cdef class WSGIExchange:
         mg.cym_ft_unlock(&self.flow_lock)
         return waiting
 
-    cpdef bint flow_wait_begin(self, long long low):
+    def flow_wait_begin(self, long long low):
         """App side, holding `cond`: whether to wait (the client is behind by more than
         `low` bytes and still there); if so, from now on the loop's flow_wrote() and
         flow_closed() say so, and it notifies `cond`."""
@@ -176,7 +177,7 @@ cdef class WSGIExchange:
         mg.cym_ft_unlock(&self.flow_lock)
         return wait
 
-    cpdef void flow_wait_end(self):
+    def flow_wait_end(self):
         mg.cym_ft_lock(&self.flow_lock)
         self.waiting = False
         mg.cym_ft_unlock(&self.flow_lock)
