@@ -102,8 +102,11 @@ def _hello(port: int, timeout: float) -> bytes:
 def test_fresh_request_is_answered_while_slow_readers_are_parked() -> None:
     log = _Log()
     # stream_timeout far longer than the test: a server whose threads wait for these
-    # clients would starve the fresh request for a minute.
-    with running_wsgi_server(_app(log), threads=THREADS,
+    # clients would starve the fresh request for a minute. send_timeout too: the clients
+    # read one after another, so the last waits for 19 x 16 MiB to be read first, which on a
+    # loaded machine under ASan took longer than the default 60 s, and the core then closed
+    # it for making no progress (a truncated body, not the behaviour under test).
+    with running_wsgi_server(_app(log), threads=THREADS, send_timeout_ms=600_000,
                              server_kwargs={"stream_timeout": 120}) as running:
         clients = [_slow_reader(running.port) for _ in range(READERS)]
         try:
