@@ -44,6 +44,13 @@ static int cym_h2_start(struct mg_connection *c, const struct cym_h2_limits *lim
   nghttp2_session_callbacks_set_on_frame_send_callback(cb, h2_on_frame_send);
   nghttp2_session_callbacks_set_send_data_callback(cb, h2_send_data);
   nghttp2_option_set_no_auto_window_update(opt, 1);
+#ifdef CYM_NGHTTP2_RESET_LIMIT
+  /* Twice the core's burst (h2_floods.h): the library's limit, refilled by whole seconds,
+   * raced the core's and sometimes answered a rapid reset first, with INTERNAL_ERROR. It is
+   * left in place as a backstop, never to trip before the core's. */
+  nghttp2_option_set_stream_reset_rate_limit(opt, 2 * (uint64_t) CYM_H2_FLOOD_BURST,
+                                             (uint64_t) CYM_H2_FLOOD_RATE);
+#endif
   if (nghttp2_session_server_new2(&s->ng, cb, s, opt) != 0) goto out;
   iv[0].settings_id = NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS;
   iv[0].value = lim->max_streams;
