@@ -56,7 +56,7 @@ INSTALLED_TESTS ?= tests/core/test_constants.py tests/core/test_manager.py \
 
 .PHONY: all setup fetch build demo test test-suite test-suite-1 test-suite-2 stubtest typecheck \
         lint asan-build asan-test asan-test-1 asan-test-2 test-builtin-tls clean debian-packages build-packages docs dist test-installed \
-        test-installed-wheel test-installed-source fuzz soak flood py313t-build test-py313t
+        test-installed-wheel test-installed-source fuzz soak flood py313t-build test-py313t py313t-suites
 
 all: build
 
@@ -89,19 +89,28 @@ demo: setup
 # test-installed in its wheel and source halves.
 TEST_JOBS ?= 4
 # stubtest is not a leg: the suite runs the same command (tests/typing/test_stubs.py).
-TEST_LEGS ?= test-py313t asan-build test-installed-source test-suite-1 test-suite-2 \
+TEST_LEGS ?= py313t-build asan-build test-installed-source test-suite-1 test-suite-2 \
              asan-test-1 asan-test-2 test-installed-wheel test-builtin-tls lint typecheck
 # The legs that build an environment of their own start at once, the ASan runs wait for its
 # build, the others for .venv. A new leg goes into TEST_LEGS (and OWN_ENV_LEGS if it builds
 # an environment of its own, like a third build).
-OWN_ENV_LEGS := asan-build test-builtin-tls test-py313t
+OWN_ENV_LEGS := asan-build test-builtin-tls py313t-build
 ASAN_LEGS := asan-test-1 asan-test-2
 VENV_LEGS := $(filter-out $(OWN_ENV_LEGS) $(ASAN_LEGS),$(TEST_LEGS))
 
 # --keep-going: a failed leg does not stop the others, so one run reports every failure.
+# The free-threaded suites run after the legs, alone (their interpreter and environment are
+# built among the legs): free-threaded 3.13's locks back off with sched_yield(), even in one
+# thread (an io buffer's critical section at every flush), and a process that yields beside
+# busy ones waits for a whole time slice each time. Beside stress-ng --cpu 6 on 2 cores,
+# `import json` took 11 s of wall time for 0.04 s of CPU; servers the tests start then missed
+# their start-up bounds. Alone they run in about 6 minutes.
 test: debian-packages fetch build-packages
+	@rc=0; \
 	$(MAKE) --no-print-directory --keep-going -j$(TEST_JOBS) --output-sync=target \
-	    $(addprefix timed-,$(TEST_LEGS))
+	    $(addprefix timed-,$(TEST_LEGS)) || rc=$$?; \
+	$(MAKE) --no-print-directory timed-py313t-suites || rc=$$?; \
+	exit $$rc
 
 # timed-X: make X, then one line with its wall and CPU seconds (bash's time: user and sys of
 # every process X waited for). Not .PHONY: make skips pattern rules for phony targets.
@@ -143,15 +152,20 @@ py313t-build: fetch build-packages
 	mkdir -p build && $(UV) export --frozen --group dev --no-hashes --no-emit-project \
 	    --format requirements-txt | grep -v '^#\|^ \|^pydantic\|^watchfiles' | sed 's/ \\$$//' \
 	    > build/py313t-constraints.txt
-	$(UV) pip install --quiet --python $(PY313T_VENV)/bin/python \
+	$(UV) pip install --quiet --compile-bytecode --python $(PY313T_VENV)/bin/python \
 	    -c build/py313t-constraints.txt --only-binary pydantic-core,watchfiles $(PY313T_PACKAGES)
 	SKBUILD_BUILD_DIR=build/py313t $(PY313T_VENV)/bin/python -m pip install --quiet --no-deps \
 	    --no-build-isolation --force-reinstall --disable-pip-version-check .
 
 # The GIL stays off whatever the module declares (PYTHON_GIL=0); tests/conftest.py checks it.
+PY313T_PYTEST = PYTHON_GIL=0 CYMONGOOSE_EXPECT_GIL=off $(PY313T_VENV)/bin/python -m pytest \
+	-q -p no:cacheprovider $(PY313T_TESTS) $(PYTEST_ARGS)
 test-py313t: py313t-build
-	PYTHON_GIL=0 CYMONGOOSE_EXPECT_GIL=off $(PY313T_VENV)/bin/python -m pytest -q \
-	    -p no:cacheprovider $(PY313T_TESTS) $(PYTEST_ARGS)
+	$(PY313T_PYTEST)
+
+# The suites alone, over an existing py313t-build (make test's last step).
+py313t-suites:
+	$(PY313T_PYTEST)
 
 # The core, protocol, WSGI and reliability tests against an AddressSanitizer build of the
 # extension, in its own environment so the normal build is untouched. Any ASan report fails

@@ -15,7 +15,8 @@ from .waiting import wait_for
 def wait_serving(proc: subprocess.Popen[bytes], name: str, ready: Callable[[], bool],
                  timeout_s: float, log: Callable[[], str]) -> None:
     """Until `ready()` is true (an OSError or AssertionError from it counts as not yet);
-    RuntimeError with the process's log if it exits first or `timeout_s` passes."""
+    RuntimeError with the process's log if it exits first or `timeout_s` passes (then the
+    process is stopped: nobody else holds it to stop later)."""
     def serving() -> bool:
         if proc.poll() is not None:
             raise RuntimeError(f"{name} exited at start-up:\n{log()}")
@@ -27,6 +28,7 @@ def wait_serving(proc: subprocess.Popen[bytes], name: str, ready: Callable[[], b
     try:
         wait_for(serving, timeout_s, f"{name} to serve", interval=0.05)
     except AssertionError:
+        stop_process(proc)
         raise RuntimeError(f"{name} not ready in {timeout_s} s:\n{log()}") from None
 
 
