@@ -12,6 +12,7 @@ import socket
 import threading
 from typing import Any
 
+from support.poll_thread import ServerThread
 from support.waiting import wait_for
 
 from cymongoose import MG_EV_HTTP_MSG, Connection, HttpMessage, Manager
@@ -35,27 +36,6 @@ def _echo(conn: Connection, ev: int, msg: Any) -> None:
         "scope": [[n.decode(), v.decode()] for n, v in scope["headers"] if n.startswith(b"x-")],
     })
     conn.reply(200, body, headers={"Content-Type": "application/json"})
-
-
-class _Loop:
-    """A Manager with an HTTP listener, polled by its own thread until stopped."""
-
-    def __init__(self) -> None:
-        self.mgr = Manager(_echo)
-        self.port = self.mgr.listen("http://127.0.0.1:0").local_addr[1]
-        self.stop = threading.Event()
-        self.errors: list[BaseException] = []
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            while not self.stop.is_set():
-                self.mgr.poll(20)
-        except BaseException as exc:  # reported by the test
-            self.errors.append(exc)
-        finally:
-            self.mgr.close()
 
 
 class _SourceConnection(http.client.HTTPConnection):
@@ -103,11 +83,14 @@ def _sources_available() -> bool:
 
 def test_loops_on_threads_keep_client_addresses_and_header_names_apart() -> None:
     assert _sources_available(), "127.0.0.2-5 must be usable as source addresses"
-    loops = [_Loop() for _ in range(LOOPS)]
+    loops = [ServerThread(_echo) for _ in range(LOOPS)]  # each a Manager on its own thread
+    ports = [lp.listen() for lp in loops]
+    for lp in loops:
+        lp.start()
     failures: list[str] = []
     try:
-        clients = [threading.Thread(target=_client, args=(n, k, lp.port, failures), daemon=True)
-                   for n, lp in enumerate(loops) for k in range(CLIENTS_PER_LOOP)]
+        clients = [threading.Thread(target=_client, args=(n, k, port, failures), daemon=True)
+                   for n, port in enumerate(ports) for k in range(CLIENTS_PER_LOOP)]
         for c in clients:
             c.start()
         for c in clients:
@@ -115,9 +98,7 @@ def test_loops_on_threads_keep_client_addresses_and_header_names_apart() -> None
         assert not any(c.is_alive() for c in clients), "clients still running after 120 s"
     finally:
         for lp in loops:
-            lp.stop.set()
-        for lp in loops:
-            lp.thread.join(timeout=30)
+            lp.stop()
     assert failures == []
     assert [lp.errors for lp in loops] == [[]] * LOOPS
 

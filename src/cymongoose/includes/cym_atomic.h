@@ -9,10 +9,10 @@
  *   costs what it did under the GIL.
  * - seq_cst: the two-sided "set my flag, then look at yours" hand-overs (the wakeup flag
  *   against the wakeup queue). Both sides need the total order, or each can miss the other.
- * - acq_rel compare-and-set: claiming something once (the poll guard, the wakeup datagram).
+ * - seq_cst compare-and-set: claiming something once (poll()'s claim on its Manager, a
+ *   ProxyTable's Manager, the WSGI deadline word).
  *
- * The wrappers take pointers so one name serves every field of that type. Under
- * ThreadSanitizer (CYMONGOOSE_TSAN) these are what it sees as synchronisation.
+ * The wrappers take pointers so one name serves every field of that type.
  */
 #ifndef CYM_ATOMIC_H
 #define CYM_ATOMIC_H
@@ -31,16 +31,10 @@ static inline int cym_cas_int(int *p, int expected, int desired) {
   return __atomic_compare_exchange_n(p, &expected, desired, 0, __ATOMIC_SEQ_CST,
                                      __ATOMIC_SEQ_CST);
 }
-static inline int cym_add_int(int *p, int d) {
-  return __atomic_add_fetch(p, d, __ATOMIC_RELAXED);
-}
 
 /* uint64_t (the metrics counters) */
 static inline uint64_t cym_load_u64(const uint64_t *p) {
   return __atomic_load_n(p, __ATOMIC_RELAXED);
-}
-static inline void cym_store_u64(uint64_t *p, uint64_t v) {
-  __atomic_store_n(p, v, __ATOMIC_RELAXED);
 }
 /* One writer (the Manager's loop thread): a relaxed load and store, not a locked add. */
 static inline void cym_bump_u64(uint64_t *p, uint64_t d) {
@@ -49,17 +43,6 @@ static inline void cym_bump_u64(uint64_t *p, uint64_t d) {
 /* Several writers (app threads, Manager.add_metric): a real atomic add. */
 static inline uint64_t cym_add_u64(uint64_t *p, uint64_t d) {
   return __atomic_add_fetch(p, d, __ATOMIC_RELAXED);
-}
-
-/* long long (WSGI flow-control counts) */
-static inline long long cym_load_ll(const long long *p) {
-  return __atomic_load_n(p, __ATOMIC_RELAXED);
-}
-static inline void cym_store_ll(long long *p, long long v) {
-  __atomic_store_n(p, v, __ATOMIC_RELAXED);
-}
-static inline long long cym_add_ll(long long *p, long long d) {
-  return __atomic_add_fetch(p, d, __ATOMIC_SEQ_CST);
 }
 
 /* double (Metrics.duration_sum: one writer, readers elsewhere) */
@@ -71,9 +54,5 @@ static inline double cym_load_double(const double *p) {
 static inline void cym_store_double(double *p, double v) {
   __atomic_store(p, &v, __ATOMIC_RELAXED);
 }
-
-/* pointers (a buffer swapped while other threads may read it) */
-static inline void *cym_load_ptr(void *const *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-static inline void cym_store_ptr(void **p, void *v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
 
 #endif

@@ -555,18 +555,11 @@ cdef extern from "cym_atomic.h" nogil:
     void cym_store_int_sc(int *p, int v)
     int cym_exchange_int_sc(int *p, int v)
     int cym_cas_int(int *p, int expected, int desired)
-    int cym_add_int(int *p, int d)
     uint64_t cym_load_u64(const uint64_t *p)
-    void cym_store_u64(uint64_t *p, uint64_t v)
     void cym_bump_u64(uint64_t *p, uint64_t d)
     uint64_t cym_add_u64(uint64_t *p, uint64_t d)
-    long long cym_load_ll(const long long *p)
-    void cym_store_ll(long long *p, long long v)
-    long long cym_add_ll(long long *p, long long d)
     double cym_load_double(const double *p)
     void cym_store_double(double *p, double v)
-    void *cym_load_ptr(void *const *p)
-    void cym_store_ptr(void **p, void *v)
 
 
 cdef extern from "cym_ft_lock.h" nogil:
