@@ -45,6 +45,25 @@ PY313T_TESTS := tests/core tests/protocols tests/adapters tests/proxy tests/http
 PY313T_PACKAGES := pytest pytest-timeout httpx h11 websockets paho-mqtt dnslib flask django \
                    gunicorn fastapi starlette uvicorn hypercorn python-multipart aiohttp \
                    prometheus-client pyyaml watchfiles cython scikit-build-core cmake ninja pip
+# make test-py314: the same suites, and the examples', on CPython 3.14 from Debian sid (issue
+# 37), with the GIL. bookworm has none, and sid's interpreter needs sid's C library, so it
+# lives in a minimal sid root made by debootstrap (about 5 minutes and 500 MB the first time)
+# in PYTHONS_CACHE, with the peers the suites use, and runs there with the clone mounted at its
+# own path (tools/pythons/in-root.sh). Its environment has PY314_PACKAGES at uv.lock's
+# versions, installed by the root's pip.
+PY314_ROOT := $(PYTHONS_CACHE)/3.14-root
+PY314_VENV := .venv-py314
+IN_PY314_ROOT := sh tools/pythons/in-root.sh $(PY314_ROOT) $(CURDIR)
+PY314_TESTS := $(PY313T_TESTS) tests/examples
+PY314_PACKAGES := $(filter-out watchfiles,$(PY313T_PACKAGES)) watchfiles pydantic cryptography \
+                  uvloop
+# make tsan: tests/threads and the loop-threads CLI tests on a free-threaded 3.13 built with
+# ThreadSanitizer (about 70 minutes the first time, cached in PYTHONS_CACHE) and the extension
+# built with it; any report fails the run. Not in make test: that build alone is longer than
+# make test's budget. Cython runs on the plain 3.13t interpreter (make py313t-build).
+PY313T_TSAN := $(PYTHONS_CACHE)/3.13t-tsan/bin/python3.13t
+TSAN_VENV := .venv-tsan
+TSAN_TESTS := tests/threads tests/adapters/cli/test_loop_threads_ft.py
 INSTALLED_DIST := build/dist-test
 INSTALLED_VENV := .venv-installed
 INSTALLED_TESTS ?= tests/core/test_constants.py tests/core/test_manager.py \
@@ -56,7 +75,8 @@ INSTALLED_TESTS ?= tests/core/test_constants.py tests/core/test_manager.py \
 
 .PHONY: all setup fetch build demo test test-suite test-suite-1 test-suite-2 stubtest typecheck \
         lint asan-build asan-test asan-test-1 asan-test-2 test-builtin-tls clean debian-packages build-packages docs dist test-installed \
-        test-installed-wheel test-installed-source fuzz soak flood py313t-build test-py313t py313t-suites
+        test-installed-wheel test-installed-source fuzz soak flood py313t-build test-py313t py313t-suites \
+        py314-build test-py314 py314-suites tsan-build tsan
 
 all: build
 
@@ -89,14 +109,15 @@ demo: setup
 # test-installed in its wheel and source halves.
 TEST_JOBS ?= 4
 # stubtest is not a leg: the suite runs the same command (tests/typing/test_stubs.py).
-TEST_LEGS ?= py313t-build asan-build test-installed-source test-suite-1 test-suite-2 \
-             asan-test-1 asan-test-2 test-installed-wheel test-builtin-tls lint typecheck
+TEST_LEGS ?= py313t-build py314-build asan-build test-installed-source test-suite-1 test-suite-2 \
+             asan-test-1 asan-test-2 py314-suites test-installed-wheel test-builtin-tls lint typecheck
 # The legs that build an environment of their own start at once, the ASan runs wait for its
 # build, the others for .venv. A new leg goes into TEST_LEGS (and OWN_ENV_LEGS if it builds
 # an environment of its own, like a third build).
-OWN_ENV_LEGS := asan-build test-builtin-tls py313t-build
+OWN_ENV_LEGS := asan-build test-builtin-tls py313t-build py314-build
 ASAN_LEGS := asan-test-1 asan-test-2
-VENV_LEGS := $(filter-out $(OWN_ENV_LEGS) $(ASAN_LEGS),$(TEST_LEGS))
+PY314_LEGS := py314-suites
+VENV_LEGS := $(filter-out $(OWN_ENV_LEGS) $(ASAN_LEGS) $(PY314_LEGS),$(TEST_LEGS))
 
 # --keep-going: a failed leg does not stop the others, so one run reports every failure.
 # The free-threaded suites run after the legs, alone (their interpreter and environment are
@@ -119,6 +140,7 @@ timed-%:
 	time $(MAKE) --no-print-directory $*
 $(addprefix timed-,$(VENV_LEGS)): | timed-setup
 $(addprefix timed-,$(ASAN_LEGS)): | timed-asan-build
+$(addprefix timed-,$(PY314_LEGS)): | timed-py314-build
 
 test-suite:
 	$(UV) run --no-sync pytest -q -p no:cacheprovider $(PYTEST_ARGS)
@@ -146,16 +168,20 @@ lint:
 	$(UV) run --no-sync cython-lint src/cymongoose
 	$(UV) run --no-sync lint-imports --no-cache
 
-py313t-build: fetch build-packages
+py313t-build: fetch build-packages build/lock-constraints.txt
 	sh tools/pythons/build-python313t.sh $(PYTHONS_CACHE)/3.13t
 	rm -rf $(PY313T_VENV) && $(UV) venv --quiet --python $(PY313T) $(PY313T_VENV)
-	mkdir -p build && $(UV) export --frozen --group dev --no-hashes --no-emit-project \
-	    --format requirements-txt | grep -v '^#\|^ \|^pydantic\|^watchfiles' | sed 's/ \\$$//' \
-	    > build/py313t-constraints.txt
+	grep -v '^pydantic\|^watchfiles' build/lock-constraints.txt > build/py313t-constraints.txt
 	$(UV) pip install --quiet --compile-bytecode --python $(PY313T_VENV)/bin/python \
 	    -c build/py313t-constraints.txt --only-binary pydantic-core,watchfiles $(PY313T_PACKAGES)
 	SKBUILD_BUILD_DIR=build/py313t $(PY313T_VENV)/bin/python -m pip install --quiet --no-deps \
 	    --no-build-isolation --force-reinstall --disable-pip-version-check .
+
+# The environments' constraints: uv.lock's versions (make py313t-build, make py314-build).
+# Written whole and renamed: make test's legs may both make it at once.
+build/lock-constraints.txt: uv.lock
+	mkdir -p build && $(UV) export --frozen --group dev --no-hashes --no-emit-project \
+	    --format requirements-txt | grep -v '^#\|^ ' | sed 's/ \\$$//' > $@.$$$$ && mv $@.$$$$ $@
 
 # The GIL stays off whatever the module declares (PYTHON_GIL=0); tests/conftest.py checks it.
 PY313T_PYTEST = PYTHON_GIL=0 CYMONGOOSE_EXPECT_GIL=off $(PY313T_VENV)/bin/python -m pytest \
@@ -266,6 +292,7 @@ docs: setup
 
 clean:
 	rm -rf build dist .venv $(ASAN_VENV) $(BUILTIN_TLS_VENV) $(INSTALLED_VENV) $(PY313T_VENV) \
+	    $(PY314_VENV) $(TSAN_VENV) \
 	    vendor/mongoose/mongoose.[ch]
 
 -include tests/benchmarks/bench.mk
