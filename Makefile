@@ -193,6 +193,41 @@ test-py313t: py313t-build
 py313t-suites:
 	$(PY313T_PYTEST)
 
+py314-build: fetch build/lock-constraints.txt
+	sh tools/pythons/fetch-python314.sh $(PY314_ROOT)
+	rm -rf $(PY314_VENV) && $(IN_PY314_ROOT) python3.14 -m venv $(PY314_VENV)
+	$(IN_PY314_ROOT) $(PY314_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+	    -c build/lock-constraints.txt $(PY314_PACKAGES)
+	$(IN_PY314_ROOT) env SKBUILD_BUILD_DIR=build/py314 $(PY314_VENV)/bin/python -m pip install \
+	    --quiet --no-deps --no-build-isolation --force-reinstall --disable-pip-version-check .
+
+PY314_PYTEST = $(IN_PY314_ROOT) $(PY314_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+	$(PY314_TESTS) $(PYTEST_ARGS)
+test-py314: py314-build
+	$(PY314_PYTEST)
+
+py314-suites:
+	$(PY314_PYTEST)
+
+tsan-build: py313t-build
+	sh tools/pythons/build-python313t.sh --tsan $(dir $(PY313T_TSAN))..
+	rm -rf $(TSAN_VENV) && $(UV) venv --quiet --python $(PY313T_TSAN) $(TSAN_VENV)
+	$(UV) pip install --quiet --python $(TSAN_VENV)/bin/python -c build/py313t-constraints.txt \
+	    pytest pytest-timeout httpx scikit-build-core cmake ninja pip
+	SKBUILD_BUILD_DIR=build/tsan CMAKE_ARGS="-DCYMONGOOSE_TSAN=ON \
+	    -DCYMONGOOSE_CYTHON=$(CURDIR)/$(PY313T_VENV)/bin/python;-m;cython" \
+	    $(TSAN_VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation \
+	    --force-reinstall --disable-pip-version-check .
+
+# halt_on_error: the first report fails the run, with both stacks in the log. The
+# suppressions are the interpreter's own (CPython's list of its known benign races) and ours.
+tsan: tsan-build
+	cat $(dir $(PY313T_TSAN))../lib/tsan-suppressions.txt tools/tsan-suppressions.txt \
+	    > build/tsan-suppressions.txt
+	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/build/tsan-suppressions.txt" \
+	PYTHON_GIL=0 CYMONGOOSE_EXPECT_GIL=off $(TSAN_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+	    $(TSAN_TESTS) $(PYTEST_ARGS)
+
 # The core, protocol, WSGI and reliability tests against an AddressSanitizer build of the
 # extension, in its own environment so the normal build is untouched. Any ASan report fails
 # the run.

@@ -142,6 +142,9 @@ class CA:
             .add_extension(x509.ExtendedKeyUsage(
                 [ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH]),
                 critical=False)
+            # Python 3.13+ verifies with VERIFY_X509_STRICT by default, which wants it.
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
+                self.key.public_key()), critical=False)
         )
         if sans:
             builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)

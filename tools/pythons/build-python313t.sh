@@ -49,6 +49,11 @@ make -j"$(nproc)" >make.log 2>&1 || { tail -n 30 make.log >&2; exit 1; }
 # no PREFIX whose interpreter would pass the check above.
 rm -rf "$work/stage"
 make install DESTDIR="$work/stage" >install.log 2>&1 || { tail -n 30 install.log >&2; exit 1; }
+# The interpreter's own known, benign races (CPython keeps the list with its sources): make
+# tsan combines them with the project's (tools/tsan-suppressions.txt).
+if [ -n "$tsan" ]; then
+    cp Tools/tsan/suppressions_free_threading.txt "$work/stage$prefix/lib/tsan-suppressions.txt"
+fi
 rm -rf "$prefix" && mkdir -p "$(dirname "$prefix")" && mv "$work/stage$prefix" "$prefix"
 rm -rf "$work/stage"
 "$prefix/bin/python3.13t" -c \

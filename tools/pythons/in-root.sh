@@ -15,6 +15,14 @@ root=$(cd "$1" && pwd)
 dir=$(cd "$2" && pwd)
 shift 2
 [ -x "$root/usr/bin/python3.14" ] || { echo "in-root.sh: no root in $root" >&2; exit 1; }
+# The host's pip settings that name a path of the host which the root does not have (a
+# wheel directory, a constraints file) would only make pip warn at every package.
+for var in PIP_FIND_LINKS PIP_CONSTRAINT PIP_CERT PIP_CONFIG_FILE; do
+    eval "value=\${$var:-}"
+    case $value in
+        /*) [ -e "$root$value" ] || unset "$var" ;;
+    esac
+done
 exec unshare --mount --propagation private -- sh -eu -c '
 root=$1 dir=$2
 shift 2
