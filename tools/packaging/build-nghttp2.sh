@@ -36,6 +36,14 @@ esac
 
 say() { echo "build-nghttp2.sh: $*" >&2; }
 
+# make test builds wheels in two legs at once (test-installed-wheel, py313t-build), both
+# into build/nghttp2: the second waits here for the first, then finds the library built.
+if command -v flock >/dev/null 2>&1; then
+    mkdir -p "$(dirname "$prefix")"
+    exec 9>"$prefix.lock"
+    flock 9
+fi
+
 header="$prefix/include/nghttp2/nghttp2ver.h"
 if [ -f "$prefix/lib/libnghttp2.a" ] && [ -f "$header" ]; then
     if grep -q "^#define NGHTTP2_VERSION \"${NGHTTP2_VERSION}\"" "$header"; then

@@ -1,4 +1,5 @@
-"""`make dist`: the sdist from a clean clone, then a repaired wheel per CPython found.
+"""`make dist`: the sdist from a clean clone, then a repaired wheel per CPython found (the
+free-threaded 3.13t and 3.14t too).
 
     python tools/packaging/dist.py --uv UV [--out DIR] [--python current|all] [--offline]
 
@@ -32,6 +33,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 MONGOOSE_DIR = ROOT / "vendor" / "mongoose"
 SUPPORTED = ("3.10", "3.11", "3.12", "3.13", "3.14")
+# Free-threaded builds (cp313t, cp314t): the ones a distribution puts on PATH or pyenv holds,
+# and those make test caches (tools/pythons/build-python313t.sh).
+SUPPORTED_FREE_THREADED = ("3.13t", "3.14t")
+PYTHONS_CACHE = Path(os.environ.get("CYMONGOOSE_PYTHONS_CACHE")
+                     or Path.home() / ".cache" / "cymongoose-pythons")
 # Every wheel links OpenSSL and libnghttp2 statically (CMakeLists.txt hides their symbols);
 # libnghttp2 from the prefix tools/packaging/build-nghttp2.sh fills (Debian's is not PIC).
 NGHTTP2_PREFIX = ROOT / "build" / "nghttp2"
@@ -45,24 +51,29 @@ def run(command: list[str], **kwargs: object) -> None:
 
 
 def interpreter_version(python: str) -> str | None:
+    """"3.12" for a CPython 3.12, "3.13t" for a free-threaded 3.13; None if not CPython."""
     probe = subprocess.run(
-        [python, "-c", "import sys, platform; "
-         "print(platform.python_implementation(), '{}.{}'.format(*sys.version_info[:2]))"],
+        [python, "-c", "import sys, platform, sysconfig; "
+         "print(platform.python_implementation(), '{}.{}'.format(*sys.version_info[:2]) + "
+         "('t' if sysconfig.get_config_var('Py_GIL_DISABLED') else ''))"],
         capture_output=True, text=True, check=False)
     implementation, _, version = probe.stdout.strip().partition(" ")
     return version if probe.returncode == 0 and implementation == "CPython" else None
 
 
 def find_interpreters() -> dict[str, str]:
-    """One CPython per supported minor version: on PATH, then under pyenv."""
+    """One CPython per supported version: on PATH, then under pyenv, then (free-threaded
+    ones) in make test's cache."""
     pyenv_root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
     found: dict[str, str] = {}
-    for minor in SUPPORTED:
-        candidates = [shutil.which(f"python{minor}") or ""]
-        candidates += sorted(str(p) for p in pyenv_root.glob(f"{minor}.*/bin/python{minor}"))
+    for version in SUPPORTED + SUPPORTED_FREE_THREADED:
+        minor = version.rstrip("t")
+        candidates = [shutil.which(f"python{version}") or ""]
+        candidates += sorted(str(p) for p in pyenv_root.glob(f"{minor}*/bin/python{version}"))
+        candidates.append(str(PYTHONS_CACHE / version / "bin" / f"python{version}"))
         for candidate in filter(None, candidates):
-            if interpreter_version(candidate) == minor:
-                found[minor] = candidate
+            if Path(candidate).exists() and interpreter_version(candidate) == version:
+                found[version] = candidate
                 break
     return found
 
@@ -132,7 +143,7 @@ def main() -> int:
     args = parser.parse_args()
 
     if args.python == "current":
-        interpreters = {"{}.{}".format(*sys.version_info[:2]): sys.executable}
+        interpreters = {interpreter_version(sys.executable) or "current": sys.executable}
     else:
         interpreters = find_interpreters()
     if not interpreters:
