@@ -1,9 +1,9 @@
 # Included by the root Makefile. `make bench`: every contender and every phase (hello, static,
-# rss, connections, close, clients256, workers, pythons, proxy, idle, realworld), full length,
-# results/ and the README's Performance block. `make bench-quick`: the subset, results/quick/
-# (2-3 minutes, 2-3 more for the proxy phase's short form, a few for the short forms of the
-# traffic shapes: close, clients256, and pythons on the project's own Python only, and about 5
-# for the realworld phase's).
+# rss, connections, close, clients256, workers, pythons, proxy, idle, realworld, threads), full
+# length, results/ and the README's Performance block. `make bench-quick`: the subset,
+# results/quick/ (2-3 minutes, 2-3 more for the proxy phase's short form, a few for the short
+# forms of the traffic shapes: close, clients256, and pythons on the project's own Python
+# only, and about 5 for the realworld phase's).
 # The traffic shapes: --phases close,clients256,workers,pythons; --workers N (the workers
 # phase; it runs only where the machine has N + 2 CPUs); --pythons 3.10,3.12 (the pythons
 # phase; default every CPython 3.10+ of pyenv or PATH, each built under .envs/ once per
@@ -24,6 +24,14 @@
 # --only rw-flask-cymongoose,rw-flask-granian-b8 (run.py --list names them);
 # --realworld-threads 8,32 adds ours at those --threads; --realworld-outage db stops the
 # database halfway through db's first run (the run reports non-2xx, the phase goes on).
+# BENCH_ARGS="--phases threads" (issue 37): --loop-threads on the free-threaded 3.13t that
+# `make py313t-build` caches (--ft-python), GIL off: --loop-threads 1 against one plain process
+# and against the 3.13 GIL build (--gil-python) and granian's free-threaded wheel, raw, WSGI and
+# ASGI hello on one CPU; N loops against --workers N where the machine has N + 2 CPUs; RSS of
+# --loop-threads 2 against --workers 2 for Flask and FastAPI (goal <= 0.6). Our package is
+# built for each interpreter under .envs/ once per source tree; without the free-threaded
+# interpreter the phase is skipped, saying why (~6 minutes; quick ~3): results/threads.json
+# and threads.md.
 BENCH_ARGS ?=
 
 .PHONY: bench bench-quick bench-setup bench-profile bench-ws

@@ -57,6 +57,16 @@ results/realworld.json and realworld.md (its own run and date), a table of
 docs/performance.md's block and rows of the README's summary (`--phases realworld` runs it
 alone; `--only rw-flask-cymongoose,rw-flask-granian-b8 --realworld-tests db` narrows it).
 
+The threads phase (benchkit/threadsphase.py, issue 37) runs our CLI on a free-threaded CPython
+3.13 with the GIL off: `--loop-threads 1` against one plain process (the price of free
+threading) and against one process on a GIL build of 3.13 (the price of the build), with
+granian's free-threaded wheel beside them, for the raw, WSGI and ASGI hello on one CPU; N loop
+threads against N worker processes where the machine has N + 2 CPUs; and the RSS of one
+process with `--loop-threads 2` against `--workers 2` (the workers' sum) for Flask and
+FastAPI. Every figure records its interpreter (sys.version, Py_GIL_DISABLED, whether the GIL
+is on); without the free-threaded interpreter the phase is skipped, saying why. It goes to
+results/threads.json and threads.md (`--phases threads`).
+
     python tests/benchmarks/run.py [--quick] [--only a,b] [--skip a,b] [--list] ...
     python tests/benchmarks/run.py --report-from results/results.json   # re-render only
 """
@@ -92,6 +102,8 @@ from benchkit import (  # noqa: E402
     realworldreport,
     report,
     shapes,
+    threadsphase,
+    threadsreport,
 )
 from benchkit import realworldservers as rws  # noqa: E402
 from benchkit import wrk as wrkmod  # noqa: E402
@@ -111,9 +123,9 @@ LEADING = ["cymongoose-raw", "mongoose-c", "cymongoose-handles", "nginx", "cymon
            "granian-fastapi", "fastapi", "cymongoose-static", "mongoose-c-static", "nginx-static",
            "cymongoose-proxy", "nginx-proxy-tuned", "nginx-proxy-defaults", "caddy-proxy"]
 # The phases whose runs go to results.json; the others each have a document of their own
-# (proxy.json, idle.json, realworld.json).
+# (proxy.json, idle.json, realworld.json, threads.json).
 MAIN_PHASES = ("app", "hello", "static", "rss", "connections") + shapes.PHASES
-OWN_PHASES = ("proxy", "idle", "realworld")
+OWN_PHASES = ("proxy", "idle", "realworld", "threads")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -142,9 +154,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--phases", default=",".join(MAIN_PHASES + OWN_PHASES),
                    help="which phases to run (comma-separated from app, hello, static, rss, "
                    "connections, close, clients256, workers, pythons, proxy, idle, "
-                   "realworld; app: the in-process cost of each selected server's WSGI/ASGI "
-                   "app; close, clients256, workers, pythons: benchkit/shapes.py)")
+                   "realworld, threads; app: the in-process cost of each selected server's "
+                   "WSGI/ASGI app; close, clients256, workers, pythons: benchkit/shapes.py; "
+                   "threads: --loop-threads on a free-threaded 3.13, benchkit/threadsphase.py)")
     shapes.add_arguments(p)
+    threadsphase.add_arguments(p)
     p.add_argument("--proxy-loads", default="",
                    help="keep-alive clients of the proxy phase besides the --scale counts "
                    "(default 10,200; quick 10)")
@@ -685,9 +699,12 @@ def main(argv: list[str] | None = None) -> int:
         for c in realworld_all:
             print(f"{c.name:26} {'rw':7} {'quick' if c.quick else '':6} "
                   f"{rws.app_of(c.name).label} on {c.label}")
+        for name in threadsphase.names():
+            print(f"{name:26} {'threads':7} {'quick':6} threads phase: {name.split('-')[0]}")
         return 0
     preflight()
-    names = {c.name for c in all_contenders} | {c.name for c in realworld_all}
+    names = ({c.name for c in all_contenders} | {c.name for c in realworld_all}
+             | set(threadsphase.names()))
     only = {n for n in args.only.split(",") if n}
     skip = {n for n in args.skip.split(",") if n}
     unknown = (only | skip) - names
@@ -699,7 +716,7 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         sys.exit(f"bench: unknown phase(s) {', '.join(sorted(bad))}; "
                  "use app, hello, static, rss, connections, close, clients256, workers, "
-                 "pythons, proxy, idle, realworld")
+                 "pythons, proxy, idle, realworld, threads")
     selected = [c for c in all_contenders
                 if (c.name in only if only else (c.quick or not args.quick))
                 and c.name not in skip
@@ -719,6 +736,12 @@ def main(argv: list[str] | None = None) -> int:
         tests=args.realworld_tests, rounds=args.realworld_rounds,
         connections=args.realworld_connections, pool=args.realworld_pool,
         outage=args.realworld_outage) if "realworld" in phases else None)
+    # The same: its status and runs are threads.json's.
+    # --only narrows it when it names some of its servers.
+    threads = (threadsphase.ThreadsPhase(Bench(args), ft_python=args.ft_python,
+                                         gil_python=args.gil_python,
+                                         only=only & set(threadsphase.names()), skip=skip)
+               if "threads" in phases else None)
     if bench.client_cpu is not None:
         # The runner's own work (reading /proc, parsing) stays off the server's CPU.
         os.sched_setaffinity(0, {bench.client_cpu})
@@ -774,6 +797,8 @@ def main(argv: list[str] | None = None) -> int:
             idle.run()
         if realworld is not None:
             realworld.run()
+        if threads is not None:
+            threads.run()
     except KeyboardInterrupt:
         log.warning("interrupted: writing what was measured")
     finally:
@@ -785,6 +810,8 @@ def main(argv: list[str] | None = None) -> int:
         bench.stop_all()
         if realworld is not None:
             realworld.bench.stop_all()
+        if threads is not None:
+            threads.bench.stop_all()
     meta["elapsed_s"] = round(time.time() - started, 1)
     measured = ready + (realworld.group if realworld is not None else [])
     for env_name in sorted({c.env for c in measured if c.env not in ("project", "system")}):
@@ -811,6 +838,11 @@ def main(argv: list[str] | None = None) -> int:
         realworld_data = realworldreport.build(meta, realworld.settings, realworld.status,
                                                realworld.runs)
         paths += realworldreport.write_all(realworld_data, args.out)
+    threads_data = None
+    if threads is not None:  # written skipped too: threads.json says why
+        threads_data = threadsreport.build(meta, threads.settings, threads.status,
+                                           threads.runs, threads.info, threads.skipped)
+        paths += threadsreport.write_all(threads_data, args.out)
     for p in paths:
         log.info("wrote %s", p.relative_to(ROOT) if p.is_relative_to(ROOT) else p)
     # The README's block shows every document: one this run did not make is the last one
@@ -840,6 +872,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, s in sorted(realworld.status.items()):
             log.warning("realworld %s not measured: %s: %s", name, s.get("state"),
                         s.get("reason"))
+    if threads_data is not None:
+        threadsreport.print_summary(threads_data)
     return 0
 
 

@@ -83,12 +83,18 @@ def _all_cpus() -> None:
     os.sched_setaffinity(0, range(os.cpu_count() or 1))
 
 
-def ensure_ours(version: str, base_python: str) -> str:
-    """Our package built for `version` into .envs/cymongoose-py<version>: its python."""
-    env_dir = ck.ENVS_DIR / f"cymongoose-py{version}"
+def ensure_ours(version: str, base_python: str, *, env_name: str | None = None,
+                extras: list[str] | None = None, pip_args: list[str] | None = None) -> str:
+    """Our package built for `version` into .envs/cymongoose-py<version> (or `env_name`),
+    with `extras` (default PROJECT_EXTRAS) installed beside it and `pip_args` given to the
+    install (constraints, --only-binary): its python."""
+    extras = PROJECT_EXTRAS if extras is None else extras
+    pip_args = pip_args or []
+    env_dir = ck.ENVS_DIR / (env_name or f"cymongoose-py{version}")
     python = env_dir / "bin" / "python"
     stamp = env_dir / ".source"
-    wanted = f"{source_key()}\n{' '.join(PROJECT_EXTRAS)}\n"
+    wanted = f"{source_key()}\n{' '.join(extras)}\n" + (
+        f"{' '.join(pip_args)}\n" if pip_args else "")
     if python.exists() and stamp.exists() and stamp.read_text() == wanted:
         return str(python)
     uv = ck.uv_command()
@@ -100,10 +106,10 @@ def ensure_ours(version: str, base_python: str) -> str:
         raise ck.Skip(f"could not create its venv: {ck._tail(r.stderr)}")
     # Our build tree for this version stays under .cache/ (scikit-build-core's build-dir),
     # out of the repository's build/ that the project's .venv uses.
-    build_dir = ck.CACHE_DIR / "build" / f"cymongoose-py{version}"
+    build_dir = ck.CACHE_DIR / "build" / env_dir.name
     cmd = uv + ["pip", "install", "--quiet", "--python", str(python), "--reinstall-package",
                 "cymongoose", "--refresh-package", "cymongoose", "-C", f"build-dir={build_dir}",
-                str(ck.ROOT)] + PROJECT_EXTRAS
+                *pip_args, str(ck.ROOT)] + extras
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S,
                            preexec_fn=_all_cpus)

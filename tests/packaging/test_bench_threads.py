@@ -1,0 +1,110 @@
+"""The benchmark runner's threads phase (tests/benchmarks/benchkit/threadsphase.py and
+threadsreport.py, issue 37): its names reach --phases and --only, and its document computes
+each ratio from the rounds of one run, says which interpreter every figure ran on, and says
+why when the phase was skipped. Nothing here starts a server."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.no_asan
+
+ROOT = Path(__file__).resolve().parents[2]
+
+FT = {"version": "3.13.5 experimental free-threading build", "Py_GIL_DISABLED": 1,
+      "gil_enabled": False, "PYTHON_GIL": "0", "executable": "/x/python3.13t"}
+GIL = {"version": "3.13.0 (main)", "Py_GIL_DISABLED": 0, "gil_enabled": True,
+       "PYTHON_GIL": None, "executable": "/x/python3.13"}
+
+
+def _runner() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_run", ROOT / "tests" / "benchmarks"
+                                                  / "run.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("bench_run", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _meta() -> dict[str, Any]:
+    return {"date": "2026-01-01T00:00:00+00:00", "mode": "quick",
+            "machine": {"cpu_model": "cpu", "logical_cpus": 2, "memory_gib": 4, "kernel": "6",
+                        "os": "Debian", "load_average_at_start": [0.1, 0.1, 0.1]}}
+
+
+def _settings() -> dict[str, Any]:
+    return {"duration_s": 2, "warmup_s": 1, "rounds": 2, "connections": 50, "server_cpu": 0,
+            "client_cpu": 1, "ft_python": "/x/python3.13t", "rss_goal": 0.6,
+            "wrk": "wrk -t1 -c50 -d2s --latency"}
+
+
+def _run(name: str, leg: str, rnd: int, rps: float, interp: dict[str, Any],
+         phase: str = "price", app: str = "wsgi") -> dict[str, Any]:
+    return {"contender": name, "phase": phase, "round": rnd, "rps": rps, "p50_us": 500,
+            "p99_us": 900, "server_cpu_us_per_req": 1e6 / rps, "server_cpu_util": 1.0,
+            "socket_errors": {"connect": 0, "read": 0, "write": 0, "timeout": 0},
+            "non2xx": 0, "valid": True, "part": phase, "app": app, "leg": leg, "n": 1,
+            "interpreter": interp, "rss_after": 30 * 2**20}
+
+
+def _rss(app: str, leg: str, rnd: int, rss_mib: float) -> dict[str, Any]:
+    return {"contender": f"rss-{leg}-{app}", "phase": "rss", "round": rnd, "part": "rss",
+            "app": app, "leg": leg, "interpreter": FT, "valid": True, "invalid_reason": None,
+            "rss": int(rss_mib * 2**20), "pss": int(rss_mib * 0.9 * 2**20),
+            "counted_processes": 2 if leg == "workers2" else 1, "threads": [12]}
+
+
+def test_the_phase_and_its_servers_are_known_to_the_runner() -> None:
+    run = _runner()
+    assert "threads" in run.OWN_PHASES
+    names = run.threadsphase.names()
+    assert len(names) == len(set(names))
+    for name in ("price-ft-loops1-raw", "price-ft-wsgi", "price-gil-asgi",
+                 "price-granian-ft-wsgi", "scale-loops2-asgi", "scale-workers8-raw",
+                 "rss-loops2-flask", "rss-workers2-fastapi"):
+        assert name in names, name
+    assert "price-granian-ft-raw" not in names  # granian serves no raw handler
+    args = run.parse_args(["--phases", "threads", "--ft-python", "/nowhere/python3.13t"])
+    assert args.ft_python == "/nowhere/python3.13t"
+    bench_mk = (ROOT / "tests" / "benchmarks" / "bench.mk").read_text()
+    assert "threads" in bench_mk.split("BENCH_ARGS ?=")[0]
+
+
+def test_ratios_are_medians_of_the_rounds_of_one_run_with_the_interpreter() -> None:
+    report = _runner().threadsreport
+    runs = []
+    for rnd, (loops, plain, gil) in enumerate([(90, 100, 120), (99, 100, 125),
+                                               (80, 100, 110)], 1):
+        runs += [_run("price-ft-loops1-wsgi", "ft-loops1", rnd, loops, FT),
+                 _run("price-ft-wsgi", "ft", rnd, plain, FT),
+                 _run("price-gil-wsgi", "gil", rnd, gil, GIL)]
+    for rnd, (loops2, workers2) in enumerate([(50, 90), (52, 88)], 1):
+        runs += [_rss("flask", "loops2", rnd, loops2), _rss("flask", "workers2", rnd, workers2),
+                 _rss("flask", "plain", rnd, 40)]
+    data = report.build(_meta(), _settings(), {}, runs, {"ft_interpreter": FT})
+    price = data["summary"]["price"]["wsgi"]
+    assert price["ratios"]["loops1_vs_plain"]["rps"] == {"ratio": 0.9, "rounds": 3}
+    # 100/120, 100/125, 100/110: the median of the rounds, not the ratio of the medians.
+    assert price["ratios"]["ft_vs_gil_build"]["rps"]["ratio"] == round(100 / 120, 3)
+    assert price["legs"]["gil"]["interpreter"] == GIL
+    rss = data["summary"]["rss"]["flask"]
+    assert rss["ratios"]["rss"]["ratio"] == round((50 / 90 + 52 / 88) / 2, 3)
+    assert rss["goal_met"] is True
+    text = report.markdown(data)
+    assert "3.13.5 free-threaded, GIL off, PYTHON_GIL=0" in text
+    assert "3.13.0 GIL build, GIL on" in text
+
+
+def test_a_skipped_phase_says_why() -> None:
+    report = _runner().threadsreport
+    why = "no free-threaded CPython 3.13 at /nowhere/python3.13t"
+    data = report.build(_meta(), _settings(), {}, [], {}, why)
+    assert data["skipped"] == why
+    assert f"Skipped: {why}." in report.markdown(data)
