@@ -5,13 +5,11 @@ so the next run rewrites them in the same shape."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from support import bench_runner
 
 pytestmark = pytest.mark.no_asan
 
@@ -20,14 +18,6 @@ RESULTS = ROOT / "tests" / "benchmarks" / "results"
 BLOCK = re.compile(r"<!-- bench:start -->\n(.*?)\n<!-- bench:end -->", re.S)
 
 
-def _runner() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_run", ROOT / "tests" / "benchmarks"
-                                                  / "run.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("bench_run", module)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _block(path: Path) -> str:
@@ -54,7 +44,7 @@ def test_readme_performance_is_a_summary_that_links_the_rest() -> None:
 
 
 def test_both_blocks_are_what_the_generator_renders_from_the_committed_results() -> None:
-    run = _runner()
+    run = bench_runner.load()
     data = run.load_main(RESULTS / "results.json")
     realworld = run.realworldreport.load(RESULTS)
     extra = run.readme_extra(run.proxyreport.load(RESULTS), RESULTS,

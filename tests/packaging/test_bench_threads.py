@@ -5,13 +5,11 @@ why when the phase was skipped. Nothing here starts a server."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from support import bench_runner
 
 pytestmark = pytest.mark.no_asan
 
@@ -23,14 +21,6 @@ GIL = {"version": "3.13.0 (main)", "Py_GIL_DISABLED": 0, "gil_enabled": True,
        "PYTHON_GIL": None, "executable": "/x/python3.13"}
 
 
-def _runner() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_run", ROOT / "tests" / "benchmarks"
-                                                  / "run.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("bench_run", module)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _meta() -> dict[str, Any]:
@@ -62,7 +52,7 @@ def _rss(app: str, leg: str, rnd: int, rss_mib: float) -> dict[str, Any]:
 
 
 def test_the_phase_and_its_servers_are_known_to_the_runner() -> None:
-    run = _runner()
+    run = bench_runner.load()
     assert "threads" in run.OWN_PHASES
     names = run.threadsphase.names()
     assert len(names) == len(set(names))
@@ -78,7 +68,7 @@ def test_the_phase_and_its_servers_are_known_to_the_runner() -> None:
 
 
 def test_ratios_are_medians_of_the_rounds_of_one_run_with_the_interpreter() -> None:
-    report = _runner().threadsreport
+    report = bench_runner.load().threadsreport
     runs = []
     for rnd, (loops, plain, gil) in enumerate([(90, 100, 120), (99, 100, 125),
                                                (80, 100, 110)], 1):
@@ -103,7 +93,7 @@ def test_ratios_are_medians_of_the_rounds_of_one_run_with_the_interpreter() -> N
 
 
 def test_a_skipped_phase_says_why() -> None:
-    report = _runner().threadsreport
+    report = bench_runner.load().threadsreport
     why = "no free-threaded CPython 3.13 at /nowhere/python3.13t"
     data = report.build(_meta(), _settings(), {}, [], {}, why)
     assert data["skipped"] == why

@@ -53,7 +53,8 @@ def _cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])
 
 
-def _status_kib(pid: int, key: str) -> int:
+def status_field(pid: int, key: str) -> int:
+    """The number of /proc/PID/status's `key` line (kB for the Vm ones), 0 if gone."""
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
@@ -102,7 +103,7 @@ def sample_of(pids: list[int]) -> TreeSample:
         pids=tuple(pids),
         ticks=ticks,
         cpu_s=sum(ticks.values()) / CLK_TCK,
-        rss=sum(_status_kib(p, "VmRSS") for p in pids) * 1024,
+        rss=sum(status_field(p, "VmRSS") for p in pids) * 1024,
         pss=sum(_pss_kib(p) for p in pids) * 1024,
     )
 
@@ -198,7 +199,7 @@ def wait_cpu_quiet(cpu: int | None, busy_below: float = 0.1, window: float = 0.2
 
 def rss_of(pid: int) -> int:
     """VmRSS of one process in bytes (0 once it has gone)."""
-    return _status_kib(pid, "VmRSS") * 1024
+    return status_field(pid, "VmRSS") * 1024
 
 
 def fds_of(sid: int) -> int:

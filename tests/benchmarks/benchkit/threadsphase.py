@@ -500,7 +500,7 @@ class ThreadsPhase:
             run.update(rss=sample.rss, pss=sample.pss, processes=len(pids),
                        counted_processes=len(counted),
                        rss_each=[procstat.rss_of(p) for p in counted],
-                       threads=[_threads_of(p) for p in counted])
+                       threads=[procstat.status_field(p, "Threads") for p in counted])
             reasons = []
             if res.requests == 0 or res.non2xx:
                 reasons.append(f"warm-up: {res.requests} requests, {res.non2xx} not 2xx")
@@ -540,17 +540,6 @@ class ThreadsPhase:
         self.price()
         self.scale()
         self.rss()
-
-
-def _threads_of(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("Threads:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover - a module of run.py
