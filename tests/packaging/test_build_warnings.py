@@ -30,7 +30,7 @@ pytestmark = pytest.mark.no_asan
 
 
 def _cython_args() -> list[str]:
-    m = re.search(r'COMMAND "\$\{Python_EXECUTABLE\}" -m cython(.*?)"\$\{PYX\}" '
+    m = re.search(r'COMMAND \$\{CYMONGOOSE_CYTHON\}(.*?)"\$\{PYX\}" '
                   r'-o "\$\{GENERATED_C\}"', CMAKE, re.S)
     assert m, "CMakeLists.txt's Cython command moved: update this test"
     return shlex.split(m.group(1).replace("${CMAKE_CURRENT_SOURCE_DIR}", str(ROOT)))
