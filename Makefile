@@ -229,14 +229,16 @@ tsan-build: py313t-build
 	    $(TSAN_VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation \
 	    --force-reinstall --disable-pip-version-check .
 
-# halt_on_error: the first report fails the run, with both stacks in the log. The
+# halt_on_error: the first report fails the run, with both stacks in the log. Everything
+# runs several times slower instrumented (a FastAPI worker takes tens of seconds to start):
+# the tests get 900 s each instead of the suite's 90. The
 # suppressions are the interpreter's own (CPython's list of its known benign races) and ours.
 tsan: tsan-build
 	cat $(PY313T_TSAN_PREFIX)/lib/tsan-suppressions.txt tools/tsan-suppressions.txt \
 	    > build/tsan-suppressions.txt
 	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/build/tsan-suppressions.txt" \
 	PYTHON_GIL=0 CYMONGOOSE_EXPECT_GIL=off $(TSAN_VENV)/bin/python -m pytest -q -p no:cacheprovider \
-	    $(TSAN_TESTS) $(PYTEST_ARGS)
+	    --timeout 900 $(TSAN_TESTS) $(PYTEST_ARGS)
 
 # The core, protocol, WSGI and reliability tests against an AddressSanitizer build of the
 # extension, in its own environment so the normal build is untouched. Any ASan report fails
