@@ -224,7 +224,7 @@ tsan-build: py313t-build
 	rm -rf $(TSAN_VENV) && $(UV) venv --quiet --python $(PY313T_TSAN) $(TSAN_VENV)
 	$(UV) pip install --quiet --python $(TSAN_VENV)/bin/python -c build/py313t-constraints.txt \
 	    --only-binary pydantic-core $(TSAN_PACKAGES)
-	SKBUILD_BUILD_DIR=build/tsan CMAKE_ARGS="-DCYMONGOOSE_TSAN=ON \
+	SKBUILD_BUILD_DIR=build/tsan SKBUILD_INSTALL_STRIP=false CMAKE_ARGS="-DCYMONGOOSE_TSAN=ON \
 	    -DCYMONGOOSE_CYTHON=$(CURDIR)/$(PY313T_VENV)/bin/python;-m;cython" \
 	    $(TSAN_VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation \
 	    --force-reinstall --disable-pip-version-check .

@@ -94,8 +94,14 @@ class _StreamInput:
         self.paused = False  # the loop stopped feeding: buffer full
 
     # Loop side.
-    def room(self) -> int:
-        return max(_INPUT_HIGH, self._want) - len(self._buf)
+    def room(self) -> int | None:
+        """How many more body bytes the buffer takes now; None while the loop is paused.
+        Under the lock: the app's thread resizes the buffer as it reads (without the GIL,
+        even len() of it races with that)."""
+        with self._cond:
+            if self.paused:
+                return None
+            return max(_INPUT_HIGH, self._want) - len(self._buf)
 
     def feed(self, data: bytes, eof: bool, left_behind: bool) -> None:
         """`left_behind`: the connection still holds body bytes this feed had no room for.

@@ -24,10 +24,12 @@ class _Exchange(WSGIExchange):
     def feed_input(self) -> None:
         inp = self.input
         conn = self.conn
-        if inp is None or self.closed or inp.paused:
+        if inp is None or self.closed:
+            return
+        room = inp.room()
+        if room is None:  # paused: the app's reads resume it
             return
         try:
-            room = inp.room()
             data = conn.body_read(room) if room > 0 else b""
             pending = conn.body_pending
             done = pending == 0 and conn.body_complete
