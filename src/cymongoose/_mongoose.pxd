@@ -357,10 +357,11 @@ cdef class WSGIExchange:
     cdef public long long sent  # body bytes the app produced so far
     cdef public bint head_sent  # the head left the app's hands: no 500 possible any more
     cdef public bint head_queued
-    # Flow control of a streamed response, between the app's thread and the loop: read from
-    # Python, changed only through the flow_*() methods, under flow_lock (a mutex without the
-    # GIL, nothing with it: each method is a few C statements that call no Python).
-    cdef readonly bint closed  # the client is gone
+    # Flow control of a streamed response, between the app's thread and the loop: changed
+    # only through the flow_*() methods, under flow_lock (a mutex without the GIL, nothing
+    # with it: each method is a few C statements that call no Python); the app's side reads
+    # queued + backlog through flow_ahead(), and `closed` (a property) atomically.
+    cdef int closed_flag  # the client is gone: the `closed` property
     cdef readonly long long queued  # body bytes posted to the loop, not yet written out
     cdef readonly long long backlog  # the connection's send buffer, as the loop saw it last
     cdef public object cond  # made when a streamed response has to wait for the client

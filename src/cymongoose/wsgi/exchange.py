@@ -87,9 +87,9 @@ class _Exchange(WSGIExchange):
             self.head_sent = True
             state.post(self, _OP_BEGIN, None)
         if data:
-            self.flow_posted(len(data))
+            ahead = self.flow_posted(len(data))
             state.post(self, _OP_WRITE, data)
-            return self.queued + self.backlog > SEND_HIGH
+            return ahead > SEND_HIGH
         return False
 
     def wait_for_client(self) -> None:
@@ -104,8 +104,8 @@ class _Exchange(WSGIExchange):
                 # Decided under the flow lock the loop's updates take, so a write or a close
                 # the loop makes is seen here, or the loop sees us waiting and notifies.
                 while self.flow_wait_begin(SEND_LOW):
-                    before = self.queued + self.backlog
-                    if not self.cond.wait(timeout) and self.queued + self.backlog >= before:
+                    before = self.flow_ahead()
+                    if not self.cond.wait(timeout) and self.flow_ahead() >= before:
                         raise TimeoutError(
                             f"the client read nothing for {timeout} s (stream_timeout)")
             finally:

@@ -67,7 +67,7 @@ class ParkedResponses:
     def park(self, ex: _Exchange, pair: Parked) -> None:
         """The park step, written after the response's queued pieces."""
         ex.parked = pair
-        if ex.closed or ex.finished or ex.queued + ex.backlog <= SEND_LOW:
+        if ex.closed or ex.finished or ex.flow_ahead() <= SEND_LOW:
             self.unpark(ex)
         else:
             self._parked[ex] = [ex.backlog, time.monotonic()]

@@ -142,12 +142,30 @@ cdef class WSGIExchange:
     def timed_out(self):
         return bool(mg.cym_load_int_sc(&self.app_state) & _APP_TIMED_OUT)
 
+    @property
+    def closed(self):
+        """The client is gone (set by the loop, read by either side)."""
+        return bool(mg.cym_load_int(&self.closed_flag))
+
     # Flow control (the .pxd's flow_lock): each a few statements under the lock, with no
     # Python call inside. The loop's return whether the app waits (then notify it).
     def flow_posted(self, long long n):
+        """App side: `n` more body bytes posted; how far the client is behind then."""
+        cdef long long ahead
         mg.cym_ft_lock(&self.flow_lock)
         self.queued += n
+        ahead = self.queued + self.backlog
         mg.cym_ft_unlock(&self.flow_lock)
+        return ahead
+
+    def flow_ahead(self):
+        """Either side: the body bytes posted and not yet read by the client (queued, and
+        the connection's send buffer as the loop saw it last)."""
+        cdef long long ahead
+        mg.cym_ft_lock(&self.flow_lock)
+        ahead = self.queued + self.backlog
+        mg.cym_ft_unlock(&self.flow_lock)
+        return ahead
 
     def flow_wrote(self, long long n, long long backlog):
         cdef bint waiting
@@ -161,7 +179,7 @@ cdef class WSGIExchange:
     def flow_closed(self):
         cdef bint waiting
         mg.cym_ft_lock(&self.flow_lock)
-        self.closed = True
+        mg.cym_store_int(&self.closed_flag, 1)
         waiting = self.waiting
         mg.cym_ft_unlock(&self.flow_lock)
         return waiting
@@ -172,7 +190,7 @@ cdef class WSGIExchange:
         flow_closed() say so, and it notifies `cond`."""
         cdef bint wait
         mg.cym_ft_lock(&self.flow_lock)
-        wait = not self.closed and self.queued + self.backlog > low
+        wait = not self.closed_flag and self.queued + self.backlog > low
         self.waiting = wait
         mg.cym_ft_unlock(&self.flow_lock)
         return wait
@@ -356,7 +374,7 @@ cdef class WSGILoop(_LoopHandler):
         cdef int op
         while outbox:
             ex, op, arg = outbox.popleft()
-            if ex.closed or ex.finished:
+            if mg.cym_load_int(&ex.closed_flag) or ex.finished:
                 if op == OUTBOX_FILE:
                     os_close(arg[0])
                 elif op == OUTBOX_PARK:
