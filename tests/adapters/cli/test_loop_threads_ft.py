@@ -20,8 +20,9 @@ from support.http_client import get
 from support.ports import free_port
 from support.waiting import wait_for
 
+# No timeout mark of its own: the suite's (pyproject) applies, and make tsan's --timeout
+# can raise it for the instrumented interpreter (a mark would win over the option).
 pytestmark = [
-    pytest.mark.timeout(90),
     pytest.mark.skipif(getattr(sys, "_is_gil_enabled", lambda: True)(),
                        reason="needs a free-threaded Python with the GIL off "
                               "(PYTHON_GIL=0 python3.13t)"),
