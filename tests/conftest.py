@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cli_run import end_leftovers
 from support.poll_thread import ServerThread
 from support.routes import Route, Routes
 
@@ -55,6 +56,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_report_header() -> str:
     return f"cymongoose {cymongoose.__version__}: {Path(cymongoose.__file__).parent}"
+
+
+@pytest.fixture(autouse=True)
+def _no_server_outlives_its_test() -> Iterator[None]:
+    """A `cymongoose` command a test left running (it failed, or pytest-timeout ended it,
+    before its stop()) is stopped here, not left serving after the suite."""
+    yield
+    end_leftovers()
 
 
 @pytest.fixture

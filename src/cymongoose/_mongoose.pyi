@@ -1146,11 +1146,9 @@ class WSGIExchange:
     def time_out(self) -> int:
         """Mark the exchange timed out unless its app returned; the app's phase: 0 queued
         (it will never run), 1 running (its thread is abandoned), 2 returned (no change)."""
-    def flow_posted(self, n: int) -> int:
-        """App side: `n` more body bytes were posted to the loop; returns flow_ahead()."""
-    def flow_ahead(self) -> int:
+    def flow_ahead(self, posted: int = 0) -> int:
         """The body bytes posted and not yet read by the client (queued + backlog), read
-        under the flow lock."""
+        under the flow lock after adding `posted` (the app side, as it posts them)."""
     def flow_wrote(self, n: int, backlog: int) -> bool:
         """Loop side: `n` of them were written, the send buffer holds `backlog`; whether
         the app waits (then notify it)."""

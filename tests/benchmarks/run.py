@@ -834,14 +834,14 @@ def main(argv: list[str] | None = None) -> int:
         idle_data = idlereport.build(meta, idle.settings, idle.status, idle.runs)
         paths += idlereport.write_all(idle_data, args.out)
     realworld_data = None
-    if realworld is not None and realworld.runs:
-        realworld_data = realworldreport.build(meta, realworld.settings, realworld.status,
-                                               realworld.runs)
+    if realworld is not None and realworld.bench.runs:  # its own Bench (below)
+        realworld_data = realworldreport.build(meta, realworld.settings,
+                                               realworld.bench.status, realworld.bench.runs)
         paths += realworldreport.write_all(realworld_data, args.out)
     threads_data = None
     if threads is not None:  # written skipped too: threads.json says why
-        threads_data = threadsreport.build(meta, threads.settings, threads.status,
-                                           threads.runs, threads.info, threads.skipped)
+        threads_data = threadsreport.build(meta, threads.settings, threads.bench.status,
+                                           threads.bench.runs, threads.info, threads.skipped)
         paths += threadsreport.write_all(threads_data, args.out)
     for p in paths:
         log.info("wrote %s", p.relative_to(ROOT) if p.is_relative_to(ROOT) else p)

@@ -92,6 +92,7 @@ class CLI:
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, pass_fds=pass_fds)
         self.out = ""
         self.err = ""
+        _started.add(self)
 
     def wait_http(self, port: int, path: str = "/", timeout: float = 20.0) -> None:
         """Until a GET on `port` is answered; fails with stderr if the process ends first."""
@@ -117,6 +118,7 @@ class CLI:
         self.proc.send_signal(signum)
 
     def stop(self, signum: int = signal.SIGTERM, timeout: float = 20.0) -> int:
+        _started.discard(self)
         if self.proc.poll() is None:
             self.proc.send_signal(signum)
         try:
@@ -133,6 +135,22 @@ class CLI:
         out = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True,
                              text=True, env=cli_env()).stdout
         return [int(p) for p in out.split()]
+
+
+# Every CLI not stopped yet. A test that fails (or that pytest-timeout ends) before its
+# stop() would otherwise leave its server running after the suite: end_leftovers() runs after
+# each test (tests/conftest.py).
+_started: set[CLI] = set()
+
+
+def end_leftovers() -> None:
+    """Stop every CLI a test started and did not stop: SIGTERM, then SIGKILL after 10 s."""
+    while _started:
+        cli = _started.pop()
+        try:
+            cli.stop(timeout=10)  # or, if it ended by itself, read the rest of its pipes
+        except AssertionError:
+            pass  # it did not stop and was killed; the test's own failure is the news
 
 
 def run_cli(cwd: Path, *args: str, timeout: float = 30.0,

@@ -87,7 +87,7 @@ class _Exchange(WSGIExchange):
             self.head_sent = True
             state.post(self, _OP_BEGIN, None)
         if data:
-            ahead = self.flow_posted(len(data))
+            ahead = self.flow_ahead(len(data))
             state.post(self, _OP_WRITE, data)
             return ahead > SEND_HIGH
         return False

@@ -74,6 +74,23 @@ fastapi_app = FastAPI()
 @fastapi_app.get("/", response_class=PlainTextResponse)
 async def fastapi_index():
     return _who()
+
+
+async def stalling(scope, receive, send):
+    """/stall blocks its loop thread (a blocking call in async code) until a file `release`
+    appears, 60 s at most; any other path names its thread."""
+    if scope["type"] == "lifespan":
+        while (await receive())["type"] != "lifespan.shutdown":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+        return
+    if scope["path"] == "/stall":
+        Path(f"stalled-{threading.current_thread().name}").touch()
+        deadline = time.monotonic() + 60
+        while not Path("release").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": _who().encode()})
 '''
 
 
@@ -148,6 +165,27 @@ def test_a_flask_app_is_answered_by_the_app_threads_of_several_loops(tmp_path: P
     assert cli.stop() == 0, cli.err
     assert sum(1 for n in _per_loop(cli.err) if n) >= 2, cli.err
     assert "(WSGI, 1 app threads) on http://127.0.0.1" in cli.err
+
+
+def test_a_stalled_loop_takes_no_new_connections_while_the_others_answer(
+        tmp_path: Path) -> None:
+    """Every loop accepts on the one listening socket, and a loop stuck in the app does not
+    get back to accept(): new clients go to the loops that do. (Per-loop SO_REUSEPORT
+    sockets would hash about half of them to the stuck loop's socket to wait there;
+    docs/free-threading.md has the measurement.)"""
+    cli, port = _serve(tmp_path, "ft_apps:stalling", "--loop-threads", "2")
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        stalled = pool.submit(get, port, "/stall", (), 90)
+        wait_for(lambda: any(tmp_path.glob("stalled-*")), 30, "a loop stalled in the app")
+        stuck = next(tmp_path.glob("stalled-*")).name.removeprefix("stalled-")
+        try:
+            answered = {body.split("|")[0] for body in _answers(port, 24)}
+            still_stalled = not stalled.done()
+        finally:
+            (tmp_path / "release").touch()
+        assert stalled.result().status == 200
+    assert still_stalled and answered and stuck not in answered, (stuck, answered)
+    assert cli.stop() == 0, cli.err
 
 
 def test_sigterm_drains_every_loop_and_the_requests_in_flight_finish(tmp_path: Path) -> None:

@@ -151,14 +151,6 @@ class RealworldPhase:
         self.settings: dict[str, Any] = {}
         self.scripts: dict[str, Path] = {}
 
-    @property
-    def status(self) -> dict[str, dict[str, Any]]:
-        return dict(self.bench.status)
-
-    @property
-    def runs(self) -> list[dict[str, Any]]:
-        return list(self.bench.runs)
-
     # -- set-up ------------------------------------------------------------------------------
 
     def prepare(self, skip: str | None) -> list[ck.Contender]:

@@ -207,14 +207,6 @@ class ThreadsPhase:
         self.granian: str | None = None
         self._probes: dict[tuple[str, str | None, tuple[str, ...]], dict[str, Any]] = {}
 
-    @property
-    def status(self) -> dict[str, dict[str, Any]]:
-        return dict(self.bench.status)
-
-    @property
-    def runs(self) -> list[dict[str, Any]]:
-        return list(self.bench.runs)
-
     # -- set-up ------------------------------------------------------------------------------
 
     def skip_phase(self, why: str) -> None:

@@ -149,20 +149,13 @@ cdef class WSGIExchange:
 
     # Flow control (the .pxd's flow_lock): each a few statements under the lock, with no
     # Python call inside. The loop's return whether the app waits (then notify it).
-    def flow_posted(self, long long n):
-        """App side: `n` more body bytes posted; how far the client is behind then."""
-        cdef long long ahead
-        mg.cym_ft_lock(&self.flow_lock)
-        self.queued += n
-        ahead = self.queued + self.backlog
-        mg.cym_ft_unlock(&self.flow_lock)
-        return ahead
-
-    def flow_ahead(self):
+    def flow_ahead(self, long long posted=0):
         """Either side: the body bytes posted and not yet read by the client (queued, and
-        the connection's send buffer as the loop saw it last)."""
+        the connection's send buffer as the loop saw it last), once the app side has added
+        the `posted` bytes it just handed to the loop."""
         cdef long long ahead
         mg.cym_ft_lock(&self.flow_lock)
+        self.queued += posted
         ahead = self.queued + self.backlog
         mg.cym_ft_unlock(&self.flow_lock)
         return ahead
