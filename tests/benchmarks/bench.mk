@@ -28,10 +28,10 @@
 # `make py313t-build` caches (--ft-python), GIL off: --loop-threads 1 against one plain process
 # and against the 3.13 GIL build (--gil-python) and granian's free-threaded wheel, raw, WSGI and
 # ASGI hello on one CPU; N loops against --workers N where the machine has N + 2 CPUs; RSS of
-# --loop-threads 2 against --workers 2 for Flask and FastAPI (goal <= 0.6). Our package is
-# built for each interpreter under .envs/ once per source tree; without the free-threaded
-# interpreter the phase is skipped, saying why (~6 minutes; quick ~3): results/threads.json
-# and threads.md.
+# --loop-threads N against --workers N (N = 2 and 4) for Flask and FastAPI (goal <= 0.6). Our
+# package is built for each interpreter under .envs/ once per source tree; without the
+# free-threaded interpreter the phase is skipped, saying why (~10 minutes; quick ~4):
+# results/threads.json and threads.md.
 BENCH_ARGS ?=
 
 .PHONY: bench bench-quick bench-setup bench-profile bench-ws

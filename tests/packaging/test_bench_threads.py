@@ -48,7 +48,8 @@ def _rss(app: str, leg: str, rnd: int, rss_mib: float) -> dict[str, Any]:
     return {"contender": f"rss-{leg}-{app}", "phase": "rss", "round": rnd, "part": "rss",
             "app": app, "leg": leg, "interpreter": FT, "valid": True, "invalid_reason": None,
             "rss": int(rss_mib * 2**20), "pss": int(rss_mib * 0.9 * 2**20),
-            "counted_processes": 2 if leg == "workers2" else 1, "threads": [12]}
+            "counted_processes": int(leg[7:]) if leg.startswith("workers") else 1,
+            "threads": [12]}
 
 
 def test_the_phase_and_its_servers_are_known_to_the_runner() -> None:
@@ -58,7 +59,8 @@ def test_the_phase_and_its_servers_are_known_to_the_runner() -> None:
     assert len(names) == len(set(names))
     for name in ("price-ft-loops1-raw", "price-ft-wsgi", "price-gil-asgi",
                  "price-granian-ft-wsgi", "scale-loops2-asgi", "scale-workers8-raw",
-                 "rss-loops2-flask", "rss-workers2-fastapi"):
+                 "rss-loops2-flask", "rss-workers2-fastapi", "rss-loops4-flask",
+                 "rss-workers4-flask"):
         assert name in names, name
     assert "price-granian-ft-raw" not in names  # granian serves no raw handler
     args = run.parse_args(["--phases", "threads", "--ft-python", "/nowhere/python3.13t"])
@@ -77,17 +79,21 @@ def test_ratios_are_medians_of_the_rounds_of_one_run_with_the_interpreter() -> N
                  _run("price-gil-wsgi", "gil", rnd, gil, GIL)]
     for rnd, (loops2, workers2) in enumerate([(50, 90), (52, 88)], 1):
         runs += [_rss("flask", "loops2", rnd, loops2), _rss("flask", "workers2", rnd, workers2),
-                 _rss("flask", "plain", rnd, 40)]
+                 _rss("flask", "plain", rnd, 40), _rss("flask", "loops4", rnd, 110),
+                 _rss("flask", "workers4", rnd, 160)]
     data = report.build(_meta(), _settings(), {}, runs, {"ft_interpreter": FT})
     price = data["summary"]["price"]["wsgi"]
     assert price["ratios"]["loops1_vs_plain"]["rps"] == {"ratio": 0.9, "rounds": 3}
     # 100/120, 100/125, 100/110: the median of the rounds, not the ratio of the medians.
     assert price["ratios"]["ft_vs_gil_build"]["rps"]["ratio"] == round(100 / 120, 3)
     assert price["legs"]["gil"]["interpreter"] == GIL
-    rss = data["summary"]["rss"]["flask"]
-    assert rss["ratios"]["rss"]["ratio"] == round((50 / 90 + 52 / 88) / 2, 3)
-    assert rss["goal_met"] is True
+    rss = data["summary"]["rss"]["flask"]["by_n"]
+    assert rss["2"]["ratios"]["rss"]["ratio"] == round((50 / 90 + 52 / 88) / 2, 3)
+    assert rss["2"]["goal_met"] is True
+    assert rss["4"]["ratios"]["rss"]["ratio"] == round(110 / 160, 3)
+    assert rss["4"]["goal_met"] is False
     text = report.markdown(data)
+    assert "| Flask hello | 4 |" in text and "**no**" in text
     assert "3.13.5 free-threaded, GIL off, PYTHON_GIL=0" in text
     assert "3.13.0 GIL build, GIL on" in text
 

@@ -30,9 +30,9 @@ of the per-round ratios of one run:
    the machine has N + shapes.WRK_CPUS CPUs (the workers phase's rule: the server on CPUs
    0..N-1, wrk's threads on the others), else skipped, saying why.
 3. rss: Flask and FastAPI (hello_apps) on 3.13t, GIL off: one process with
-   `--loop-threads 2` against `--workers 2`, and one plain process for scale, each started
-   fresh per round, loaded for the warm-up (wrk at --connections, at least 2 s), its
-   connections closed, then sampled. For `--workers 2` the figure is the sum of the two
+   `--loop-threads N` against `--workers N` for N in RSS_N, and one plain process for scale,
+   each started fresh per round, loaded for the warm-up (wrk at --connections, at least 2 s),
+   its connections closed, then sampled. For `--workers N` the figure is the sum of the N
    worker processes' RSS (the supervisor's, which serves nothing, is recorded apart); the
    goal (issue 37) is loops ÷ workers <= RSS_GOAL. PSS is recorded beside RSS.
 4. granian: a free-threaded granian wheel (cp313t) from the package index into
@@ -120,9 +120,13 @@ PRICE_LEGS = (
 
 
 SCALE_LEGS = ("loops", "workers", "granian")
-RSS_CONFIGS = (("plain", "one process", ()), ("loops2", "--loop-threads 2",
-                                              ("--loop-threads", "2")),
-               ("workers2", "--workers 2", ("--workers", "2")))
+# Memory needs no CPU of its own per loop (the servers are sampled idle), so every N here runs
+# on any machine, unlike the scale part's.
+RSS_N = (2, 4)
+RSS_CONFIGS = (("plain", "one process", ()),
+               *((f"{kind}{n}", f"--{option} {n}", (f"--{option}", str(n)))
+                 for n in RSS_N
+                 for kind, option in (("loops", "loop-threads"), ("workers", "workers"))))
 
 
 def names() -> list[str]:
@@ -449,8 +453,8 @@ class ThreadsPhase:
         info = self.info.setdefault("rss", {
             "goal": RSS_GOAL, "warmup_s": max(float(bench.args.warmup), RSS_WARMUP_S),
             "connections": bench.args.connections,
-            "counted": "--workers 2: the two worker processes' RSS summed (the supervisor's "
-                       "apart); --loop-threads 2 and the plain server: the one process"})
+            "counted": "--workers N: the N worker processes' RSS summed (the supervisor's "
+                       "apart); --loop-threads N and the plain server: the one process"})
         plan: list[Server] = []
         for app in RSS_APPS:
             for cid, text, opts in RSS_CONFIGS:
@@ -496,8 +500,10 @@ class ThreadsPhase:
             reasons = []
             if res.requests == 0 or res.non2xx:
                 reasons.append(f"warm-up: {res.requests} requests, {res.non2xx} not 2xx")
-            if s.leg.id.startswith("workers") and len(workers) < 2:
-                reasons.append(f"{len(workers)} worker processes, not 2")
+            if s.leg.id.startswith("workers"):
+                expected = int(s.leg.id.removeprefix("workers"))
+                if len(workers) != expected:
+                    reasons.append(f"{len(workers)} worker processes, not {expected}")
             if not r.alive():
                 reasons.append(f"server exited with {r.proc.returncode}")
             if reasons:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from . import report
-from .threadsphase import HELLO, RSS_APPS, RSS_GOAL, SCALE
+from .threadsphase import HELLO, RSS_APPS, RSS_CONFIGS, RSS_GOAL, RSS_N, SCALE
 
 log = logging.getLogger("bench")
 
@@ -29,7 +29,6 @@ PRICE_RATIOS = (
     ("gil_on_vs_off", "ft-gil-on", "ft", "3.13t GIL on ÷ 3.13t GIL off"),
     ("ours_vs_granian", "ft", "granian-ft", "ours ÷ granian, both 3.13t GIL off, one worker"),
 )
-RSS_CONFIGS = ("plain", "loops2", "workers2")
 
 
 def _name(part: str, leg: str, app: str) -> str:
@@ -89,7 +88,7 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
         if not mine:
             continue
         cells = {}
-        for leg in RSS_CONFIGS:
+        for leg, _text, _options in RSS_CONFIGS:
             these = [r for r in mine if r["leg"] == leg]
             valid = [r for r in these if r["valid"]]
             if not these:
@@ -105,15 +104,19 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
                           "counted_processes": valid[-1]["counted_processes"] if valid else None,
                           "threads": valid[-1]["threads"] if valid else None,
                           "interpreter": these[0].get("interpreter")}
-        mem: dict[str, dict[str, Any]] = {}
-        for metric in ("rss", "pss"):
-            r = _ratio(runs, "rss", _name("rss", "loops2", app.id),
-                       _name("rss", "workers2", app.id), metric)
-            if r is not None:
-                mem[metric] = r
-        goal = mem.get("rss", {}).get("ratio")
-        out["rss"][app.id] = {"configs": cells, "ratios": mem, "goal": RSS_GOAL,
-                              "goal_met": None if goal is None else goal <= RSS_GOAL}
+        by_n: dict[str, dict[str, Any]] = {}
+        for n in RSS_N:
+            mem: dict[str, dict[str, Any]] = {}
+            for metric in ("rss", "pss"):
+                r = _ratio(runs, "rss", _name("rss", f"loops{n}", app.id),
+                           _name("rss", f"workers{n}", app.id), metric)
+                if r is not None:
+                    mem[metric] = r
+            if mem:
+                goal = mem.get("rss", {}).get("ratio")
+                by_n[str(n)] = {"ratios": mem,
+                                "goal_met": None if goal is None else goal <= RSS_GOAL}
+        out["rss"][app.id] = {"configs": cells, "by_n": by_n, "goal": RSS_GOAL}
     return out
 
 
@@ -248,14 +251,14 @@ def markdown(data: dict[str, Any]) -> str:
                     f"loops ÷ granian {_x(cell['ratios'].get('loops_vs_granian'))}", ""]
             out += _legs_table(cell["legs"], {}) + [""]
     rss = info.get("rss", {})
-    out += ["", "## Memory: --loop-threads 2 against --workers 2", "",
+    out += ["", "## Memory: --loop-threads N against --workers N", "",
             f"Each server started fresh per round, loaded for {rss.get('warmup_s', 0):g} s "
             f"(wrk -c{rss.get('connections')}), its connections closed, then sampled. "
             f"Counted: {rss.get('counted', '')}. Goal (issue 37): loops ÷ workers RSS ≤ "
             f"{RSS_GOAL:g}.", "",
-            "| App | Interpreter | one process (MiB) | --loop-threads 2 (MiB) | --workers 2, "
+            "| App | N | Interpreter | one process (MiB) | --loop-threads N (MiB) | --workers N, "
             "workers' sum (MiB) | supervisor (MiB) | loops ÷ workers, RSS (PSS) | goal met | "
-            "valid runs |", "|---|---|---|---|---|---|---|---|---|"]
+            "valid runs |", "|---|---|---|---|---|---|---|---|---|---|"]
     for app in RSS_APPS:
         cell = summary["rss"].get(app.id)
         if not cell:
@@ -267,13 +270,16 @@ def markdown(data: dict[str, Any]) -> str:
             return "–" if not one else (f"{_mib(one[key])} ({_mib(one['pss'])} PSS)"
                                         if key == "rss" else _mib(one[key]))
 
-        met = {True: "yes", False: "**no**", None: "–"}[cell["goal_met"]]
         interp = next((v.get("interpreter") for v in c.values()), None)
-        out.append(f"| {app.label} | {interpreter_text(interp)} | {fig('plain')} | "
-                   f"{fig('loops2')} | {fig('workers2')} | "
-                   f"{fig('workers2', 'rss_supervisor')} | {_x(cell['ratios'].get('rss'))} "
-                   f"({_x(cell['ratios'].get('pss'))}) | {met} | "
-                   + ", ".join(f"{leg} {_valid(v)}" for leg, v in c.items()) + " |")
+        for n, at_n in cell["by_n"].items():
+            met = {True: "yes", False: "**no**", None: "–"}[at_n["goal_met"]]
+            legs = ("plain", f"loops{n}", f"workers{n}")
+            out.append(f"| {app.label} | {n} | {interpreter_text(interp)} | {fig('plain')} | "
+                       f"{fig(f'loops{n}')} | {fig(f'workers{n}')} | "
+                       f"{fig(f'workers{n}', 'rss_supervisor')} | "
+                       f"{_x(at_n['ratios'].get('rss'))} ({_x(at_n['ratios'].get('pss'))}) | "
+                       f"{met} | " + ", ".join(f"{leg} {_valid(c[leg])}" for leg in legs
+                                                if leg in c) + " |")
     out += ["", "## Every run", "", "| Server | phase | round | req/s | p99 (ms) | CPU (µs/req) "
             "| RSS (MiB) | valid |", "|---|---|---|---|---|---|---|---|"]
     for r in data["runs"]:
@@ -309,9 +315,11 @@ def print_summary(data: dict[str, Any]) -> None:
             log.info("threads N=%s skipped: %s", n, plan["skipped"])
     for app_id, cell in summary["rss"].items():
         c = cell["configs"]
-        log.info("threads RSS %-7s one process %s MiB, --loop-threads 2 %s MiB, --workers 2 "
-                 "%s MiB (workers' sum): loops ÷ workers %s (PSS %s), goal <= %g %s", app_id,
-                 _mib(c.get("plain", {}).get("rss")), _mib(c.get("loops2", {}).get("rss")),
-                 _mib(c.get("workers2", {}).get("rss")), _x(cell["ratios"].get("rss")),
-                 _x(cell["ratios"].get("pss")), RSS_GOAL,
-                 {True: "met", False: "NOT met", None: "–"}[cell["goal_met"]])
+        for n, at_n in cell["by_n"].items():
+            log.info("threads RSS %-7s one process %s MiB, --loop-threads %s %s MiB, --workers "
+                     "%s %s MiB (workers' sum): loops ÷ workers %s (PSS %s), goal <= %g %s",
+                     app_id, _mib(c.get("plain", {}).get("rss")), n,
+                     _mib(c.get(f"loops{n}", {}).get("rss")), n,
+                     _mib(c.get(f"workers{n}", {}).get("rss")), _x(at_n["ratios"].get("rss")),
+                     _x(at_n["ratios"].get("pss")), RSS_GOAL,
+                     {True: "met", False: "NOT met", None: "–"}[at_n["goal_met"]])
