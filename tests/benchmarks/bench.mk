@@ -5,9 +5,9 @@
 # forms of the traffic shapes: close, clients256, and pythons on the project's own Python
 # only, and about 5 for the realworld phase's).
 # The traffic shapes: --phases close,clients256,workers,pythons; --workers N (the workers
-# phase; it runs only where the machine has N + 2 CPUs); --pythons 3.10,3.12 (the pythons
-# phase; default every CPython 3.10+ of pyenv or PATH, each built under .envs/ once per
-# source tree).
+# phase; it runs only where the machine has N + 2 CPUs); --pythons 3.10,3.12,3.13t (the
+# pythons phase; default every CPython 3.10+ of pyenv or PATH and the free-threaded 3.13t that
+# make test caches, GIL off, each built under .envs/ once per source tree).
 # Extra runner options: make bench BENCH_ARGS="--only cymongoose-raw,mongoose-c".
 # One phase alone: make bench BENCH_ARGS="--phases proxy" (the reverse proxies, ~12 minutes:
 # results/proxy.json and proxy.md, and the README's block re-rendered with them).
@@ -46,6 +46,24 @@ bench: bench-setup
 
 bench-quick: bench-setup
 	UV="$(UV)" $(UV) run --no-sync python tests/benchmarks/run.py --quick $(BENCH_ARGS)
+
+# The pythons phase on CPython 3.14, which runs only inside make test's sid root (make
+# py314-build): the runner runs there on the 3.14 venv (ours built from the tree), with sid's
+# wrk (installed into the root the first time; the mirror's sid is a snapshot whose Release
+# file has expired, hence Check-Valid-Until) and the peers' venvs in .envs-py314/; its rows
+# join the per-Python table of results/results.json and the docs' blocks (--merge-pythons),
+# dated. Run it after a full make bench, which would replace them. About 5 minutes.
+.PHONY: bench-py314
+bench-py314: py314-build
+	$(IN_PY314_ROOT) sh -c 'command -v wrk >/dev/null || { \
+	    apt-get update -qq -o Acquire::Check-Valid-Until=false && \
+	    apt-get install -y -qq wrk >/dev/null; }'
+	$(IN_PY314_ROOT) $(PY314_VENV)/bin/python -m pip install --quiet \
+	    --disable-pip-version-check uv
+	$(IN_PY314_ROOT) env UV="$(CURDIR)/$(PY314_VENV)/bin/python -m uv" \
+	    CYMONGOOSE_BENCH_ENVS=$(CURDIR)/tests/benchmarks/.envs-py314 \
+	    $(PY314_VENV)/bin/python tests/benchmarks/run.py --phases pythons --pythons 3.14 \
+	    --merge-pythons --no-chart $(BENCH_ARGS)
 
 # Instruction counts per request, ours vs the C ceiling, under callgrind (docs/performance.md).
 bench-profile: bench-setup

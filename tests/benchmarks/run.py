@@ -98,6 +98,7 @@ from benchkit import (  # noqa: E402
     procstat,
     proxyphase,
     proxyreport,
+    pythonsmerge,
     realworldphase,
     realworldreport,
     report,
@@ -196,6 +197,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--readme", choices=["auto", "yes", "no"], default="auto",
                    help="rewrite the results blocks of README.md and docs/performance.md "
                    "(auto: full runs only)")
+    p.add_argument("--merge-pythons", action="store_true",
+                   help="with --phases pythons alone: add the versions measured to the "
+                   "per-Python table of the full run's results.json in --out (and the docs' "
+                   "blocks) instead of replacing it (benchkit/pythonsmerge.py)")
     p.add_argument("--no-chart", action="store_true")
     p.add_argument("-v", "--verbose", action="store_true")
     args = p.parse_args(argv)
@@ -336,9 +341,7 @@ class Bench:
         return self.status.get(name, {}).get("state") in ("ready", "measured")
 
     def prepare(self, selected: list[ck.Contender]) -> list[ck.Contender]:
-        project_python = str(ROOT / ".venv" / "bin" / "python")
-        if not Path(project_python).exists():
-            project_python = sys.executable
+        project_python = our_python()
         base_python = getattr(sys, "_base_executable", sys.executable)
         ready = []
         for c in selected:
@@ -628,6 +631,14 @@ def preflight() -> None:
                  "the Debian packages listed in tools/debian-packages.txt.")
 
 
+def our_python() -> str:
+    """The interpreter our own contenders run on: the project's .venv, or the runner's when
+    that is not there (or is another machine's: bench-py314 runs the runner in the sid root,
+    where .venv's link leads nowhere)."""
+    project = ROOT / ".venv" / "bin" / "python"
+    return str(project) if project.exists() else sys.executable
+
+
 def load_main(path: Path) -> dict[str, Any] | None:
     """A finished run's results.json, summarized again with the current code."""
     if not path.exists():
@@ -712,6 +723,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit(f"bench: unknown contender(s) {', '.join(sorted(unknown))}; "
                  f"known: {', '.join(sorted(names))}")
     phases = {p for p in args.phases.split(",") if p}
+    if args.merge_pythons and phases != {"pythons"}:
+        sys.exit("bench: --merge-pythons goes with --phases pythons alone")
     bad = phases - set(MAIN_PHASES) - set(OWN_PHASES)
     if bad:
         sys.exit(f"bench: unknown phase(s) {', '.join(sorted(bad))}; "
@@ -775,8 +788,7 @@ def main(argv: list[str] | None = None) -> int:
         files = make_static_files(bench.static_dir)
         ready = bench.prepare(selected)
         shapes.note_pythons(bench, ready)
-        meta["project"] = project_info(str(ROOT / ".venv" / "bin" / "python")
-                                       if (ROOT / ".venv").exists() else sys.executable)
+        meta["project"] = project_info(our_python())
         if "app" in phases:
             bench.app_costs = AppCosts(cpu=bench.server_cpu, seconds=args.app_seconds,
                                        run_dir=bench.run_dir)
@@ -820,10 +832,15 @@ def main(argv: list[str] | None = None) -> int:
     # Each document holds its own contenders: the proxies' runs and status go to proxy.json.
     proxies = {n for n, s in bench.status.items() if s.get("kind") == "proxy"}
     paths, data, proxy_data = [], None, None
-    if phases & set(MAIN_PHASES):
+    if args.merge_pythons:
+        old = pythonsmerge.load(args.out / "results.json")
+        data = report.build(*pythonsmerge.merge(old, meta, bench.status, bench.runs),
+                            old["rss"], old["apps"])
+    elif phases & set(MAIN_PHASES):
         data = report.build(meta, {n: s for n, s in bench.status.items() if n not in proxies},
                             [r for r in bench.runs if r["contender"] not in proxies],
                             bench.rss, bench.apps)
+    if data is not None:
         paths += report.write_all(data, args.out, chart=not args.no_chart)
     if "proxy" in phases:
         proxy_data = proxyreport.build(meta, {n: bench.status[n] for n in proxies},
@@ -847,7 +864,8 @@ def main(argv: list[str] | None = None) -> int:
         log.info("wrote %s", p.relative_to(ROOT) if p.is_relative_to(ROOT) else p)
     # The README's block shows every document: one this run did not make is the last one
     # written. A run of only some of results.json's phases leaves the block alone.
-    whole = set(MAIN_PHASES) <= phases or not phases & set(MAIN_PHASES)
+    whole = (set(MAIN_PHASES) <= phases or not phases & set(MAIN_PHASES)
+             or args.merge_pythons)  # the merged document is whole again
     if args.readme == "yes" or (args.readme == "auto" and not args.quick and not args.only
                                 and whole):
         data = data or load_main(args.out / "results.json")

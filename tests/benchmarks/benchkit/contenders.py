@@ -52,7 +52,9 @@ from typing import Any
 BENCH_DIR = Path(__file__).resolve().parent.parent
 SERVERS_DIR = BENCH_DIR / "servers"
 ROOT = BENCH_DIR.parent.parent
-ENVS_DIR = BENCH_DIR / ".envs"
+# CYMONGOOSE_BENCH_ENVS: another place for them, for a runner that is not on this machine's
+# own interpreters (bench.mk's bench-py314, inside make test's sid root).
+ENVS_DIR = Path(os.environ.get("CYMONGOOSE_BENCH_ENVS") or BENCH_DIR / ".envs")
 CACHE_DIR = BENCH_DIR / ".cache"
 
 _KEYS = {"name", "label", "kind", "env", "requires", "packages", "command", "template",
@@ -212,12 +214,15 @@ def uv_command() -> list[str]:
                "which installs it, or install uv")
 
 
-def ensure_env(c: Contender, base_python: str) -> str:
-    """The venv for c.env (created or refreshed when its requirements change)."""
+def ensure_env(c: Contender, base_python: str, pip_args: list[str] | None = None) -> str:
+    """The venv for c.env (created or refreshed when its requirements or `pip_args`, given
+    to the install, change)."""
+    pip_args = pip_args or []
     env_dir = ENVS_DIR / c.env
     python = env_dir / "bin" / "python"
     stamp = env_dir / ".requires"
-    wanted = "\n".join(sorted(c.requires)) + "\n"
+    wanted = "\n".join(sorted(c.requires)) + "\n" + (
+        f"{' '.join(pip_args)}\n" if pip_args else "")
     if python.exists() and stamp.exists() and stamp.read_text() == wanted:
         return str(python)
     uv = uv_command()
@@ -225,7 +230,8 @@ def ensure_env(c: Contender, base_python: str) -> str:
     r = _run(uv + ["venv", "--quiet", "--clear", "--python", base_python, str(env_dir)])
     if r.returncode != 0:
         raise Skip(f"could not create its venv: {_tail(r.stderr)}")
-    r = _run(uv + ["pip", "install", "--quiet", "--python", str(python)] + c.requires)
+    r = _run(uv + ["pip", "install", "--quiet", "--python", str(python), *pip_args]
+             + c.requires)
     if r.returncode != 0:
         raise Skip(f"could not install {' '.join(c.requires)}: {_tail(r.stderr)}")
     stamp.write_text(wanted)
@@ -324,8 +330,10 @@ def build_mongoose_c(c: Contender) -> tuple[Path, dict[str, Any]]:
     return exe, info
 
 
-def prepare(c: Contender, project_python: str, base_python: str) -> None:
-    """Make c runnable (tools present, env built, binary compiled); Skip if it cannot be."""
+def prepare(c: Contender, project_python: str, base_python: str,
+            pip_args: list[str] | None = None) -> None:
+    """Make c runnable (tools present, env built with `pip_args` given to its install,
+    binary compiled); Skip if it cannot be."""
     for tool in c.tools:
         if shutil.which(tool) is None:
             raise Skip(f"{tool} is not installed (apt-get install {tool}, or `make bench`, "
@@ -333,7 +341,7 @@ def prepare(c: Contender, project_python: str, base_python: str) -> None:
     if c.env == "project":
         c.python = project_python
     elif c.env != "system":
-        c.python = ensure_env(c, base_python)
+        c.python = ensure_env(c, base_python, pip_args)
     if c.build == "mongoose-c":
         c.exe, info = build_mongoose_c(c)
         c.versions["compiler"] = info["compiler"]

@@ -1,5 +1,6 @@
 """The pythons phase: the app servers (WSGI, ASGI, Flask, FastAPI: ours and the peers) on each
-CPython the machine has, for the ratios ours ÷ granian (and the others) per version.
+CPython the machine has, for the ratios ours ÷ granian (and the others) per version. A
+free-threaded build counts as a version of its own (3.13t), its servers run with PYTHON_GIL=0.
 
 The project's own version runs what the run prepared (.venv, the peers' envs). Every other
 version gets envs of its own under .envs/: ours built from the working tree (non-editable,
@@ -31,29 +32,56 @@ log = logging.getLogger("bench")
 MINIMUM = (3, 10)
 # What our servers import besides cymongoose (the project's .venv has them from its groups).
 PROJECT_EXTRAS = ["flask", "fastapi", "uvloop"]
+# On a free-threaded build: no uvloop (no free-threaded wheel; the ASGI servers run asyncio's
+# loop), and pydantic-core only as a wheel (its source build needs Rust).
+FREE_THREADED_EXTRAS = ["flask", "fastapi"]
+FREE_THREADED_PIP_ARGS = ["--only-binary", "pydantic-core"]
+# The peers' environments there: wheels only, so each package is its newest release with a
+# free-threaded wheel (granian's newest may have none) and a peer whose extension has none
+# (uvicorn's uvloop) is skipped saying so, rather than built from source.
+FREE_THREADED_PEER_PIP_ARGS = ["--only-binary", ":all:"]
+# A version as this phase names it: "3.13", or "3.13t" for a free-threaded build (the name
+# of its wheels' tag and of its interpreter).
+VERSION = re.compile(r"3\.\d+t?")
 # The inputs of our build: a change in any of them means a new build.
 SOURCE_PATHS = ["src", "CMakeLists.txt", "pyproject.toml", "vendor", "tools/packaging"]
 BUILD_TIMEOUT_S = 1200
 
 
 def _minor(version: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in version.split(".")[:2])
+    return tuple(int(x) for x in version.removesuffix("t").split(".")[:2])
+
+
+def order(version: str) -> tuple[tuple[int, ...], bool]:
+    """3.13 before 3.13t before 3.14."""
+    return _minor(version), version.endswith("t")
+
+
+def cached_free_threaded() -> str:
+    """The free-threaded 3.13 that `make test` builds and caches (make py313t-venv)."""
+    cache = os.environ.get("CYMONGOOSE_PYTHONS_CACHE") or os.path.expanduser(
+        "~/.cache/cymongoose-pythons")
+    return f"{cache}/3.13t/bin/python3.13t"
 
 
 def find() -> dict[str, str]:
-    """{"3.12": interpreter, ...}: every CPython 3.10+ of pyenv (PYENV_ROOT or ~/.pyenv;
-    the newest patch release per minor version) or on PATH (python3.X)."""
+    """{"3.12": interpreter, "3.13t": ..., ...}: every CPython 3.10+ of pyenv (PYENV_ROOT or
+    ~/.pyenv; the newest patch release per version), on PATH (python3.X, python3.Xt) or
+    cached by make test (cached_free_threaded()); a free-threaded build is named 3.Xt."""
     root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
     candidates = sorted(glob.glob(f"{root}/versions/*/bin/python"), reverse=True,
                         key=lambda p: [int(x) if x.isdigit() else -1
                                        for x in re.split(r"[.-]", Path(p).parent.parent.name)])
     for minor in range(MINIMUM[1], 20):
-        found = shutil.which(f"python3.{minor}")
-        if found:
-            candidates.append(found)
+        for name in (f"python3.{minor}", f"python3.{minor}t"):
+            found = shutil.which(name)
+            if found:
+                candidates.append(found)
+    candidates.append(cached_free_threaded())
     out: dict[str, str] = {}
-    code = ("import platform, sys; "
-            "print(platform.python_implementation(), '%d.%d' % sys.version_info[:2])")
+    code = ("import platform, sys, sysconfig; "
+            "print(platform.python_implementation(), '%d.%d' % sys.version_info[:2] + "
+            "('t' if sysconfig.get_config_var('Py_GIL_DISABLED') else ''))")
     for path in candidates:
         try:
             r = subprocess.run([path, "-c", code], capture_output=True, text=True, timeout=30)
@@ -62,7 +90,7 @@ def find() -> dict[str, str]:
         impl, _, version = r.stdout.strip().partition(" ")
         if r.returncode == 0 and impl == "CPython" and _minor(version) >= MINIMUM:
             out.setdefault(version, path)
-    return dict(sorted(out.items(), key=lambda kv: _minor(kv[0])))
+    return dict(sorted(out.items(), key=lambda kv: order(kv[0])))
 
 
 def source_key() -> str:
@@ -156,21 +184,28 @@ def prepare_version(bench: Any, group: list[ck.Contender], version: str, python:
                                             "python_version"))
             out.append(d)
         return out
-    if not re.fullmatch(r"3\.\d+", version):
-        raise ck.Skip("not a CPython version (3.X)")
+    if not VERSION.fullmatch(version):
+        raise ck.Skip("not a CPython version (3.X, or 3.Xt free-threaded)")
     if _minor(version) < MINIMUM:
         raise ck.Skip(f"older than {'.'.join(map(str, MINIMUM))}, which cymongoose requires")
     if python is None:
         raise ck.Skip("not found (no pyenv version or python3.X on PATH)")
-    ours = ensure_ours(version, python) if any(c.env == "project" for c in group) else ""
+    free_threaded = version.endswith("t")
+    ours = (ensure_ours(version, python,
+                        extras=FREE_THREADED_EXTRAS if free_threaded else None,
+                        pip_args=FREE_THREADED_PIP_ARGS if free_threaded else None)
+            if any(c.env == "project" for c in group) else "")
     out = []
     for c in group:
         env = c.env if c.env in ("project", "system") else f"{c.env}-py{version}"
+        # A free-threaded build keeps its GIL off even if an import would turn it back on.
+        command = ["env", "PYTHON_GIL=0", *c.command] if free_threaded else c.command
         d = dataclasses.replace(c, name=f"{c.name}@py{version}", env=env, versions={},
-                                python=None)
+                                python=None, command=command)
         register(bench, d, c, version)
         try:
-            ck.prepare(d, ours, python)
+            ck.prepare(d, ours, python,
+                       FREE_THREADED_PEER_PIP_ARGS if free_threaded else None)
         except ck.Skip as exc:
             bench.exclude(d.name, "skipped", str(exc))
             continue
@@ -185,11 +220,11 @@ def prepare_version(bench: Any, group: list[ck.Contender], version: str, python:
 def wanted_versions(bench: Any, own: str, found: dict[str, str]) -> list[str]:
     if bench.args.pythons:
         asked = {v.strip() for v in bench.args.pythons.split(",") if v.strip()}
-        return sorted(asked, key=lambda v: _minor(v) if re.fullmatch(r"3\.\d+", v)
-                      else (99,))
+        return sorted(asked, key=lambda v: order(v) if VERSION.fullmatch(v)
+                      else ((99,), False))
     if bench.args.quick:
         return [own]
-    return sorted(set(found) | {own}, key=_minor)
+    return sorted(set(found) | {own}, key=order)
 
 
 def run(bench: Any, group: list[ck.Contender], files: list[Path],
@@ -215,9 +250,10 @@ def run(bench: Any, group: list[ck.Contender], files: list[Path],
             entry.update(state="skipped", reason=str(exc))
             log.warning("Python %s: skipped: %s", version, exc)
             continue
+        # 3.13.5t: the release, and "t" for a free-threaded build (run with PYTHON_GIL=0).
+        full = python_version(own_python if version == own else found[version])
         entry.update(state="ready", python=own_python if version == own else found[version],
-                     full_version=python_version(own_python if version == own
-                                                 else found[version]),
+                     full_version=full + ("t" if version.endswith("t") else ""),
                      contenders=[d.name for d in copies])
         if version != own:
             entry["extension_build"] = build_flags(version)

@@ -94,7 +94,8 @@ def python_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for version, v in info.get("versions", {}).items():
         row: dict[str, Any] = {"python": version, "full_version": v.get("full_version"),
-                               "state": v.get("state"), "reason": v.get("reason"), "pairs": []}
+                               "state": v.get("state"), "reason": v.get("reason"), "pairs": [],
+                               "measured": v.get("measured")}  # merged from a later run
         if v.get("state") != "skipped":
             suffix = f"@py{version}"
             for ours, ref, title in PYTHON_PAIRS:
@@ -265,7 +266,8 @@ def readme_lines(data: dict[str, Any]) -> list[str]:
                 "|---|" + "---|" * len(titles)]
         for r in measured:
             by = {p["title"]: p for p in r["pairs"]}
-            out.append(f"| {r['full_version'] or r['python']} | " + " | ".join(
+            when = f" (measured {r['measured'][:10]})" if r.get("measured") else ""
+            out.append(f"| {r['full_version'] or r['python']}{when} | " + " | ".join(
                 _x(by[t]["rps_ratio"]) if t in by else "–" for t in titles) + " |")
         skipped = [f"{r['python']}, {r['reason']}" for r in shapes["pythons"]
                    if r["state"] == "skipped"]

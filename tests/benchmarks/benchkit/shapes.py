@@ -51,7 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    f"{MAX_WORKERS}, or the CPUs minus wrk's {WRK_CPUS}); the phase runs only "
                    f"where the machine has N + {WRK_CPUS} CPUs")
     p.add_argument("--pythons", default="",
-                   help="CPython versions of the pythons phase, e.g. 3.10,3.11,3.12,3.13 "
+                   help="CPython versions of the pythons phase, e.g. 3.10,3.12,3.13,3.13t "
                    "(default: every pyenv or system CPython 3.10+ found; quick: the "
                    "project's own)")
 

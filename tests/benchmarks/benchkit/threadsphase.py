@@ -36,7 +36,7 @@ of the per-round ratios of one run:
    worker processes' RSS (the supervisor's, which serves nothing, is recorded apart); the
    goal (issue 37) is loops ÷ workers <= RSS_GOAL. PSS is recorded beside RSS.
 4. granian: a free-threaded granian wheel (cp313t) from the package index into
-   .envs/granian-py3.13t (only a wheel: no Rust build); if none installs, its servers are
+   .envs/granian-ft-threads (only a wheel: no Rust build); if none installs, its servers are
    skipped with the installer's reason.
 
 Every run records the interpreter it ran on: sys.version, Py_GIL_DISABLED and
@@ -76,7 +76,8 @@ RSS_WARMUP_S = 2.0
 # follows fastapi (from a wheel on 3.13t).
 FRAMEWORKS = ("flask", "werkzeug", "fastapi", "starlette")
 PINNED_FROM_FT = FRAMEWORKS + ("pydantic", "pydantic-core")
-GRANIAN_ENV = "granian-py3.13t"
+# Not the pythons phase's granian-py3.13t, which holds the apps' packages too.
+GRANIAN_ENV = "granian-ft-threads"
 
 
 @dataclass(frozen=True)
@@ -140,9 +141,7 @@ def names() -> list[str]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    cache = os.environ.get("CYMONGOOSE_PYTHONS_CACHE") or os.path.expanduser(
-        "~/.cache/cymongoose-pythons")
-    p.add_argument("--ft-python", default=f"{cache}/3.13t/bin/python3.13t",
+    p.add_argument("--ft-python", default=pythons.cached_free_threaded(),
                    help="the free-threaded CPython 3.13 of the threads phase (default: the one "
                    "`make py313t-build` caches)")
     p.add_argument("--gil-python", default="",
@@ -245,9 +244,10 @@ class ThreadsPhase:
         ft_extras = [f"{p}=={v}" if v not in ("missing", "unknown") else p
                      for p, v in (pins or {p: "missing" for p in FRAMEWORKS}).items()]
         try:
+            # Not the pythons phase's cymongoose-py3.13t: its frameworks are pinned here.
             self.pythons["ft"] = pythons.ensure_ours(
-                FT_VERSION, self.ft_python, extras=ft_extras,
-                pip_args=["--only-binary", "pydantic-core"])
+                FT_VERSION, self.ft_python, env_name=f"cymongoose-py{FT_VERSION}-threads",
+                extras=ft_extras, pip_args=pythons.FREE_THREADED_PIP_ARGS)
         except ck.Skip as exc:
             self.skip_phase(f"our environment for {FT_VERSION} could not be made: {exc}")
             return False
