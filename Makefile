@@ -244,16 +244,22 @@ tsan-build: fetch build/py313t-constraints.txt
 	    $(TSAN_VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation \
 	    --force-reinstall --disable-pip-version-check .
 
-# halt_on_error: the first report fails the run, with both stacks in the log. Everything
-# runs several times slower instrumented (a FastAPI worker takes tens of seconds to start):
-# the tests get 900 s each instead of the suite's 120 (pyproject.toml). The
-# suppressions are the interpreter's own (CPython's list of its known benign races) and ours.
+# halt_on_error: the first report fails the run. Reports go to files (log_path), one per
+# process, printed at the end: pytest captures the test process's stderr and the servers'
+# pipes, and a process that halts takes what it captured with it. Everything runs several
+# times slower instrumented (a FastAPI worker takes tens of seconds to start): the tests get
+# 900 s each instead of the suite's 120 (pyproject.toml). The suppressions are the
+# interpreter's own (CPython's list of its known benign races) and ours.
 tsan: tsan-build
 	cat $(PY313T_TSAN_PREFIX)/lib/tsan-suppressions.txt tools/tsan-suppressions.txt \
 	    > build/tsan-suppressions.txt
-	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/build/tsan-suppressions.txt" \
-	PYTHON_GIL=0 CYMONGOOSE_EXPECT_GIL=off $(TSAN_VENV)/bin/python -m pytest -q -p no:cacheprovider \
-	    --timeout 900 $(TSAN_SELECT) $(TSAN_TESTS) $(PYTEST_ARGS)
+	rm -f build/tsan-report.*
+	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 log_path=$(CURDIR)/build/tsan-report \
+	    suppressions=$(CURDIR)/build/tsan-suppressions.txt" PYTHON_GIL=0 \
+	CYMONGOOSE_EXPECT_GIL=off $(TSAN_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+	    --timeout 900 -rfE $(TSAN_SELECT) $(TSAN_TESTS) $(PYTEST_ARGS); status=$$?; \
+	for report in build/tsan-report.*; do [ -f "$$report" ] && cat "$$report" && status=66; \
+	done; exit $$status
 
 # The core, protocol, WSGI and reliability tests against an AddressSanitizer build of the
 # extension, in its own environment so the normal build is untouched. Any ASan report fails

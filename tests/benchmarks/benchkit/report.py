@@ -757,7 +757,9 @@ def readme_block(data: dict[str, Any], out: Path, root: Path,
         "|---|---|",
     ]
     lines += [f"| {label} | {cell.format_map(measured)} |" for label, cell in README_SUMMARY]
-    lines += [f"| {label} | {cell} |" for label, cell in rows or []]
+    pythons = shapereport.readme_pythons_row(data)
+    lines += [f"| {label} | {cell} |" for label, cell in ([pythons] if pythons else [])
+              + (rows or [])]
     postgres = ", the apps on PostgreSQL" if rows else ""
     lines += ["", _goals_line(data) + " Every table (each goal, every contender, many "
               "clients, new connections, app servers per Python version, the reverse proxy, "

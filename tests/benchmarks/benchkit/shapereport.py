@@ -106,6 +106,25 @@ def python_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+# The README's row of the pythons phase: the hello apps' ratios to granian per version.
+README_PYTHON_TITLES = ("raw WSGI ÷ granian", "raw ASGI ÷ granian")
+
+
+def readme_pythons_row(data: dict[str, Any]) -> tuple[str, str] | None:
+    """The README summary table's per-Python row (label, cell), or None when the run
+    measured no version."""
+    cells = []
+    for r in data.get("shapes", {}).get("pythons", []):
+        by = {p["title"]: p for p in r["pairs"]}
+        if any(t in by for t in README_PYTHON_TITLES):
+            cells.append(f"{r['python']} " + " / ".join(
+                _x(by[t]["rps_ratio"]) if t in by else "–" for t in README_PYTHON_TITLES))
+    if not cells:
+        return None
+    return (f"Per Python version, hello req/s ({' / '.join(README_PYTHON_TITLES)})",
+            ", ".join(cells))
+
+
 def summarize(data: dict[str, Any]) -> dict[str, Any]:
     """results.json's "shapes": every phase's ratios, and what was skipped and why."""
     info = data["meta"].get("shapes", {})
