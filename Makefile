@@ -256,7 +256,8 @@ tsan: tsan-build
 	rm -f build/tsan-report.*
 	TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 log_path=$(CURDIR)/build/tsan-report \
 	    suppressions=$(CURDIR)/build/tsan-suppressions.txt" PYTHON_GIL=0 \
-	CYMONGOOSE_EXPECT_GIL=off $(TSAN_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+	CYMONGOOSE_EXPECT_GIL=off CYMONGOOSE_TSAN=1 $(TSAN_VENV)/bin/python -m pytest -q \
+	    -p no:cacheprovider \
 	    --timeout 900 -rfE $(TSAN_SELECT) $(TSAN_TESTS) $(PYTEST_ARGS); status=$$?; \
 	for report in build/tsan-report.*; do [ -f "$$report" ] && cat "$$report" && status=66; \
 	done; exit $$status
