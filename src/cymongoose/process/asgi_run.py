@@ -6,7 +6,6 @@ the event loop. All three run on one event loop of its own (uvloop's when instal
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import signal
 import threading
@@ -36,6 +35,11 @@ class ASGIRun:
         self.on_max_requests: Callable[[], object] | None = None
         self._loop = new_event_loop()
         self._stop: asyncio.Event | None = None
+        # stop() from another thread and close() on the loop's own must not overlap: the
+        # wake-up stop() sends goes through the loop's self-pipe, which close() closes, and
+        # without the GIL a send could reach the descriptor after its close, or whatever
+        # socket took its number since (ThreadSanitizer saw the send race the close).
+        self._closing = threading.Lock()
 
     @property
     def manager(self) -> Manager:
@@ -103,8 +107,8 @@ class ASGIRun:
     def stop(self) -> None:
         """From any thread: make run() stop the server, as a stop signal does."""
         stop = self._stop
-        if stop is not None and not self._loop.is_closed():
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+        with self._closing:
+            if stop is not None and not self._loop.is_closed():
                 self._loop.call_soon_threadsafe(stop.set)
 
     @property
@@ -118,8 +122,9 @@ class ASGIRun:
 
     def close(self) -> None:
         """Free the event loop (the server is stopped by run() or a failed listen)."""
-        if not self._loop.is_closed():
-            self._loop.close()
+        with self._closing:
+            if not self._loop.is_closed():
+                self._loop.close()
 
 
 def _on_main_thread() -> bool:
