@@ -58,10 +58,11 @@ def pytest_report_header() -> str:
     return f"cymongoose {cymongoose.__version__}: {Path(cymongoose.__file__).parent}"
 
 
-@pytest.fixture(autouse=True)
-def _no_server_outlives_its_test() -> Iterator[None]:
+@pytest.fixture(scope="session", autouse=True)
+def _no_server_outlives_the_suite() -> Iterator[None]:
     """A `cymongoose` command a test left running (it failed, or pytest-timeout ended it,
-    before its stop()) is stopped here, not left serving after the suite."""
+    before its stop()) is stopped when the suite ends, not left serving after it. Not after
+    each test: module-scoped fixtures share one server between their tests."""
     yield
     end_leftovers()
 

@@ -138,8 +138,8 @@ class CLI:
 
 
 # Every CLI not stopped yet. A test that fails (or that pytest-timeout ends) before its
-# stop() would otherwise leave its server running after the suite: end_leftovers() runs after
-# each test (tests/conftest.py).
+# stop() would otherwise leave its server running after the suite: end_leftovers() runs when
+# the suite ends (tests/conftest.py).
 _started: set[CLI] = set()
 
 
