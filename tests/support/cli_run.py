@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .process_start import start_bound
 from .subprocess_env import child_env
 from .waiting import wait_for
 
@@ -95,7 +96,8 @@ class CLI:
         _started.add(self)
 
     def wait_http(self, port: int, path: str = "/", timeout: float = 20.0) -> None:
-        """Until a GET on `port` is answered; fails with stderr if the process ends first."""
+        """Until a GET on `port` is answered; fails with stderr if the process ends first.
+        `timeout` is stretched where a process starts slowly (support.process_start)."""
         def answered() -> bool:
             try:
                 c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
@@ -109,7 +111,7 @@ class CLI:
                 return False
 
         try:
-            wait_for(answered, timeout, f"a GET on {port}", interval=0.05)
+            wait_for(answered, start_bound(timeout), f"a GET on {port}", interval=0.05)
         except AssertionError:
             self.stop()
             raise AssertionError(f"server did not come up: {self.err}") from None
