@@ -60,7 +60,8 @@ def test_the_phase_and_its_servers_are_known_to_the_runner() -> None:
     for name in ("price-ft-loops1-raw", "price-ft-wsgi", "price-gil-asgi",
                  "price-granian-ft-wsgi", "scale-loops2-asgi", "scale-workers8-raw",
                  "rss-loops2-flask", "rss-workers2-fastapi", "rss-loops4-flask",
-                 "rss-workers4-flask"):
+                 "rss-workers4-flask", "apps-ft-wait", "apps-ft-gil-on-cpu", "apps-gil-cpu",
+                 "apps-granian-ft-wait"):
         assert name in names, name
     assert "price-granian-ft-raw" not in names  # granian serves no raw handler
     args = run.parse_args(["--phases", "threads", "--ft-python", "/nowhere/python3.13t"])
@@ -96,6 +97,31 @@ def test_ratios_are_medians_of_the_rounds_of_one_run_with_the_interpreter() -> N
     assert "| Flask hello | 4 |" in text and "**no**" in text
     assert "3.13.5 free-threaded, GIL off, PYTHON_GIL=0" in text
     assert "3.13.0 GIL build, GIL on" in text
+
+
+def test_the_app_threads_part_compares_the_gil_off_with_on_and_the_gil_build() -> None:
+    report = bench_runner.load().threadsreport
+    gil_on = dict(FT, gil_enabled=True, PYTHON_GIL="1")
+    runs = []
+    for rnd, (off, on, build) in enumerate([(2000, 1000, 1500), (2200, 1000, 1600)], 1):
+        runs += [_run("apps-ft-cpu", "ft", rnd, off, FT, "apps", "cpu"),
+                 _run("apps-ft-gil-on-cpu", "ft-gil-on", rnd, on, gil_on, "apps", "cpu"),
+                 _run("apps-gil-cpu", "gil", rnd, build, GIL, "apps", "cpu")]
+    info = {"ft_interpreter": FT,
+            "apps": {"cpus": 2, "wait_s": 0.002, "cpu_loop": 20000, "server_cpus": [0],
+                     "client_cpus": [1], "wrk_threads": 1, "connections": {"cpu": 50},
+                     "one_cpu": "this machine has 2 CPUs: one CPU per server",
+                     "legs": {"ft": "3.13t, GIL off, one process"}}}
+    data = report.build(_meta(), _settings(), {}, runs, info)
+    cpu = data["summary"]["apps"]["cpu"]
+    assert cpu["ratios"]["gil_off_vs_on"]["rps"] == {"ratio": 2.1, "rounds": 2}
+    assert cpu["ratios"]["ft_vs_gil_build"]["rps"]["ratio"] == round(
+        (2000 / 1500 + 2200 / 1600) / 2, 3)
+    assert "wait" not in data["summary"]["apps"]  # not measured: no section, no figure
+    text = report.markdown(data)
+    assert "## WSGI app threads" in text and "20,000 steps" in text
+    assert "One CPU per server: this machine has 2 CPUs" in text
+    assert "| 3.13t, GIL off, one process | 3.13.5 free-threaded, GIL off" in text
 
 
 def test_a_skipped_phase_says_why() -> None:

@@ -22,20 +22,29 @@ of the per-round ratios of one run:
    (-t1 -c--connections) to the client CPU: (a) `--loop-threads 1` on 3.13t, GIL off;
    (b) one plain process on 3.13t, GIL off; (c) one process on the GIL build; also (d) 3.13t
    with the GIL on (PYTHON_GIL=1) and granian's WSGI and ASGI on 3.13t with the GIL off (part
-   4). (a) ÷ (b) is the price of free threading's loop threads (serve.py takes the same path
+   5). (a) ÷ (b) is the price of free threading's loop threads (serve.py takes the same path
    for `--loop-threads 1` as without the option, so on this code it is the run's noise
    floor), (b) ÷ (c) the price of the free-threaded build.
-2. scale: N loop threads in one process against N worker processes (`--workers N`), and
+2. apps: WSGI app threads on free threading. Two apps of hello_apps.py, each served with
+   app threads: one that waits WAIT_S per request off the CPU (as an app waits on its
+   database: the realworld phase's slowdb shape without PostgreSQL; --threads 32, wrk
+   -cWAIT_CONNECTIONS) and one that computes a fixed piece of pure Python per request
+   (--threads 8). Legs: 3.13t GIL off, 3.13t GIL on, the GIL build, and granian on 3.13t
+   (as many blocking threads). With the GIL off the computing app's threads run at once, but
+   only with server CPUs to run on: where the machine has 2 + shapes.WRK_CPUS CPUs or more,
+   the server gets all but wrk's; on fewer, every server gets the price part's one CPU and
+   the part measures what each build costs per request (info["apps"] says which).
+3. scale: N loop threads in one process against N worker processes (`--workers N`), and
    granian's N workers, on 3.13t with the GIL off, for N in 1, 2, 4, 8: each N only where
    the machine has N + shapes.WRK_CPUS CPUs (the workers phase's rule: the server on CPUs
    0..N-1, wrk's threads on the others), else skipped, saying why.
-3. rss: Flask and FastAPI (hello_apps) on 3.13t, GIL off: one process with
+4. rss: Flask and FastAPI (hello_apps) on 3.13t, GIL off: one process with
    `--loop-threads N` against `--workers N` for N in RSS_N, and one plain process for scale,
    each started fresh per round, loaded for the warm-up (wrk at --connections, at least 2 s),
    its connections closed, then sampled. For `--workers N` the figure is the sum of the N
    worker processes' RSS (the supervisor's, which serves nothing, is recorded apart); the
    goal (issue 37) is loops ÷ workers <= RSS_GOAL. PSS is recorded beside RSS.
-4. granian: a free-threaded granian wheel (cp313t) from the package index into
+5. granian: a free-threaded granian wheel (cp313t) from the package index into
    .envs/granian-ft-threads (only a wheel: no Rust build); if none installs, its servers are
    skipped with the installer's reason.
 
@@ -51,6 +60,7 @@ Results: results/threads.json and threads.md (benchkit/threadsreport.py).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import logging
 import os
@@ -88,6 +98,7 @@ class App:
     label: str
     args: tuple[str, ...] = ()
     imports: tuple[str, ...] = ()  # what the probe imports besides the core, for its GIL state
+    blocking: int = 8  # granian's --blocking-threads for a WSGI app (ours: --threads in args)
 
 
 HELLO = (App("raw", "hello_apps:raw_hello", "raw", "raw hello"),
@@ -97,6 +108,16 @@ RSS_APPS = (App("flask", "hello_apps:flask_app", "wsgi", "Flask hello", ("--thre
                 ("flask",)),
             App("fastapi", "hello_apps:fastapi_app", "asgi", "FastAPI hello",
                 ("--lifespan", "auto"), ("fastapi",)))
+
+
+# The apps part: the app-thread counts (and granian's blocking threads) match, so each server
+# has as many app threads; 32 threads x 2 ms bound the waiting app at 16,000 req/s, above
+# what one CPU serves.
+WAIT_CONNECTIONS = 64
+APP_THREADS = (App("wait", "hello_apps:wsgi_wait", "wsgi", "WSGI app waiting 2 ms off the CPU",
+                   ("--threads", "32"), blocking=32),
+               App("cpu", "hello_apps:wsgi_cpu", "wsgi",
+                   "WSGI app computing (a 20,000-step Python loop)", ("--threads", "8")))
 
 
 @dataclass(frozen=True)
@@ -120,6 +141,7 @@ PRICE_LEGS = (
 )
 
 
+APP_LEGS = tuple(leg for leg in PRICE_LEGS if leg.id in ("ft", "ft-gil-on", "gil", "granian-ft"))
 SCALE_LEGS = ("loops", "workers", "granian")
 # Memory needs no CPU of its own per loop (the servers are sampled idle), so every N here runs
 # on any machine, unlike the scale part's.
@@ -134,6 +156,7 @@ def names() -> list[str]:
     """Every server the phase may run (for --only, --skip and --list): part-leg-app."""
     out = [f"price-{leg.id}-{app.id}" for app in HELLO for leg in PRICE_LEGS
            if not (leg.server == "granian" and app.interface == "raw")]
+    out += [f"apps-{leg.id}-{app.id}" for app in APP_THREADS for leg in APP_LEGS]
     out += [f"scale-{leg}{n}-{app.id}" for n in SCALE for app in HELLO for leg in SCALE_LEGS
             if not (leg == "granian" and app.interface == "raw")]
     out += [f"rss-{cid}-{app.id}" for app in RSS_APPS for cid, _text, _opts in RSS_CONFIGS]
@@ -171,6 +194,15 @@ print(json.dumps({"version": sys.version, "executable": sys.executable,
                   "gil_enabled": is_gil_enabled() if is_gil_enabled else True,
                   "imported": sys.argv[1:]}))
 """
+
+
+def _hello_apps() -> Any:
+    """servers/hello_apps.py as a module (the apps part records its constants)."""
+    spec = importlib.util.spec_from_file_location("hello_apps", ck.SERVERS_DIR / "hello_apps.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _gil_env(gil: str | None) -> list[str]:
@@ -331,7 +363,8 @@ class ThreadsPhase:
     def command(self, leg: Leg, app: App, n: int = 1) -> list[str]:
         host = ["--host", "127.0.0.1", "--port", "{port}", "--log-level", "warning"]
         if leg.server == "granian":
-            blocking = ["--blocking-threads", "8"] if app.interface == "wsgi" else []
+            blocking = (["--blocking-threads", str(app.blocking)] if app.interface == "wsgi"
+                        else [])
             argv = ["{python}", "-m", "granian", "--interface", app.interface, "--workers",
                     str(n), *blocking, *host, "--no-ws", app.ref]
         else:
@@ -405,6 +438,52 @@ class ThreadsPhase:
             shapes.interleaved(self.bench, "price", [s.contender for s in group], [],
                                connections=self.bench.args.connections)
             self.annotate(group)
+
+    def app_threads(self) -> None:
+        bench = self.bench
+        cpus = os.cpu_count() or 1
+        apps = _hello_apps()
+        plan: dict[str, Any] = {"cpus": cpus, "legs": {g.id: g.label for g in APP_LEGS},
+                                "wait_s": apps.WAIT_S, "cpu_loop": apps.CPU_LOOP}
+        server_cpus: list[int] | None = None
+        client_cpus: list[int] | None = None
+        threads = 1
+        if cpus >= 2 + shapes.WRK_CPUS:
+            server_cpus = list(range(min(shapes.MAX_WORKERS, cpus - shapes.WRK_CPUS)))
+            client_cpus = list(range(len(server_cpus), cpus))
+            threads = min(len(client_cpus), shapes.WRK_CPUS * 2)
+            plan.update(server_cpus=server_cpus, client_cpus=client_cpus, wrk_threads=threads)
+        else:
+            plan.update(server_cpus=[bench.server_cpu], client_cpus=[bench.client_cpu],
+                        wrk_threads=1, one_cpu=(
+                            f"this machine has {cpus} CPUs: app threads run at once only with "
+                            f"2 server CPUs or more beside wrk's {shapes.WRK_CPUS}, so each "
+                            "server has one CPU and the part measures what each build costs "
+                            "per request, not how app threads scale"))
+            log.warning("== threads phase, app threads on one CPU: %s", plan["one_cpu"])
+        self.info["apps"] = plan
+        own = os.sched_getaffinity(0)
+        if client_cpus is not None:
+            os.sched_setaffinity(0, set(client_cpus))  # the runner off the servers' CPUs
+        try:
+            for app in APP_THREADS:
+                group = [s for s in (self.server("apps", app, leg) for leg in APP_LEGS)
+                         if s is not None]
+                conns = WAIT_CONNECTIONS if app.id == "wait" else bench.args.connections
+                plan.setdefault("connections", {})[app.id] = conns
+                plan.setdefault("contenders", []).extend(s.contender.name for s in group)
+                if not group:
+                    continue
+                log.info("== threads phase, %s: %s", app.label,
+                         ", ".join(s.contender.name for s in group))
+                shapes.interleaved(bench, "apps", [s.contender for s in group], [],
+                                   connections=conns, server_cpus=server_cpus,
+                                   client_cpu=(None if client_cpus is None
+                                               else ",".join(map(str, client_cpus))),
+                                   threads=threads)
+                self.annotate(group)
+        finally:
+            os.sched_setaffinity(0, own)
 
     def scale(self) -> None:
         cpus = os.cpu_count() or 1
@@ -536,6 +615,7 @@ class ThreadsPhase:
         log.info("== threads phase on %s (%s)", self.ft_python,
                  self.info["ft_interpreter"]["version"].split()[0])
         self.price()
+        self.app_threads()
         self.scale()
         self.rss()
 

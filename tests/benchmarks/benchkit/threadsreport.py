@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from . import report
-from .threadsphase import HELLO, RSS_APPS, RSS_CONFIGS, RSS_GOAL, RSS_N, SCALE
+from .threadsphase import APP_THREADS, HELLO, RSS_APPS, RSS_CONFIGS, RSS_GOAL, RSS_N, SCALE, App
 
 log = logging.getLogger("bench")
 
@@ -28,6 +28,16 @@ PRICE_RATIOS = (
      "3.13t GIL off ÷ the 3.13 GIL build, one plain process each (the price of the build)"),
     ("gil_on_vs_off", "ft-gil-on", "ft", "3.13t GIL on ÷ 3.13t GIL off"),
     ("ours_vs_granian", "ft", "granian-ft", "ours ÷ granian, both 3.13t GIL off, one worker"),
+)
+
+
+# The same for the apps part (WSGI app threads waiting or computing).
+APP_RATIOS = (
+    ("gil_off_vs_on", "ft", "ft-gil-on",
+     "3.13t GIL off ÷ GIL on, one process each (what app threads running at once gain)"),
+    ("ft_vs_gil_build", "ft", "gil", "3.13t GIL off ÷ the 3.13 GIL build, one process each"),
+    ("ours_vs_granian", "ft", "granian-ft",
+     "ours ÷ granian, both 3.13t GIL off, as many app threads"),
 )
 
 
@@ -46,25 +56,34 @@ def _interp(runs: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
     return next((r.get("interpreter") for r in runs if r["contender"] == name), None)
 
 
-def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {"price": {}, "scale": {}, "rss": {}}
-    for app in HELLO:
+def _legs_part(runs: list[dict[str, Any]], part: str, apps: tuple[App, ...],
+               ratio_defs: tuple[tuple[str, str, str, str], ...]) -> dict[str, Any]:
+    """Per app of a part whose servers are legs (price, apps): each leg's medians and the
+    part's ratios, of requests per second and of server CPU per request."""
+    out: dict[str, Any] = {}
+    for app in apps:
         cells = {}
         for name in dict.fromkeys(r["contender"] for r in runs
-                                  if r["phase"] == "price" and r.get("app") == app.id):
-            mine = [r for r in runs if r["contender"] == name and r["phase"] == "price"]
+                                  if r["phase"] == part and r.get("app") == app.id):
+            mine = [r for r in runs if r["contender"] == name and r["phase"] == part]
             cells[mine[0]["leg"]] = dict(report.cell_summary(mine, MEDIANS),
                                          contender=name, interpreter=_interp(runs, name))
         if not cells:
             continue
         ratios = {}
-        for rid, num, den, _text in PRICE_RATIOS:
-            pair = {m: _ratio(runs, "price", _name("price", num, app.id),
-                              _name("price", den, app.id), m)
+        for rid, num, den, _text in ratio_defs:
+            pair = {m: _ratio(runs, part, _name(part, num, app.id), _name(part, den, app.id), m)
                     for m in ("rps", "server_cpu_us_per_req")}
             if pair["rps"] is not None:
                 ratios[rid] = pair
-        out["price"][app.id] = {"legs": cells, "ratios": ratios}
+        out[app.id] = {"legs": cells, "ratios": ratios}
+    return out
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {"price": _legs_part(runs, "price", HELLO, PRICE_RATIOS),
+                           "apps": _legs_part(runs, "apps", APP_THREADS, APP_RATIOS),
+                           "scale": {}, "rss": {}}
     for n in SCALE:
         phase = f"scale{n}"
         for app in HELLO:
@@ -182,6 +201,22 @@ def _legs_table(cells: dict[str, Any], labels: dict[str, str]) -> list[str]:
     return out
 
 
+def _legs_sections(part: dict[str, Any], apps: tuple[App, ...],
+                   labels: dict[str, str]) -> list[str]:
+    out: list[str] = []
+    for app in apps:
+        cell = part.get(app.id)
+        if not cell:
+            continue
+        out += ["", f"### {app.label}", ""] + _legs_table(cell["legs"], labels)
+        if cell["ratios"]:
+            out += ["", "| Ratio | req/s | server CPU per request | rounds |", "|---|---|---|---|"]
+            for rid, pair in cell["ratios"].items():
+                out.append(f"| {rid} | {_x(pair['rps'])} | "
+                           f"{_x(pair['server_cpu_us_per_req'])} | {pair['rps']['rounds']} |")
+    return out
+
+
 def markdown(data: dict[str, Any]) -> str:
     meta, info, summary = data["meta"], data["info"], data["summary"]
     s = meta["settings"]
@@ -226,16 +261,22 @@ def markdown(data: dict[str, Any]) -> str:
     out += ["", "## The price of free threading and of the build (one server, one CPU)", ""]
     for rid, _num_leg, _den, text in PRICE_RATIOS:
         out.append(f"- `{rid}`: {text}")
-    for app in HELLO:
-        cell = summary["price"].get(app.id)
-        if not cell:
-            continue
-        out += ["", f"### {app.label}", ""] + _legs_table(cell["legs"], labels)
-        if cell["ratios"]:
-            out += ["", "| Ratio | req/s | server CPU per request | rounds |", "|---|---|---|---|"]
-            for rid, pair in cell["ratios"].items():
-                out.append(f"| {rid} | {_x(pair['rps'])} | "
-                           f"{_x(pair['server_cpu_us_per_req'])} | {pair['rps']['rounds']} |")
+    out += _legs_sections(summary["price"], HELLO, labels)
+    apps = info.get("apps", {})
+    if summary.get("apps") or apps:
+        out += ["", "## WSGI app threads: an app that waits, an app that computes", "",
+                f"`hello_apps:wsgi_wait` sleeps {apps.get('wait_s', 0) * 1000:g} ms per "
+                "request (an app waiting on its database, without one); `hello_apps:wsgi_cpu` "
+                f"runs {apps.get('cpu_loop', 0):,} steps of a pure-Python loop. Server on CPUs "
+                f"{apps.get('server_cpus')}, wrk -t{apps.get('wrk_threads')} on "
+                f"{apps.get('client_cpus')}, connections "
+                + ", ".join(f"{k} {v}" for k, v in apps.get("connections", {}).items()) + "."]
+        if apps.get("one_cpu"):
+            out += ["", f"One CPU per server: {apps['one_cpu']}."]
+        out.append("")
+        for rid, _num_leg, _den, text in APP_RATIOS:
+            out.append(f"- `{rid}`: {text}")
+        out += _legs_sections(summary.get("apps", {}), APP_THREADS, apps.get("legs", {}))
     out += ["", "## N loop threads in one process against N worker processes", ""]
     plans = info.get("scale", {}).get("n", {})
     for n, plan in plans.items():
@@ -301,10 +342,11 @@ def print_summary(data: dict[str, Any]) -> None:
     if data.get("skipped"):
         return  # the phase said why when it stopped
     summary = data["summary"]
-    for app_id, cell in summary["price"].items():
-        legs = ", ".join(f"{leg} {_num(s.get('rps'))}" for leg, s in cell["legs"].items())
-        ratios = ", ".join(f"{rid} {_x(p['rps'])}" for rid, p in cell["ratios"].items())
-        log.info("threads %-5s req/s: %s; %s", app_id, legs, ratios)
+    for part in ("price", "apps"):
+        for app_id, cell in summary.get(part, {}).items():
+            legs = ", ".join(f"{leg} {_num(s.get('rps'))}" for leg, s in cell["legs"].items())
+            ratios = ", ".join(f"{rid} {_x(p['rps'])}" for rid, p in cell["ratios"].items())
+            log.info("threads %s %-5s req/s: %s; %s", part, app_id, legs, ratios)
     for n, apps in summary["scale"].items():
         for app_id, cell in apps.items():
             log.info("threads N=%s %-5s loops ÷ workers %s, loops ÷ granian %s", n, app_id,

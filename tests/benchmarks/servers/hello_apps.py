@@ -7,6 +7,9 @@ and a Content-Length (the runner's check: benchkit/httpcheck.py).
 
 - ``raw_hello``: a raw cymongoose handler (the soak, tests/reliability/soak.py)
 - ``wsgi_hello``: raw WSGI callable (granian WSGI, cymongoose WSGI)
+- ``wsgi_wait``, ``wsgi_cpu``: the same answer after waiting WAIT_S off the CPU (as an app
+  waits on its database) or after a fixed piece of pure-Python work (CPU_LOOP steps, about
+  1.6 ms on CPython 3.13 here): the threads phase's app-threads part
 - ``flask_app``: Flask app with one view returning prebuilt bytes (gunicorn sync/gthread,
   granian WSGI, cymongoose WSGI); made on first access (``hello_apps.flask_app``, as the servers'
   ``module:attr`` loaders do), so the raw apps never import Flask
@@ -17,6 +20,8 @@ and a Content-Length (the runner's check: benchkit/httpcheck.py).
 
 No CONTENDER here: the runner's discovery skips this file.
 """
+
+import time
 
 BODY = b'{"message":"Hello, World!"}'
 
@@ -35,6 +40,25 @@ WSGI_HEADERS = [("Content-Type", "application/json"), ("Content-Length", str(len
 def wsgi_hello(environ, start_response):
     start_response(WSGI_STATUS, WSGI_HEADERS)
     return [BODY]
+
+
+WAIT_S = 0.002
+CPU_LOOP = 20_000
+
+
+def wsgi_wait(environ, start_response):
+    time.sleep(WAIT_S)
+    start_response(WSGI_STATUS, WSGI_HEADERS)
+    return [BODY]
+
+
+def wsgi_cpu(environ, start_response):
+    # A fixed count, not a time: every interpreter does the same work per request.
+    total = 0
+    for i in range(CPU_LOOP):
+        total += i * i % 7
+    start_response(WSGI_STATUS, WSGI_HEADERS)
+    return [BODY] if total >= 0 else []
 
 
 ASGI_START = {
