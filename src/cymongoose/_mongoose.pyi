@@ -1158,15 +1158,6 @@ class WSGIExchange:
         """App side, holding `cond`: whether to wait for the client to drain below `low`."""
     def flow_wait_end(self) -> None: ...
 
-@final
-class ThreadWake:
-    """A wake-up one thread sleeps on until another posts it, for `cymongoose.wsgi`'s app
-    threads (not a user API). A post before the wait is kept; several posts wake one wait.
-    `wait()` releases the GIL and is not ended by a signal."""
-
-    def wait(self) -> None: ...
-    def post(self) -> None: ...
-
 @disjoint_base
 class WSGITurns:
     """Who owns the loop among the WSGI server's threads, for `cymongoose.wsgi` (not a user

@@ -562,15 +562,6 @@ cdef extern from "cym_atomic.h" nogil:
     void cym_store_double(double *p, double v)
 
 
-cdef extern from "cym_wake.h" nogil:
-    # One thread sleeps until another posts (a pthread condition: no spinning first).
-    ctypedef struct cym_wake:
-        pass
-    int cym_wake_init(cym_wake *w)
-    void cym_wake_destroy(cym_wake *w)
-    void cym_wake_wait(cym_wake *w)
-    void cym_wake_post(cym_wake *w)
-
 cdef extern from "cym_ft_lock.h" nogil:
     # A mutex under free threading only (no GIL); nothing where a GIL keeps C sections whole.
     ctypedef struct cym_ft_mutex:

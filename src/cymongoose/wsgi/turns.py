@@ -10,7 +10,6 @@ import time
 from .._mongoose import WSGITurns
 from .exchange import _Exchange
 from .state import ServerState
-from .turn_waits import TurnCondition
 
 # The loop's owner runs apps inline; one that runs longer than this hands the loop over: a
 # standby thread takes it.
@@ -64,7 +63,7 @@ class _LoopTurns(WSGITurns):
         self._count = count
         self._stall_s = stall_s
         self.lock = threading.Lock()  # guards owner and _standby
-        self._cond = TurnCondition(self.lock)  # app threads sleep without spinning
+        self._cond = threading.Condition(self.lock)
         self.loop_lock = threading.Lock()  # held by whoever touches Mongoose
         self.owner = None
         self.current = None
