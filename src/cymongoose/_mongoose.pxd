@@ -430,6 +430,10 @@ cdef class WSGILoop(_LoopHandler):
     # run_batch() saw the owner's apps wait in its last judged stretch: a second one in a row
     # starts the blocking mode (one alone may be the owner held up by another thread).
     cdef bint waited_before
+    # Free threading with the GIL off and more than one CPU to run on (wsgi/server.py sets it
+    # at run()): an app that computes for long runs on the app threads too, several at once.
+    cdef public bint apps_in_parallel
+    cdef bint long_before  # as waited_before, for an inline app that ran _LONG_APP_NS
 
     cdef _admit(self, Connection conn, HttpMessage msg)
 

@@ -1352,6 +1352,7 @@ class WSGILoop:
     quiet_handler: Any
     access_log_on: bool
     clock_requests: bool
+    apps_in_parallel: bool
     def __call__(self, conn: Connection, ev: int, msg: Any) -> None: ...
     def run_batch(
         self, turns: WSGITurns, me: Any, app: Any, slots: Any, once: bool = False

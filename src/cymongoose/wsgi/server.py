@@ -24,6 +24,7 @@ loop), loop.py with responses.py and results.py (the hooks of the C per-request 
 from __future__ import annotations
 
 import io
+import os
 import sys
 import threading
 import time
@@ -349,6 +350,7 @@ class WSGIServer:
         if self._closed:
             raise RuntimeError("this WSGIServer is closed")
         self._state.poll_ms = poll_ms
+        self._loop_side.apps_in_parallel = _apps_can_run_at_once(self.config.threads)
         turns = self._turns
         # This thread starts as the loop's owner (before any app thread could take the
         # vacant loop), then takes turns like the app threads.
@@ -431,6 +433,16 @@ class WSGIServer:
                             "its Manager is left open")
         # Iterables parked for their client, or queued to go on, that no thread will take.
         self._parking.close_all(turns.pending, self._loop_side.close_parked)
+
+
+def _apps_can_run_at_once(app_threads: int) -> bool:
+    """Whether app threads compute at once here: the GIL is off (a free-threaded build; an
+    extension imported since may have turned it back on), there are CPUs to do it on, and
+    more than one app thread. The owner then hands apps that compute for long to the app
+    threads, as it does apps that wait (WSGILoop.run_batch)."""
+    gil_enabled = getattr(sys, "_is_gil_enabled", lambda: True)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return not gil_enabled() and (cpus or 1) > 1 and app_threads > 1
 
 
 def serve(app: AppRef, url: str = "http://127.0.0.1:8000", workers: int | None = None,

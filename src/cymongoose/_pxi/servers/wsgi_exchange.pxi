@@ -230,6 +230,11 @@ DEF _LOOK_NS = 500000
 # runs at most about this long on the owner alone before the rest go to the threads. Reading
 # the thread's usage is a system call; the clock is not.
 DEF _CHECK_EVERY_NS = 150000
+# With apps_in_parallel: an inline app that ran this long, twice in a row, starts the
+# blocking mode, so apps run on the app threads at once. Handing a request to an app thread
+# costs about 16 us here (WSGI hello, 3.13t GIL off: 115k req/s inline, 41k on the threads);
+# a 1.6 ms app ran at 1.9x the requests per second on 2 CPUs (the threads benchmark phase).
+DEF _LONG_APP_NS = 100000
 
 
 cdef inline bint _apps_waited(mg.cym_thread_usage *since, int64_t now_ns,
@@ -403,6 +408,7 @@ cdef class WSGILoop(_LoopHandler):
         cdef WSGIExchange ex
         cdef mg.cym_thread_usage since
         cdef int64_t now_ns
+        cdef int64_t app_started_ns = 0
         cdef unsigned long looks = _standby_looks(turns)
         cdef unsigned long looked
         pending = self.pending
@@ -426,6 +432,8 @@ cdef class WSGILoop(_LoopHandler):
                 continue
             if not once and _watch_inline(turns, ex):  # the standby sleeps: must watch it
                 turns.wake_standby()
+            if self.apps_in_parallel:
+                app_started_ns = mg.cym_monotonic_ns()
             try:
                 if ex.resumed is not None:  # a parked response whose client drained
                     self.resume_app(ex)
@@ -451,6 +459,17 @@ cdef class WSGILoop(_LoopHandler):
             if once:
                 break
             now_ns = mg.cym_monotonic_ns()
+            if self.apps_in_parallel:
+                if now_ns - app_started_ns < _LONG_APP_NS:
+                    self.long_before = False
+                elif self.long_before:
+                    # Two long apps in a row on the owner alone, with CPUs to spare: the
+                    # rest run on the app threads, several at once.
+                    self.long_before = False
+                    turns.apps_wait()
+                    break
+                else:
+                    self.long_before = True
             if now_ns - since.wall_ns < _CHECK_EVERY_NS and pending:
                 continue
             looked = _standby_looks(turns) - looks  # wraps as the field does
