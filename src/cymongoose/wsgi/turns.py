@@ -18,11 +18,12 @@ _STALL_S = 0.005
 # this long, renewed by every app that runs longer than _STALL_S: the owner then only polls,
 # and the other threads run the queued apps, several at once.
 _BLOCKING_S = 1.0
-# The standby checks every stall_s only while apps run: after this many checks in a row saw
-# none (a second at the default stall_s), it sleeps until the owner starts one, or for
-# _DEEP_SLEEP_S at most. An idle server woke its standby 200 times a second (about 1% of a
-# CPU); now about once.
-_IDLE_CHECKS = 200
+# The standby checks every stall_s only while apps run: once its checks have seen none for
+# this long, it sleeps until the owner starts one, or for _DEEP_SLEEP_S at most. An idle
+# server woke its standby 200 times a second (about 1% of a CPU); now about once. Time, not
+# a count of checks: on free-threaded 3.13 each check's wait first spins through 40
+# sched_yield() calls, and beside a CPU hog 200 checks took over 10 s.
+_IDLE_S = 1.0
 _DEEP_SLEEP_S = 1.0
 
 
@@ -248,7 +249,7 @@ class _LoopTurns(WSGITurns):
         for a thread (blocking mode)."""
         wake = self._standby_wake
         seen: _Exchange | None = None
-        idle_checks = 0
+        idle_since: float | None = None  # when the checks last saw an app
         while True:
             wake.wait(_DEEP_SLEEP_S if self.standby_asleep else self._stall_s)
             wake.clear()  # the state is read after this: a wake-up set from now on counts
@@ -272,12 +273,14 @@ class _LoopTurns(WSGITurns):
                 if (self.stopping and cur is None) or self._app_waits():
                     return False
                 seen = cur
-            idle_checks = idle_checks + 1 if cur is None else 0
-            if idle_checks >= _IDLE_CHECKS:
+            now = time.monotonic()
+            if cur is not None or idle_since is None:
+                idle_since = now
+            elif now - idle_since >= _IDLE_S:
                 self.standby_asleep = True
                 if self.current is not None:  # an app started meanwhile: watch it
                     self.standby_asleep = False
-                    idle_checks = 0
+                    idle_since = now
 
     def lead(self) -> None:
         """Own the loop until another thread takes it over or the server stops."""

@@ -230,8 +230,9 @@ DEF _LOOK_NS = 500000
 # runs at most about this long on the owner alone before the rest go to the threads. Reading
 # the thread's usage is a system call; the clock is not.
 DEF _CHECK_EVERY_NS = 150000
-# With apps_in_parallel: an inline app that ran this long, twice in a row, starts the
-# blocking mode, so apps run on the app threads at once. Handing a request to an app thread
+# With apps_in_parallel: an inline app that ran this long (with as much CPU time spent
+# since the last check), twice in a row, starts the blocking mode, so apps run on the app
+# threads at once. Handing a request to an app thread
 # costs about 16 us here (WSGI hello, 3.13t GIL off: 115k req/s inline, 41k on the threads);
 # a 1.6 ms app ran at 1.9x the requests per second on 2 CPUs (the threads benchmark phase).
 DEF _LONG_APP_NS = 100000
@@ -409,6 +410,8 @@ cdef class WSGILoop(_LoopHandler):
         cdef mg.cym_thread_usage since
         cdef int64_t now_ns
         cdef int64_t app_started_ns = 0
+        cdef int64_t cpu_before_ns
+        cdef bint waited
         cdef unsigned long looks = _standby_looks(turns)
         cdef unsigned long looked
         pending = self.pending
@@ -459,22 +462,28 @@ cdef class WSGILoop(_LoopHandler):
             if once:
                 break
             now_ns = mg.cym_monotonic_ns()
+            if now_ns - since.wall_ns < _CHECK_EVERY_NS and pending:
+                continue
+            looked = _standby_looks(turns) - looks  # wraps as the field does
+            looks = looked + looks
+            cpu_before_ns = since.cpu_ns
+            waited = _apps_waited(&since, now_ns, looked)
             if self.apps_in_parallel:
-                if now_ns - app_started_ns < _LONG_APP_NS:
+                # The last app ran long, and the owner spent as long on its CPU since the
+                # last check: it computed (an app preempted on a busy machine runs long
+                # too, off CPU, and is not one).
+                if (now_ns - app_started_ns < _LONG_APP_NS
+                        or since.cpu_ns - cpu_before_ns < _LONG_APP_NS):
                     self.long_before = False
                 elif self.long_before:
-                    # Two long apps in a row on the owner alone, with CPUs to spare: the
-                    # rest run on the app threads, several at once.
+                    # Twice in a row, with CPUs to spare: the rest of the queue, and what
+                    # comes next, run on the app threads, several at once.
                     self.long_before = False
                     turns.apps_wait()
                     break
                 else:
                     self.long_before = True
-            if now_ns - since.wall_ns < _CHECK_EVERY_NS and pending:
-                continue
-            looked = _standby_looks(turns) - looks  # wraps as the field does
-            looks = looked + looks
-            if not _apps_waited(&since, now_ns, looked):
+            if not waited:
                 self.waited_before = False
             elif self.waited_before:
                 # The owner ran apps that wait (a database, a service), twice in a row: the
