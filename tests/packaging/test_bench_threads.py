@@ -108,9 +108,9 @@ def test_the_app_threads_part_compares_the_gil_off_with_on_and_the_gil_build() -
                  _run("apps-ft-gil-on-cpu", "ft-gil-on", rnd, on, gil_on, "apps", "cpu"),
                  _run("apps-gil-cpu", "gil", rnd, build, GIL, "apps", "cpu")]
     info = {"ft_interpreter": FT,
-            "apps": {"cpus": 2, "wait_s": 0.002, "cpu_loop": 20000, "server_cpus": [0],
-                     "client_cpus": [1], "wrk_threads": 1, "connections": {"cpu": 50},
-                     "one_cpu": "this machine has 2 CPUs: one CPU per server",
+            "apps": {"cpus": 2, "wait_s": 0.002, "cpu_loop": 20000, "connections": {"cpu": 50},
+                     "layout": {"cpu": {"kind": "shared", "wrk_threads": 1,
+                                        "server_cpus": [0, 1], "client_cpus": [1]}},
                      "legs": {"ft": "3.13t, GIL off, one process"}}}
     data = report.build(_meta(), _settings(), {}, runs, info)
     cpu = data["summary"]["apps"]["cpu"]
@@ -120,7 +120,7 @@ def test_the_app_threads_part_compares_the_gil_off_with_on_and_the_gil_build() -
     assert "wait" not in data["summary"]["apps"]  # not measured: no section, no figure
     text = report.markdown(data)
     assert "## WSGI app threads" in text and "20,000 steps" in text
-    assert "One CPU per server: this machine has 2 CPUs" in text
+    assert "server on CPUs [0, 1], wrk -t1 -c50 on [1] (shared)" in text
     assert "| 3.13t, GIL off, one process | 3.13.5 free-threaded, GIL off" in text
 
 

@@ -32,8 +32,10 @@ of the per-round ratios of one run:
    (--threads 8). Legs: 3.13t GIL off, 3.13t GIL on, the GIL build, and granian on 3.13t
    (as many blocking threads). With the GIL off the computing app's threads run at once, but
    only with server CPUs to run on: where the machine has 2 + shapes.WRK_CPUS CPUs or more,
-   the server gets all but wrk's; on fewer, every server gets the price part's one CPU and
-   the part measures what each build costs per request (info["apps"] says which).
+   the server gets all but wrk's. On fewer, the waiting app's servers get the price part's
+   one CPU each, and the computing app's servers every CPU, with wrk sharing the last: at
+   about a thousand requests a second wrk needs a few percent of it (each run records its
+   share). info["apps"] says which.
 3. scale: N loop threads in one process against N worker processes (`--workers N`), and
    granian's N workers, on 3.13t with the GIL off, for N in 1, 2, 4, 8: each N only where
    the machine has N + shapes.WRK_CPUS CPUs (the workers phase's rule: the server on CPUs
@@ -445,28 +447,29 @@ class ThreadsPhase:
         apps = _hello_apps()
         plan: dict[str, Any] = {"cpus": cpus, "legs": {g.id: g.label for g in APP_LEGS},
                                 "wait_s": apps.WAIT_S, "cpu_loop": apps.CPU_LOOP}
-        server_cpus: list[int] | None = None
-        client_cpus: list[int] | None = None
-        threads = 1
-        if cpus >= 2 + shapes.WRK_CPUS:
-            server_cpus = list(range(min(shapes.MAX_WORKERS, cpus - shapes.WRK_CPUS)))
-            client_cpus = list(range(len(server_cpus), cpus))
-            threads = min(len(client_cpus), shapes.WRK_CPUS * 2)
-            plan.update(server_cpus=server_cpus, client_cpus=client_cpus, wrk_threads=threads)
-        else:
-            plan.update(server_cpus=[bench.server_cpu], client_cpus=[bench.client_cpu],
-                        wrk_threads=1, one_cpu=(
-                            f"this machine has {cpus} CPUs: app threads run at once only with "
-                            f"2 server CPUs or more beside wrk's {shapes.WRK_CPUS}, so each "
-                            "server has one CPU and the part measures what each build costs "
-                            "per request, not how app threads scale"))
-            log.warning("== threads phase, app threads on one CPU: %s", plan["one_cpu"])
         self.info["apps"] = plan
         own = os.sched_getaffinity(0)
-        if client_cpus is not None:
-            os.sched_setaffinity(0, set(client_cpus))  # the runner off the servers' CPUs
         try:
             for app in APP_THREADS:
+                server_cpus: list[int] | None = None
+                client_cpus: list[int] | None = None
+                threads = 1
+                if cpus >= 2 + shapes.WRK_CPUS:
+                    server_cpus = list(range(min(shapes.MAX_WORKERS, cpus - shapes.WRK_CPUS)))
+                    client_cpus = list(range(len(server_cpus), cpus))
+                    threads = min(len(client_cpus), shapes.WRK_CPUS * 2)
+                    layout = "apart"
+                elif app.id == "cpu" and cpus >= 2:
+                    server_cpus = list(range(cpus))
+                    client_cpus = [cpus - 1]
+                    layout = "shared"
+                else:
+                    layout = "one CPU"
+                plan.setdefault("layout", {})[app.id] = {
+                    "kind": layout, "wrk_threads": threads,
+                    "server_cpus": server_cpus or [bench.server_cpu],
+                    "client_cpus": client_cpus or [bench.client_cpu]}
+                os.sched_setaffinity(0, set(client_cpus) if client_cpus else own)
                 group = [s for s in (self.server("apps", app, leg) for leg in APP_LEGS)
                          if s is not None]
                 conns = WAIT_CONNECTIONS if app.id == "wait" else bench.args.connections

@@ -267,15 +267,22 @@ def markdown(data: dict[str, Any]) -> str:
         out += ["", "## WSGI app threads: an app that waits, an app that computes", "",
                 f"`hello_apps:wsgi_wait` sleeps {apps.get('wait_s', 0) * 1000:g} ms per "
                 "request (an app waiting on its database, without one); `hello_apps:wsgi_cpu` "
-                f"runs {apps.get('cpu_loop', 0):,} steps of a pure-Python loop. Server on CPUs "
-                f"{apps.get('server_cpus')}, wrk -t{apps.get('wrk_threads')} on "
-                f"{apps.get('client_cpus')}, connections "
-                + ", ".join(f"{k} {v}" for k, v in apps.get("connections", {}).items()) + "."]
-        if apps.get("one_cpu"):
-            out += ["", f"One CPU per server: {apps['one_cpu']}."]
-        out.append("")
+                f"runs {apps.get('cpu_loop', 0):,} steps of a pure-Python loop. Where the "
+                "machine has fewer than 4 CPUs, the waiting app's servers get one CPU (wrk "
+                "the other) and the computing app's servers every CPU, wrk sharing the last.",
+                ""]
         for rid, _num_leg, _den, text in APP_RATIOS:
             out.append(f"- `{rid}`: {text}")
+        for app in APP_THREADS:
+            lay = apps.get("layout", {}).get(app.id)
+            if lay:
+                share = report._median([r["client_cpu_util"] for r in data["runs"]
+                                        if r["phase"] == "apps" and r.get("app") == app.id
+                                        and r.get("client_cpu_util") is not None])
+                wrk_share = "" if share is None else f" (wrk used {share:.0%} of a CPU)"
+                out += ["", f"{app.label}: server on CPUs {lay['server_cpus']}, wrk "
+                        f"-t{lay['wrk_threads']} -c{apps.get('connections', {}).get(app.id)} "
+                        f"on {lay['client_cpus']} ({lay['kind']}){wrk_share}."]
         out += _legs_sections(summary.get("apps", {}), APP_THREADS, apps.get("legs", {}))
     out += ["", "## N loop threads in one process against N worker processes", ""]
     plans = info.get("scale", {}).get("n", {})
