@@ -376,6 +376,13 @@ class Config:
         30.0, "processes", "seconds to finish in-flight requests on SIGTERM",
         "be a number of seconds >= 0", rule=_at_least(0), metavar="S",
         doc_more="a stopping server or worker then exits without them")
+    drain_delay: float = _option(
+        0.0, "processes", "seconds to keep serving after SIGTERM, with the health path "
+        "answering 503, before the drain starts", "be a number of seconds >= 0",
+        rule=_at_least(0), metavar="S",
+        doc_more="so a load balancer takes the server out of rotation first; a second "
+                 "signal stops at once; at most `--graceful-timeout`, see "
+                 "[Deployment](deployment.md#rollouts-behind-a-load-balancer)")
     max_requests: int = _option(0, "processes",
                                 "restart a worker after this many requests (0: never)",
                                 "be an int >= 0 (0: no limit)", rule=_at_least(0), metavar="N")
@@ -555,6 +562,13 @@ class Config:
                           if getattr(self, name)))
             raise ConfigError(f"{self._label('reload')} serves from one process: drop "
                               f"{given} or {self._label('reload')}")
+        if self.drain_delay > self.graceful_timeout:
+            # A delay lets the balancer's checks see the 503: a few check intervals. One
+            # longer than the longest request may take is most likely milliseconds given
+            # as seconds, and would hold a rollout for that long.
+            raise ConfigError(f"{self._label('drain_delay')} must be at most "
+                              f"{self._label('graceful_timeout')} ({self.graceful_timeout:g} "
+                              f"s), not {self.drain_delay:g}")
         if self.loop_threads > 1:
             reason = _gil_reason()
             if reason:

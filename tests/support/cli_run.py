@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import re
 import signal
 import socket
 import ssl
@@ -116,6 +117,21 @@ class CLI:
             self.stop()
             raise AssertionError(f"server did not come up: {self.err}") from None
 
+    def log_until(self, pattern: str, timeout: float = 20.0) -> re.Match[str]:
+        """The first stderr line matching `pattern`, read as the process writes it (the
+        lines read are kept in `err`)."""
+        assert self.proc.stderr is not None
+        deadline = time.monotonic() + start_bound(timeout)
+        while time.monotonic() < deadline:
+            line = self.proc.stderr.readline()
+            if not line:
+                break
+            self.err += line
+            found = re.search(pattern, line)
+            if found:
+                return found
+        raise AssertionError(f"no line matching {pattern!r} in: {self.err}")
+
     def send(self, signum: int) -> None:
         self.proc.send_signal(signum)
 
@@ -124,11 +140,14 @@ class CLI:
         if self.proc.poll() is None:
             self.proc.send_signal(signum)
         try:
-            self.out, self.err = self.proc.communicate(timeout=timeout)
+            out, err = self.proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            self.out, self.err = self.proc.communicate()
+            out, err = self.proc.communicate()
+            self.out, self.err = self.out + out, self.err + err
             raise AssertionError(f"did not stop within {timeout} s: {self.err}") from None
+        # After what log_until() read already.
+        self.out, self.err = self.out + out, self.err + err
         return self.proc.returncode
 
     def worker_pids(self) -> list[int]:

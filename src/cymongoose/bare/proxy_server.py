@@ -62,7 +62,8 @@ class ProxyServer(BareServer):
         """Serve until stop() or SIGINT/SIGTERM, drain, then close."""
         manager = self._manager
         try:
-            with StopSignals(self.stop):
+            with StopSignals(self.stop, delay=self.config.drain_delay,
+                             unready=self._unready):
                 manager.ready = True
                 if self.on_ready is not None:
                     self.on_ready()
@@ -82,6 +83,10 @@ class ProxyServer(BareServer):
                         break
         finally:
             self.close()
+
+    def _unready(self) -> None:
+        """--drain-delay: health probes fail while the proxy serves on (thread-safe)."""
+        self._manager.ready = False
 
     def stop(self) -> None:
         """Make run() drain and return (within one poll). Thread-safe."""

@@ -2,16 +2,19 @@
 `--interface raw`: the handler answers each request itself, so the options that need an
 app protocol (static files, the access log, proxy headers, the request deadline) are
 refused. It stops at once on SIGINT/SIGTERM: nothing is in flight that the handler did not
-answer within its own event, so there is nothing to drain."""
+answer within its own event, so there is nothing to drain. With --drain-delay it serves on
+for the delay first, its health path answering 503 (serving/drain_delay.py)."""
 
 from __future__ import annotations
 
 import threading
+from contextlib import nullcontext
 from typing import Any
 
 from .._mongoose import MG_EV_ACCEPT
 from ..config import Config
 from ..errors import ConfigError
+from ..serving.stop_signals import StopSignals
 from .listening import BareServer
 
 __all__ = ["RawServer"]
@@ -38,20 +41,29 @@ class RawServer(BareServer):
         self._stopping = False
 
     def run(self, poll_ms: int = 100) -> None:
-        """Serve until SIGINT/SIGTERM (`Manager.run()`), or on a loop thread of a process
-        with several (process/loop_threads.py, where only the main thread takes signals)
-        until stop(); then close."""
-        self._manager.ready = True  # no draining state: a signal stops the server at once
+        """Serve until SIGINT/SIGTERM (`Manager.run()`; with --drain-delay, after the
+        delay), or on a loop thread of a process with several (process/loop_threads.py,
+        where only the main thread takes signals) until stop(); then close."""
+        self._manager.ready = True  # without a delay, a signal stops the server at once
         if self.on_ready is not None:
             self.on_ready()
-        if threading.current_thread() is threading.main_thread():
+        on_main = threading.current_thread() is threading.main_thread()
+        if on_main and not self.config.drain_delay:
             self._manager.run(poll_ms)
             return
         try:
-            while not self._stopping:
-                self._manager.poll(poll_ms)
+            # The main thread with a delay: signals through StopSignals, which calls
+            # stop() once the delay is over.
+            with (StopSignals(self.stop, delay=self.config.drain_delay,
+                              unready=self._unready) if on_main else nullcontext()):
+                while not self._stopping:
+                    self._manager.poll(poll_ms)
         finally:
             self._manager.close()
+
+    def _unready(self) -> None:
+        """--drain-delay: health probes fail while the handler serves on."""
+        self._manager.ready = False
 
     def stop(self) -> None:
         """From any thread: make a loop thread's run() return within `poll_ms` (the

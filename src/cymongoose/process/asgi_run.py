@@ -15,6 +15,7 @@ from typing import Any
 from .._mongoose import Manager
 from ..aio import new_event_loop
 from ..errors import LifespanFailure, StartupFailed
+from ..serving.drain_delay import DelayedStop
 
 __all__ = ["ASGIRun"]
 
@@ -24,9 +25,10 @@ log = logging.getLogger("cymongoose.error")
 class ASGIRun:
     """`server` (an ASGIServer, not started) served on an event loop of its own."""
 
-    def __init__(self, server: Any, graceful_timeout: float) -> None:
+    def __init__(self, server: Any, graceful_timeout: float, drain_delay: float = 0.0) -> None:
         self._server = server
         self._graceful_timeout = graceful_timeout
+        self._drain_delay = drain_delay
         #: Called by run() once a stop signal would be honoured.
         self.on_ready: Callable[[], object] | None = None
         #: Called once when the server starts to stop.
@@ -92,17 +94,24 @@ class ASGIRun:
         # Only the main thread can take signals; a loop thread of a process with several
         # (loop_threads.py) is stopped by stop() from there.
         signals = (signal.SIGINT, signal.SIGTERM) if _on_main_thread() else ()
+        stops = DelayedStop(stop.set, delay=self._drain_delay, unready=self._unready,
+                            call_later=loop.call_later)
         for signum in signals:
-            loop.add_signal_handler(signum, stop.set)
+            loop.add_signal_handler(signum, stops.signal, signal.Signals(signum).name)
         if self.on_ready is not None:
             self.on_ready()
         try:
             await stop.wait()
-            log.info("stopping, finishing the requests in flight")
         finally:
+            stops.cancel()
             if self.on_stop is not None:
                 self.on_stop()
             await asyncio.wait_for(self._server.stop(), timeout=self._graceful_timeout + 5)
+
+    def _unready(self) -> None:
+        """--drain-delay: health probes fail while the server serves on."""
+        manager = self._server.manager
+        manager.ready = False
 
     def stop(self) -> None:
         """From any thread: make run() stop the server, as a stop signal does."""

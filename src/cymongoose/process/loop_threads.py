@@ -104,7 +104,7 @@ class LoopThreads:
         config = self._config
         blocks: list[Any] = ([None] * len(self._loops) if config.worker_metrics is None
                              else shared_blocks(config.worker_metrics, len(self._loops)))
-        with StopSignals(self.stop):
+        with StopSignals(self.stop, delay=config.drain_delay, unready=self._unready):
             for loop, block in zip(self._loops, blocks, strict=True):
                 loop.thread = threading.Thread(
                     target=self._run_loop, args=(loop, sock, block),
@@ -203,6 +203,13 @@ class LoopThreads:
         if first:
             self._status.send("recycle")
             self.stop()
+
+    def _unready(self) -> None:
+        """--drain-delay: every loop's health probes fail while they serve on."""
+        with self._changed:
+            managers = [lp.manager for lp in self._loops if lp.manager is not None]
+        for manager in managers:
+            manager.ready = False
 
     def stop(self) -> None:
         """From any thread: every loop stops (the requests in flight are finished)."""

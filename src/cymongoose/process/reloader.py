@@ -50,7 +50,7 @@ def run_reloader(config: Config, argv: list[str]) -> int:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:
-                proc.wait(config.graceful_timeout + 5)
+                proc.wait(config.drain_delay + config.graceful_timeout + 5)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()

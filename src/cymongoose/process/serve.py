@@ -253,7 +253,7 @@ def _build_asgi(config: Config, app: Any, status: StatusPipe) -> _Server:
 
             app = ASGIStaticFiles(app, config.static_mounts())
         server = ASGIRun(asgi.ASGIServer(app, factory=False, config=_this_worker(config)),
-                         config.graceful_timeout)
+                         config.graceful_timeout, config.drain_delay)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     server.on_max_requests = lambda: status.send("recycle")

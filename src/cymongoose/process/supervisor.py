@@ -14,6 +14,8 @@ worker: a worker that dies or restarts loses no connection waiting there.
   happening: then it is a start-up crash, and the server stops.
 - SIGTERM/SIGINT: each worker stops accepting, finishes its requests in flight and closes
   idle connections within --graceful-timeout; the supervisor exits 0 when all are gone.
+  With --drain-delay each worker first serves on for the delay, its health path failing; a
+  second signal is passed on, so they drain at once.
 - SIGHUP: workers are replaced one at a time, each only once its successor is ready.
 - SIGTTIN/SIGTTOU: one worker more / one less.
 - A worker that reached --max-requests says so and drains; its successor starts at once.
@@ -202,7 +204,8 @@ class Supervisor:
                 for signum in os.read(sig_r, 64):
                     self._on_signal(signum)
                 if self.stopping and deadline is None:
-                    deadline = time.monotonic() + self.config.graceful_timeout + 5.0
+                    deadline = (time.monotonic() + self.config.drain_delay
+                                + self.config.graceful_timeout + 5.0)
             for w in list(self.workers):
                 if w.status_fd in readable:
                     self._read_status(w)
@@ -239,6 +242,12 @@ class Supervisor:
                 self.sock.close()  # the workers hold the socket until they stop accepting
                 for w in self.workers:
                     self._retire(w)
+            elif self.config.drain_delay:
+                # The workers serve on for --drain-delay: a second signal, passed on, makes
+                # them drain now.
+                for w in self.workers:
+                    if w.proc.poll() is None:
+                        w.proc.send_signal(signal.SIGTERM)
         elif signum == signal.SIGHUP and not self.rolling:
             log.info("SIGHUP: replacing the workers one at a time")
             self.rolling = [w for w in self.workers if not w.retiring]

@@ -14,16 +14,15 @@ inside a signal handler.
 
 from __future__ import annotations
 
-import logging
 import signal
 import socket
 import threading
 from collections.abc import Callable
 from types import TracebackType
 
-__all__ = ["StopSignals"]
+from .drain_delay import DelayedStop
 
-log = logging.getLogger("cymongoose.error")
+__all__ = ["StopSignals"]
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -34,12 +33,15 @@ def _ignore(signum: int, frame: object) -> None:
 
 class StopSignals:
     """`with StopSignals(stop):` calls `stop()` once, on a thread of its own, at the first
-    SIGINT or SIGTERM; further signals are logged. Outside the main thread (where Python
-    cannot install handlers) it does nothing. The previous handlers and wakeup descriptor
-    are restored on exit."""
+    SIGINT or SIGTERM; further signals are logged. With `delay` (--drain-delay) the first
+    signal calls `unready()` and `stop()` follows after `delay` seconds or at the second
+    signal (drain_delay.py). Outside the main thread (where Python cannot install
+    handlers) it does nothing. The previous handlers and wakeup descriptor are restored on
+    exit."""
 
-    def __init__(self, stop: Callable[[], object]) -> None:
-        self._stop = stop
+    def __init__(self, stop: Callable[[], object], *, delay: float = 0.0,
+                 unready: Callable[[], object] = lambda: None) -> None:
+        self._stops = DelayedStop(stop, delay=delay, unready=unready)
         self._reader: socket.socket | None = None
         self._writer: socket.socket | None = None
         self._thread: threading.Thread | None = None
@@ -72,19 +74,13 @@ class StopSignals:
             for signum in data:
                 if signum not in _STOP_SIGNALS:
                     continue  # another signal with a Python handler: not ours to act on
-                name = signal.Signals(signum).name
                 if self.received is None:
                     self.received = signum
-                    log.info("%s: stopping, finishing the requests in flight", name)
-                    try:
-                        self._stop()
-                    except Exception:
-                        log.exception("stopping on %s failed", name)
-                else:
-                    log.info("%s: already stopping", name)
+                self._stops.signal(signal.Signals(signum).name)
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
+        self._stops.cancel()  # the server stopped: a delay still running ends here
         if self._writer is None:
             return
         for signum, old in self._previous.items():

@@ -361,7 +361,8 @@ class WSGIServer:
         try:
             # This thread takes turns at the loop and may wait on the turns' lock when a
             # stop signal comes: StopSignals acts on it from a thread of its own.
-            with StopSignals(self.stop):
+            with StopSignals(self.stop, delay=self.config.drain_delay,
+                             unready=self._unready):
                 self._manager.ready = True  # the health path answers 200 from here
                 if self.on_ready is not None:
                     self.on_ready()
@@ -398,6 +399,11 @@ class WSGIServer:
                 self._drain_outbox()
             if turns.pending and not turns.run_pending():
                 return
+
+    def _unready(self) -> None:
+        """--drain-delay: health probes say "draining" and each answer closes its
+        connection, while the server serves on. Thread-safe: the guard reads a plain int."""
+        self._manager.ready = False
 
     def stop(self) -> None:
         """Make run() return: requests in flight are finished first. Thread-safe."""

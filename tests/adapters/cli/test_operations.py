@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import http.client
 import os
-import re
 import signal
 import socket
 import time
@@ -57,21 +56,6 @@ def _start(tmp_path: Path, port: int, *options: str) -> CLI:
     return cli
 
 
-def _log_until(cli: CLI, pattern: str, timeout: float = 20.0) -> re.Match[str]:
-    """The first stderr line of the running `cli` matching `pattern` (read as it comes)."""
-    assert cli.proc.stderr is not None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = cli.proc.stderr.readline()
-        if not line:
-            break
-        cli.err += line
-        found = re.search(pattern, line)
-        if found:
-            return found
-    raise AssertionError(f"no line matching {pattern!r} in: {cli.err}")
-
-
 def test_a_worker_past_the_memory_limit_is_replaced_without_a_failed_request(
         tmp_path: Path) -> None:
     port = free_port()
@@ -80,7 +64,7 @@ def test_a_worker_past_the_memory_limit_is_replaced_without_a_failed_request(
     try:
         first = get(port, "/").body.split(b"|")[0].decode()
         with LoadClient(port, "/grow", threads=2, max_requests=1_000_000) as load:
-            _log_until(cli, rf"worker {first} uses \d+ MiB \(--workers-max-rss 80\): "
+            cli.log_until(rf"worker {first} uses \d+ MiB \(--workers-max-rss 80\): "
                             "replacing it")
             # The successor serves: its pid answers, the old one is gone.
             wait_for(lambda: len(load.result.pids - {first}) >= 1, 30,
@@ -163,7 +147,7 @@ def test_metrics_add_up_every_worker_and_survive_a_killed_one(tmp_path: Path) ->
     cli = _start(tmp_path, port, "--workers", "2", "--threads", "2", "--metrics",
                  "--metrics-port", "0", "--access-log", "--access-log-file", str(access))
     try:
-        url = _log_until(cli, r"metrics of all the workers at (http://\S+)").group(1)
+        url = cli.log_until(r"metrics of all the workers at (http://\S+)").group(1)
         wait_for(lambda: _scrape(url)[("cymongoose_workers", ())] == 2, 30,
                  '_scrape(url)[("cymongoose_workers", ())] == 2')
         start = _scrape(url)  # the start-up's own request (CLI.wait_http) is counted

@@ -565,6 +565,11 @@ cdef void _advance(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nog
             if _is_health_probe(c, g):
                 _answer_health(c, g, now)  # before the limit: probes are always answered
                 continue
+            if mg.cym_load_int(&(<GilSlot *>c.mgr.userdata).health_state) == _HEALTH_DRAINING:
+                # A stopping server (its --drain-delay included) ends each connection after
+                # its answer, so a client moves on while the server still serves rather than
+                # sending on a keep-alive connection that the drain is about to close.
+                g.flags = (g.flags | _GF_CLOSE) & ~_GF_KEEPALIVE
             if _px_claim(c, g, now):  # a reverse-proxy route (proxy_exchange.pxi)
                 continue
             if lim.stream_body:
