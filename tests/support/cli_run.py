@@ -192,13 +192,19 @@ class LoadResult:
 
 
 class LoadClient:
-    """`threads` clients sending keep-alive GETs to `path` until stop() or `max_requests`
-    each. A request that fails on a reused connection before any status line is retried once
-    on a fresh connection (as browsers and HTTP libraries do); any other failure counts."""
+    """`threads` clients sending keep-alive GETs to `path` on `host` until stop() or
+    `max_requests` each, `pace` seconds apart; `pids` gets the first `fields` of each
+    answer (HELLO_APP's: the pid, then the client address the server saw). A request that
+    fails on a reused connection before any status line is retried once on a fresh
+    connection (as browsers and HTTP libraries do); any other failure counts."""
 
     def __init__(self, port: int, path: str = "/", threads: int = 4,
                  max_requests: int = 5000,
-                 check: Callable[[bytes], bool] = lambda body: True) -> None:
+                 check: Callable[[bytes], bool] = lambda body: True, *,
+                 host: str = "127.0.0.1", pace: float = 0.0, fields: int = 1) -> None:
+        self.host = host
+        self._fields = fields  # of HELLO_APP's body, kept in `pids` per answer
+        self.pace = pace  # seconds each thread waits between its requests (0: none)
         self.port = port
         self.path = path
         self.result = LoadResult()
@@ -227,11 +233,11 @@ class LoadClient:
         conn: http.client.HTTPConnection | None = None
         used = False
         for _ in range(self._max):
-            if self._stop.is_set():
+            if self._stop.is_set() or (self.pace and self._stop.wait(self.pace)):
                 break
             for attempt in (0, 1):
                 if conn is None:
-                    conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+                    conn = http.client.HTTPConnection(self.host, self.port, timeout=10)
                     used = False
                 got_status = False
                 try:
@@ -242,7 +248,8 @@ class LoadClient:
                     with self._lock:
                         if resp.status == 200 and self._check(body):
                             self.result.ok += 1
-                            self.result.pids.add(body.split(b"|")[0].decode())
+                            self.result.pids.add(
+                                "|".join(body.decode().split("|")[:self._fields]))
                         else:
                             self.result.failed.append(f"{resp.status} {body[:80]!r}")
                     used = True
