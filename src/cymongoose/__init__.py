@@ -10,15 +10,17 @@ if TYPE_CHECKING:
     from . import proxy as proxy
     from .aio import AsyncManager
     from .proxy import ReverseProxy
+    from .server import Server
 
 __version__ = "0.3.0"
-__all__ = [*_core_all, "AsyncManager", "ReverseProxy"]
+__all__ = [*_core_all, "AsyncManager", "ReverseProxy", "Server"]
 
 # Imported on first use (PEP 562), so that `import cymongoose` stays cheap: cymongoose.aio
 # imports asyncio, which cost more than the rest of the package, and the reverse proxy its
-# parsers. `from cymongoose import AsyncManager` and `cymongoose.aio` work as they always
-# did; a program that uses neither never loads them.
-_LAZY = {"AsyncManager": "aio", "ReverseProxy": "proxy", "aio": "aio", "proxy": "proxy"}
+# parsers, and the embeddable Server both. `from cymongoose import AsyncManager` and
+# `cymongoose.aio` work as they always did; a program that uses none never loads them.
+_LAZY = {"AsyncManager": "aio", "ReverseProxy": "proxy", "Server": "server", "aio": "aio",
+         "proxy": "proxy", "server": "server"}
 
 
 def __getattr__(name: str) -> object:

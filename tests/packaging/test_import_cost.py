@@ -1,8 +1,8 @@
 """`import cymongoose` stays cheap: asyncio (more than half of the package's import time
 when it was imported eagerly) loads only with what drives an asyncio loop, and the names
-imported on first use (cymongoose.aio's AsyncManager, cymongoose.proxy's ReverseProxy) are
-still there for `from cymongoose import X`. Each case runs in a fresh interpreter, since
-this one has long imported everything."""
+imported on first use (cymongoose.aio's AsyncManager, cymongoose.proxy's ReverseProxy,
+cymongoose.server's Server) are still there for `from cymongoose import X`. Each case runs
+in a fresh interpreter, since this one has long imported everything."""
 
 from __future__ import annotations
 
@@ -58,11 +58,13 @@ def test_every_public_name_imports_by_name_and_by_star() -> None:
 
 
 def test_lazy_names_are_the_submodules_objects() -> None:
-    out = _run("import cymongoose, cymongoose.aio, cymongoose.proxy\n"
+    out = _run("import cymongoose, cymongoose.aio, cymongoose.proxy, cymongoose.server\n"
                "print(cymongoose.AsyncManager is cymongoose.aio.AsyncManager,\n"
                "      cymongoose.ReverseProxy is cymongoose.proxy.ReverseProxy,\n"
-               "      {'AsyncManager', 'ReverseProxy', 'aio', 'proxy'} <= set(dir(cymongoose)))")
-    assert out.split() == ["True", "True", "True"]
+               "      cymongoose.Server is cymongoose.server.Server,\n"
+               "      {'AsyncManager', 'ReverseProxy', 'Server', 'aio', 'proxy', 'server'}\n"
+               "      <= set(dir(cymongoose)))")
+    assert out.split() == ["True", "True", "True", "True"]
     out = _run("import cymongoose\n"
                "try:\n"
                "    cymongoose.no_such_name\n"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from cymongoose import Manager
 
@@ -78,3 +78,25 @@ def polls_within(mgr: Manager, seconds: float, poll_ms: int) -> int:
         mgr.poll(poll_ms)
         polls += 1
     return polls
+
+
+async def wait_until(predicate: Callable[[], Any], timeout: float,
+                     what: str | Callable[[], str], interval: float = SLEEP_S) -> Any:
+    """wait_for() for a test running on an event loop: between checks it yields to the loop
+    (asyncio.sleep), so the servers and clients on that loop go on meanwhile. `predicate`
+    may be a coroutine function (a probe that connects)."""
+    import asyncio
+    import inspect
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        value = predicate()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value
+        if loop.time() >= deadline:
+            said = what() if callable(what) else what
+            raise AssertionError(f"timed out after {timeout} s waiting for {said}")
+        await asyncio.sleep(interval)

@@ -1,0 +1,156 @@
+"""cymongoose.Server with a WSGI app or a raw handler, and its blocking run(): serve()
+awaited in a running loop serves them on the server's own thread (the app never blocks the
+caller's loop), run() owns its loop and process, SIGTERM included."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+from typing import Any
+
+import httpx
+import pytest
+from support.embedding_apps import HoldingWSGI, RecordingASGI
+from support.event_loops import LOOP_KINDS, run_on
+from support.gunicorn_server import TESTS_DIR
+from support.http_client import get
+from support.ports import HOST, bound_listener, free_port
+from support.waiting import wait_for, wait_until
+
+from cymongoose import MG_EV_HTTP_MSG, Server
+from cymongoose.config import Config
+
+pytestmark = pytest.mark.timeout(60)
+
+WAIT_S = 10.0
+
+
+@pytest.mark.parametrize("loop_kind", LOOP_KINDS)
+def test_a_wsgi_app_runs_off_the_callers_loop(loop_kind: str) -> None:
+    app = HoldingWSGI()
+
+    async def main() -> None:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.005)
+
+        ticking = asyncio.ensure_future(ticker())
+        sock = bound_listener()
+        port = sock.getsockname()[1]
+        server = Server(Config(), app=app)
+        serving = asyncio.ensure_future(server.serve(sockets=[sock]))
+        await wait_until(lambda: server.started or serving.done(), WAIT_S, "it to listen")
+        async with httpx.AsyncClient(timeout=WAIT_S) as client:
+            reply = await client.get(f"http://{HOST}:{port}/")
+            assert reply.status_code == 200
+            assert reply.text != threading.current_thread().name  # not the loop's thread
+            slow = asyncio.ensure_future(client.get(f"http://{HOST}:{port}/slow"))
+            await wait_until(app.entered.is_set, WAIT_S, "the app to block")
+            # The app blocks its thread; the caller's loop goes on.
+            before = ticks
+            await wait_until(lambda: ticks > before + 3, WAIT_S, "the ticker to tick")
+            server.should_exit = True
+            await wait_until(lambda: not slow.done() and sock.fileno() == -1, WAIT_S,
+                             "the server to start stopping")
+            assert not serving.done()  # the drain waits for the request in flight
+            app.release.set()
+            assert (await slow).status_code == 200
+        await asyncio.wait_for(serving, WAIT_S)
+        ticking.cancel()
+
+    run_on(loop_kind, main)
+
+
+def test_a_raw_handler_runs_off_the_callers_loop() -> None:
+    threads: list[str] = []
+
+    def handler(conn: Any, ev: int, data: Any) -> None:
+        if ev == MG_EV_HTTP_MSG:
+            threads.append(threading.current_thread().name)
+            conn.reply(200, b"raw")
+
+    async def main() -> None:
+        sock = bound_listener()
+        port = sock.getsockname()[1]
+        server = Server(Config(), app=handler)
+        serving = asyncio.ensure_future(server.serve(sockets=[sock]))
+        await wait_until(lambda: server.started or serving.done(), WAIT_S, "it to listen")
+        async with httpx.AsyncClient(timeout=WAIT_S) as client:
+            assert (await client.get(f"http://{HOST}:{port}/")).text == "raw"
+        await asyncio.wait_for(server.shutdown(), WAIT_S)
+        assert serving.done()
+
+    run_on("asyncio", main)
+    assert threads == ["cymongoose-raw"]
+
+
+def test_run_serves_a_wsgi_app_until_should_exit() -> None:
+    port = free_port()
+    server = Server(Config(host=HOST, port=port), app=HoldingWSGI())
+    answers: list[int] = []
+
+    def client() -> None:
+        wait_for(lambda: server.started, WAIT_S, "run() to listen")
+        answers.append(get(port, "/").status)
+        server.should_exit = True  # from another thread
+
+    thread = threading.Thread(target=client)
+    thread.start()
+    server.run()
+    thread.join(WAIT_S)
+    assert answers == [200]
+
+
+def test_run_stops_on_sigterm_after_the_lifespan_shutdown() -> None:
+    port = free_port()
+    code = ("from cymongoose import Server\n"
+            "from cymongoose.config import Config\n"
+            f"Server(Config(app='support.embedding_apps:lifespan_app', port={port})).run()\n"
+            "print('run returned', flush=True)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p))
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=TESTS_DIR, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        def serving() -> bool:
+            if proc.poll() is not None:
+                raise AssertionError(f"it exited: {proc.stdout.read()!r}")  # type: ignore[union-attr]
+            try:
+                return get(port, "/").body == b"ok"
+            except OSError:
+                return False
+
+        wait_for(serving, 20, "the child to serve", interval=0.05)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    assert proc.returncode == 0, out
+    lines = out.decode().splitlines()
+    assert [line for line in lines if not line.startswith("cymongoose")] == [
+        "lifespan startup", "lifespan shutdown", "run returned"], out
+
+
+def test_run_with_an_asgi_app_honours_should_exit_too() -> None:
+    app = RecordingASGI()
+    sock = bound_listener()
+    server = Server(Config(), app=app)
+    stopper = threading.Thread(target=lambda: (
+        wait_for(lambda: server.started, WAIT_S, "run() to listen"),
+        setattr(server, "should_exit", True)))
+    stopper.start()
+    server.run(sockets=[sock])
+    stopper.join(WAIT_S)
+    assert app.events == ["startup", "shutdown"]
+    # run() gave the signals back: SIGINT is Python's KeyboardInterrupt again.
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

@@ -1,0 +1,31 @@
+"""The event loops a test may run a coroutine on: asyncio's own and uvloop's."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+LOOP_KINDS = ("asyncio", "uvloop")
+
+
+def run_on(kind: str, main: Callable[[], Awaitable[T]], timeout: float = 30.0) -> T:
+    """Run `main()` to its end on a new loop of `kind` (closed after), failing with
+    TimeoutError after `timeout` seconds."""
+    if kind == "uvloop":
+        import uvloop
+
+        loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    else:
+        loop = asyncio.new_event_loop()
+
+    async def bounded() -> T:
+        return await asyncio.wait_for(main(), timeout)
+
+    try:
+        return loop.run_until_complete(bounded())
+    finally:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
