@@ -131,6 +131,9 @@ class Server:
                                "it receives signals")
         self._serving = True
         self._wake, self._done = asyncio.Event(), asyncio.Event()
+        # The handlers before ours, put back after (remove_signal_handler alone would leave
+        # the defaults, not what the program had).
+        previous = {signum: signal.getsignal(signum) for signum in _STOP_SIGNALS}
         if install_signal_handlers:
             for signum in _STOP_SIGNALS:
                 loop.add_signal_handler(signum, self._on_signal, signum)
@@ -138,8 +141,10 @@ class Server:
             await self._serve(given)
         finally:
             if install_signal_handlers:
-                for signum in _STOP_SIGNALS:
+                for signum, handler in previous.items():
                     loop.remove_signal_handler(signum)
+                    if handler is not None:  # None: set outside Python, nothing to restore
+                        signal.signal(signum, handler)
             self._done.set()
 
     async def shutdown(self) -> None:

@@ -72,9 +72,12 @@ def test_samples_run(page: str, tmp_path: Path) -> None:
     ports: dict[str, str] = {}
 
     def localize(code: str) -> str:
+        # A port in a URL (":8000"), a keyword ("port=8000") or an address tuple
+        # ("0.0.0.0", 8000).
         def repl(m: re.Match[str]) -> str:
-            return ":" + ports.setdefault(m.group(1), str(free_port()))
-        return re.sub(r":(8\d\d\d|9\d\d\d)\b", repl, code.replace("0.0.0.0", "127.0.0.1"))
+            return m.group(1) + ports.setdefault(m.group(2), str(free_port()))
+        return re.sub(r"(:|port=|\", )(8\d\d\d|9\d\d\d)\b", repl,
+                      code.replace("0.0.0.0", "127.0.0.1"))
 
     earlier = ""
     for block in _blocks(page):
@@ -107,7 +110,7 @@ def _runs(cwd: Path, args: list[str], code: str) -> None:
 
 
 def _serves(cwd: Path, args: list[str], ports: dict[str, str], code: str) -> None:
-    used = [ports[p] for p in sorted(ports) if f":{ports[p]}" in code]
+    used = [ports[p] for p in sorted(ports) if re.search(rf"\b{ports[p]}\b", code)]
     assert used, f"a serving sample without a port:\n{code}"
     proc = subprocess.Popen([sys.executable, *args], cwd=cwd, env=child_env(str(cwd)),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

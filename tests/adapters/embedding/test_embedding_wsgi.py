@@ -148,9 +148,17 @@ def test_run_with_an_asgi_app_honours_should_exit_too() -> None:
     stopper = threading.Thread(target=lambda: (
         wait_for(lambda: server.started, WAIT_S, "run() to listen"),
         setattr(server, "should_exit", True)))
-    stopper.start()
-    server.run(sockets=[sock])
-    stopper.join(WAIT_S)
+    def programs_own(signum: int, frame: object) -> None:
+        pass
+
+    before = signal.signal(signal.SIGTERM, programs_own)
+    try:
+        stopper.start()
+        server.run(sockets=[sock])
+        stopper.join(WAIT_S)
+        # run() gave the signals back: the program's SIGTERM handler, Python's SIGINT one.
+        assert signal.getsignal(signal.SIGTERM) is programs_own
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGTERM, before)
     assert app.events == ["startup", "shutdown"]
-    # run() gave the signals back: SIGINT is Python's KeyboardInterrupt again.
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
