@@ -117,8 +117,9 @@ class Server:
 
     async def serve(self, sockets: Iterable[socket.socket] | None = None, *,
                     install_signal_handlers: bool = False) -> None:
-        """Serve on `sockets` (bound and listening; closed once stopped) or, when None, on
-        the config's host/port, uds or fd, until `should_exit`; see the module docstring.
+        """Serve on `sockets` (bound and listening; closed when it starts to stop) or, when
+        None, on the config's host/port, uds or fd, until `should_exit`; see the module
+        docstring.
         `install_signal_handlers=True` (main thread only) lets SIGINT/SIGTERM set
         `should_exit` until serve() returns."""
         loop = _running_loop()
@@ -195,7 +196,7 @@ class Server:
             await server.startup()  # LifespanFailure (a RuntimeError) with the app's message
             for sock in socks:
                 server.listen_socket(sock, tls=self.config.ssl_certfile is not None)
-            self._listening("ASGI", socks)
+            self._listening("ASGI", self._urls(socks))
             await self._until_exit(None)
             self._close_sockets()
         finally:
@@ -213,7 +214,8 @@ class Server:
             server.close()
             raise
         label = "WSGI" if interface == "wsgi" else "raw handler"
-        server.on_ready = lambda: self._listening(label, socks)  # on the server's thread
+        urls = self._urls(socks)  # here: the sockets may be closed once the thread runs
+        server.on_ready = lambda: self._listening(label, urls)  # on the server's thread
         thread = ServerThread(server, asyncio.get_running_loop(), f"cymongoose-{interface}")
         thread.start()
         try:
@@ -223,9 +225,11 @@ class Server:
             thread.stop()
             await asyncio.shield(thread.ended)  # its drain runs on its own thread
 
-    def _listening(self, label: str, socks: list[socket.socket]) -> None:
+    def _urls(self, socks: list[socket.socket]) -> str:
+        return ", ".join(listener_url(self.config, sock) for sock in socks)
+
+    def _listening(self, label: str, urls: str) -> None:
         self.started = True
-        urls = ", ".join(listener_url(self.config, sock) for sock in socks)
         log.info("serving (%s) on %s", label, urls)
 
     async def _until_exit(self, ended: asyncio.Future[None] | None) -> None:
