@@ -14,7 +14,7 @@ engine that embeds uvicorn changes two lines (docs/embedding.md):
   says why), and serve() awaits its end without blocking the caller's loop.
 - serve() installs no signal handlers unless asked: the host owns its signals. `run()` is
   the blocking form for a program that does not: an event loop of its own (uvloop's when
-  installed) with SIGINT/SIGTERM setting `should_exit`.
+  installed) with SIGINT/SIGTERM setting `should_exit` (after --drain-delay, when set).
 
 The sockets given to serve() are closed as soon as it starts to stop, as uvicorn closes
 them. The core listens on duplicates, so the listening socket itself lives until the drain
@@ -33,7 +33,7 @@ import signal
 import socket
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .aio import new_event_loop
 from .config import Config
@@ -43,7 +43,11 @@ from .process.interface import detect_interface
 from .process.listening_socket import close_listener, listener_url, open_listener
 from .process.server_thread import ServerThread
 from .serving.app_loading import load_app
+from .serving.drain_delay import DelayedStop
 from .typedefs import AppRef
+
+if TYPE_CHECKING:
+    from ._mongoose import Manager
 
 __all__ = ["Server"]
 
@@ -93,6 +97,7 @@ class Server:
         self._done: asyncio.Event | None = None  # set once serve() has stopped everything
         self._sockets: list[socket.socket] = []  # listening, until it starts to stop
         self._own_sockets = False  # bound by serve() from the config, not given
+        self._manager: Manager | None = None  # the serving server's, once it listens
 
     def run(self, sockets: Iterable[socket.socket] | None = None) -> None:
         """serve() on an event loop of its own (uvloop's when installed), with SIGINT and
@@ -135,12 +140,18 @@ class Server:
         # The handlers before ours, put back after (remove_signal_handler alone would leave
         # the defaults, not what the program had).
         previous = {signum: signal.getsignal(signum) for signum in _STOP_SIGNALS}
+        # --drain-delay applies to the signals serve() takes: the first fails the health
+        # path while the server serves on (serving/drain_delay.py). should_exit, the host's
+        # own way to stop it, stops at once.
+        stops = DelayedStop(self._exit, delay=self.config.drain_delay, unready=self._unready,
+                            call_later=loop.call_later)
         if install_signal_handlers:
             for signum in _STOP_SIGNALS:
-                loop.add_signal_handler(signum, self._on_signal, signum)
+                loop.add_signal_handler(signum, stops.signal, signal.Signals(signum).name)
         try:
             await self._serve(given)
         finally:
+            stops.cancel()
             if install_signal_handlers:
                 for signum, handler in previous.items():
                     loop.remove_signal_handler(signum)
@@ -196,6 +207,7 @@ class Server:
             await server.startup()  # LifespanFailure (a RuntimeError) with the app's message
             for sock in socks:
                 server.listen_socket(sock, tls=self.config.ssl_certfile is not None)
+            self._manager = server.manager
             self._listening("ASGI", self._urls(socks))
             await self._until_exit(None)
             self._close_sockets()
@@ -213,6 +225,7 @@ class Server:
         except BaseException:
             server.close()
             raise
+        self._manager = server.manager
         label = "WSGI" if interface == "wsgi" else "raw handler"
         urls = self._urls(socks)  # here: the sockets may be closed once the thread runs
         server.on_ready = lambda: self._listening(label, urls)  # on the server's thread
@@ -253,13 +266,10 @@ class Server:
         if self._wake is not None:
             self._wake.set()
 
-    def _on_signal(self, signum: int) -> None:
-        name = signal.Signals(signum).name
-        if self.should_exit:
-            log.info("%s: already stopping", name)
-            return
-        log.info("%s: stopping", name)
-        self._exit()
+    def _unready(self) -> None:
+        """A signal with --drain-delay: the health path answers 503 (thread-safe)."""
+        if self._manager is not None:
+            self._manager.ready = False
 
 
 def _running_loop() -> asyncio.AbstractEventLoop:

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from typing import Any
 
 import httpx
@@ -139,6 +140,50 @@ def test_run_stops_on_sigterm_after_the_lifespan_shutdown() -> None:
     lines = out.decode().splitlines()
     assert [line for line in lines if not line.startswith("cymongoose")] == [
         "lifespan startup", "lifespan shutdown", "run returned"], out
+
+
+def test_run_honours_the_drain_delay_on_sigterm() -> None:
+    """run() owns the process's signals, so --drain-delay applies: the health path fails
+    at once, the app answers on (each answer closing its connection), then it stops."""
+    port = free_port()
+    code = ("from cymongoose import Server\n"
+            "from cymongoose.config import Config\n"
+            "Server(Config(app='support.embedding_apps:lifespan_app', port="
+            f"{port}, health_path='/healthz', drain_delay=1.5)).run()\n"
+            "print('run returned', flush=True)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p))
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=TESTS_DIR, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: _answers(proc, port, "/healthz") == 200, 20, "the child to be ready",
+                 interval=0.05)
+        proc.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        wait_for(lambda: _answers(proc, port, "/healthz") == 503, 10,
+                 "the health path to fail", interval=0.05)
+        during = get(port, "/")
+        assert during.body == b"ok" and during.header("connection") == "close"
+        out, _ = proc.communicate(timeout=20)
+        assert time.monotonic() - signalled >= 1.5  # not before the delay was over
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    assert proc.returncode == 0, out
+    # (The log line saying so goes to the program's logging, not configured here.)
+    assert out.decode().splitlines() == ["lifespan startup", "lifespan shutdown",
+                                         "run returned"], out
+
+
+def _answers(proc: subprocess.Popen[bytes], port: int, path: str) -> int:
+    """The status of a GET of `path`, 0 when nothing answers; fails once `proc` exited."""
+    if proc.poll() is not None:
+        raise AssertionError(f"it exited: {proc.stdout.read()!r}")  # type: ignore[union-attr]
+    try:
+        return get(port, path).status
+    except OSError:
+        return 0
 
 
 def test_run_with_an_asgi_app_honours_should_exit_too() -> None:
