@@ -12,5 +12,6 @@ from __future__ import annotations
 
 from .exposition import CONTENT_TYPE, render
 from .snapshot import Snapshot, combine, settled
+from .utilisation import Utilisation
 
-__all__ = ["CONTENT_TYPE", "Snapshot", "combine", "render", "settled"]
+__all__ = ["CONTENT_TYPE", "Snapshot", "Utilisation", "combine", "render", "settled"]

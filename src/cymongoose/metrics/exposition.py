@@ -55,10 +55,13 @@ def _status(code: int) -> str:
 
 def render(snapshot: Snapshot, *, interface: str,
            bounds: Sequence[float] | None = None, workers: int | None = None,
-           restarts: Mapping[str, int] | None = None) -> str:
+           restarts: Mapping[str, int] | None = None, capacity: int | None = None,
+           utilisation: float | None = None) -> str:
     """The document for `snapshot` (one process's, or `combine()`d); `interface` labels the
     request metrics (wsgi, asgi or raw). `bounds`: the histogram's bucket bounds (the core's
-    DURATION_BOUNDS by default). A supervisor adds its `workers` and `restarts` by reason."""
+    DURATION_BOUNDS by default). A supervisor adds its `workers` and `restarts` by reason,
+    and, where the server has a fixed capacity, that and its `utilisation`
+    (utilisation.py)."""
     if bounds is None:
         from .._mongoose import DURATION_BOUNDS
         bounds = DURATION_BOUNDS
@@ -106,6 +109,16 @@ def render(snapshot: Snapshot, *, interface: str,
     if workers is not None:
         family("workers", "gauge", "Worker processes serving (ready).")
         out.append(f"{_PREFIX}workers {workers}")
+    if capacity is not None:
+        family("capacity", "gauge",
+               "Requests the workers can work on at once (app threads, or "
+               "--limit-concurrency), summed over the workers serving.")
+        out.append(f"{_PREFIX}capacity {capacity}")
+    if utilisation is not None:
+        family("utilisation", "gauge",
+               "Share of the capacity that requests occupied over the last 10 s (0-1): "
+               "the autoscaling signal.")
+        out.append(f"{_PREFIX}utilisation {round(utilisation, 4)!r}")
     if restarts is not None:
         family("worker_restarts_total", "counter",
                "Workers replaced, by reason: died, max_requests, max_rss or reload (SIGHUP).")

@@ -23,7 +23,8 @@ worker: a worker that dies or restarts loses no connection waiting there.
   SIGHUP (its successor is ready before it drains).
 - --metrics: each worker counts into a shared memory slot of its own (worker_metrics.py); the
   supervisor adds them up, with what the workers that are gone had counted, and serves the
-  document on its metrics listener (metrics_listener.py).
+  document on its metrics listener (metrics_listener.py), with the utilisation it samples
+  once a second (metrics/utilisation.py).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import socket
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import Config
 from ..errors import ConfigError, StartupFailed
@@ -46,6 +47,9 @@ from .listening_socket import close_listener, open_listener
 from .metrics_listener import MetricsListener
 from .starting import StartingResponder, starting_responder
 from .worker_metrics import MetricsSlot
+
+if TYPE_CHECKING:
+    from ..metrics import Utilisation
 
 __all__ = ["Supervisor"]
 
@@ -96,6 +100,7 @@ class Supervisor:
         self.restarts = dict.fromkeys(_RESTART_REASONS, 0)
         self.gone_metrics: dict[str, Any] | None = None  # counted by exited workers
         self.metrics: MetricsListener | None = None
+        self.utilisation: Utilisation | None = None  # with --metrics
         self.rss_checked = time.monotonic()
         self.starting: StartingResponder | None = None  # answers until a worker is ready
 
@@ -124,6 +129,9 @@ class Supervisor:
                 close_listener(self.config, self.sock)
                 raise
             log.info("metrics of all the workers at %s", self.metrics.url)
+            from ..metrics import Utilisation
+
+            self.utilisation = Utilisation()
         sig_r, sig_w = os.pipe()
         os.set_blocking(sig_w, False)
         old_wakeup = signal.set_wakeup_fd(sig_w)
@@ -176,15 +184,30 @@ class Supervisor:
         self.workers.append(worker)
         return worker
 
-    def _metrics_document(self) -> str:
-        """Every worker's counts, live ones and gone ones, as one document."""
-        from ..metrics import combine, render
+    def _totals(self) -> dict[str, Any]:
+        """Every worker's counts, live ones and gone ones, added up."""
+        from ..metrics import combine
 
         live = [w.metrics.read() for w in self.workers if w.metrics is not None]
         gone = [self.gone_metrics] if self.gone_metrics is not None else []
-        return render(combine(gone + live), interface=self.interface,
-                      workers=sum(1 for w in self.workers if w.ready and not w.retiring),
-                      restarts=self.restarts)
+        return combine(gone + live)
+
+    def _metrics_document(self) -> str:
+        """Every worker's counts as one document, with the utilisation where the server has
+        a fixed capacity (metrics/utilisation.py)."""
+        from ..metrics import render
+
+        serving = sum(1 for w in self.workers if w.ready and not w.retiring)
+        per_worker = process_capacity(self.config, self.interface)
+        capacity = None if per_worker is None else per_worker * serving
+        utilisation = (None if capacity is None or self.utilisation is None
+                       else self.utilisation.value(capacity))
+        return render(self._totals(), interface=self.interface, workers=serving,
+                      restarts=self.restarts, capacity=capacity, utilisation=utilisation)
+
+    def _sample_utilisation(self, now: float) -> None:
+        if self.utilisation is not None and self.utilisation.due(now):
+            self.utilisation.sample(now, float(self._totals()["duration_sum"]))
 
     def _loop(self, sig_r: int) -> int:
         deadline: float | None = None
@@ -211,6 +234,7 @@ class Supervisor:
                     self._read_status(w)
             self._reap()
             if self.metrics is not None:
+                self._sample_utilisation(time.monotonic())
                 self.metrics.poll()  # after the reaping: a gone worker's counts are kept
             if self.stopping:
                 if not self.workers:
@@ -388,6 +412,21 @@ class Supervisor:
                 w.proc.wait(5)
             except subprocess.TimeoutExpired:
                 pass
+
+
+def process_capacity(config: Config, interface: str) -> int | None:
+    """Requests one worker process can work on at once: its WSGI app threads (fewer under
+    a smaller --limit-concurrency), else its --limit-concurrency, per loop thread; None
+    where nothing bounds it (an ASGI app or raw handler without a limit, whose bound is the
+    loop's CPU)."""
+    limit = config.limit_concurrency
+    if interface == "wsgi":
+        per_loop = min(config.threads, limit) if limit else config.threads
+    elif limit:
+        per_loop = limit
+    else:
+        return None
+    return per_loop * config.loop_threads
 
 
 def _workers(n: int) -> str:

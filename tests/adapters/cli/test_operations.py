@@ -35,6 +35,8 @@ def app(environ, start_response):
     path = environ["PATH_INFO"]
     if path == "/grow" and len(HOARD) < 120:
         HOARD.append(b"x" * (1 << 20))  # written, so resident: 1 MiB per request
+    elif path == "/sleep":
+        time.sleep(0.1)
     elif path == "/wait":
         gate = environ["QUERY_STRING"]  # answered once the test creates this file
         open(gate + ".in", "w").close()  # the test waits for this: the app has the request
@@ -242,3 +244,52 @@ def test_a_request_past_the_deadline_gets_504_logged_with_its_request_line(
     assert cli.stop() == 0
     assert '"GET /?0.8 HTTP/1.1" 504' in cli.out, cli.out
     assert "GET /?0.8 HTTP/1.1: no response after" in cli.err, cli.err
+
+
+def test_utilisation_is_the_share_of_app_threads_busy(tmp_path: Path) -> None:
+    """Two clients, each always waiting on a 0.1 s request, on 2 workers of 2 app threads:
+    half the capacity is busy. Idle before the load, the gauge says 0."""
+    port = free_port()
+    cli = _start(tmp_path, port, "--workers", "2", "--threads", "2", "--metrics",
+                 "--metrics-port", "0")
+    try:
+        url = cli.log_until(r"metrics of all the workers at (http://\S+)").group(1)
+        wait_for(lambda: _scrape(url)[("cymongoose_workers", ())] == 2, 30,
+                 '_scrape(url)[("cymongoose_workers", ())] == 2')
+        idle = _scrape(url)
+        assert idle[("cymongoose_capacity", ())] == 4
+        assert idle[("cymongoose_utilisation", ())] < 0.05
+        with LoadClient(port, path="/sleep", threads=2, max_requests=10**6) as load:
+            # The window fills: after a few seconds of load the gauge is near 2 / 4.
+            def settled() -> float:
+                value = _scrape(url)[("cymongoose_utilisation", ())]
+                return value if 0.4 <= value <= 0.55 else 0.0
+
+            seen = wait_for(settled, 30, lambda: f"utilisation near 0.5 ({_scrape(url)})",
+                            interval=0.5)
+        assert load.result.failed == [], load.result.failed
+        assert seen
+    finally:
+        assert cli.stop() == 0, cli.err
+
+
+def test_capacity_and_the_utilisation_window() -> None:
+    from cymongoose.config import Config
+    from cymongoose.metrics import Utilisation
+    from cymongoose.process.supervisor import process_capacity
+
+    assert process_capacity(Config(threads=8), "wsgi") == 8
+    assert process_capacity(Config(threads=8, limit_concurrency=3), "wsgi") == 3
+    assert process_capacity(Config(limit_concurrency=50), "asgi") == 50
+    assert process_capacity(Config(), "asgi") is None  # the loop's CPU bounds it
+    assert process_capacity(Config(), "raw") is None
+
+    window = Utilisation(window=10.0)
+    assert window.value(4) == 0.0  # no samples yet
+    for second in range(30):  # 2 requests always in flight: 2 request-seconds a second
+        window.sample(float(second), 2.0 * second)
+    assert window.value(4) == 0.5
+    for second in range(30, 45):  # idle for longer than the window: back to 0
+        window.sample(float(second), 58.0)
+    assert window.value(4) == 0.0
+    assert window.value(0) == 0.0
