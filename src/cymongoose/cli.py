@@ -98,7 +98,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     raw_argv = list(sys.argv[1:] if argv is None else argv)
     try:
         config = parse_args(raw_argv)
-        worker = config.worker_socket is not None  # started by a supervisor or the reloader
+        # Started by a supervisor (a status pipe; the shared socket, or with --reuse-port a
+        # socket of its own) or by the reloader (the socket): never a supervisor itself.
+        worker = config.worker_socket is not None or config.worker_status is not None
         if config.reload and not worker:
             from .process.reloader import run_reloader
             return run_reloader(config, raw_argv)

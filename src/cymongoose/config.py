@@ -363,6 +363,13 @@ class Config:
     workers: int = _option(1, "processes", "worker processes", "be an int >= 1",
                            rule=_at_least(1), metavar="N",
                            doc_more="they share the listening socket")
+    reuse_port: bool = _option(
+        False, "processes", "each worker listens on a socket of its own with SO_REUSEPORT "
+        "(the kernel spreads new connections by hash) instead of the supervisor's",
+        negatable=True,
+        doc_more="TCP only, with `--workers` 2 or more; a worker that stops drops the "
+                 "connections still in its accept queue unless `net.ipv4.tcp_migrate_req` "
+                 "is 1, see [Deployment](deployment.md#per-worker-sockets)")
     threads: int = _option(8, "processes", "WSGI app threads per process", "be an int >= 1",
                            rule=_at_least(1), metavar="N",
                            doc_more="per loop thread with `--loop-threads`")
@@ -562,6 +569,11 @@ class Config:
                           if getattr(self, name)))
             raise ConfigError(f"{self._label('reload')} serves from one process: drop "
                               f"{given} or {self._label('reload')}")
+        if self.reuse_port and (self.uds or self.fd is not None or self.workers < 2):
+            # One socket per worker is a TCP group of two or more; a Unix socket or an
+            # inherited one cannot be bound again per worker.
+            raise ConfigError(f"{self._label('reuse_port')} needs TCP and "
+                              f"{self._label('workers')} 2 or more")
         if self.drain_delay > self.graceful_timeout:
             # A delay lets the balancer's checks see the 503: a few check intervals. One
             # longer than the longest request may take is most likely milliseconds given

@@ -1,6 +1,7 @@
 """The listening socket of the command line, opened before any app loads so that a port in
 use is one line at start-up: inherited (--fd), a Unix socket (--uds) or TCP (--host/--port).
-The supervisor and the reloader open it once and hand it to the processes they start."""
+The supervisor and the reloader open it once and hand it to the processes they start;
+with --reuse-port each worker opens one of its own."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ from ..errors import ConfigError
 __all__ = ["close_listener", "listener_url", "open_listener"]
 
 
-def open_listener(config: Config) -> socket.socket:
+def open_listener(config: Config, *, listen: bool = True) -> socket.socket:
     """The listening socket the options name: inherited (--fd), a Unix socket (--uds) or
-    TCP (--host/--port), bound here so a port in use is reported before any app loads."""
+    TCP (--host/--port), bound here so a port in use is reported before any app loads.
+    `listen=False` (TCP): bound only, holding the port for workers that listen on sockets
+    of their own (--reuse-port)."""
     if config.fd is not None:
         try:
             sock = socket.socket(fileno=config.fd)
@@ -34,8 +37,11 @@ def open_listener(config: Config) -> socket.socket:
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if config.reuse_port:  # one socket per worker, the kernel picks one per connection
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind((config.host.strip("[]"), config.port))
-        sock.listen(1024)
+        if listen:
+            sock.listen(1024)
     except OSError as exc:
         sock.close()
         hint = "; is the port in use?" if exc.errno == errno.EADDRINUSE else ""

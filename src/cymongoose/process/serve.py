@@ -53,7 +53,7 @@ log = logging.getLogger("cymongoose.error")
 
 def serve_process(config: Config) -> int:
     status = StatusPipe(config.worker_status)
-    if config.worker_socket is not None:
+    if config.worker_socket is not None or config.worker_status is not None:
         # The supervisor's signals: a terminal's hang-up or job control reaching the whole
         # process group must not stop a worker behind the supervisor's back.
         for signum in (signal.SIGHUP, signal.SIGTTIN, signal.SIGTTOU):
@@ -80,10 +80,12 @@ def serve_process(config: Config) -> int:
                           if config.worker_socket is not None else open_listener(config))
             return _serve(config, "proxy", None, proxy_sock, status, None)
         # With --health-path the port listens (and answers 503) while the app loads; a
-        # worker's supervisor does that for it (starting.py).
+        # worker's supervisor does that for it (starting.py). A worker with a socket of its
+        # own (--reuse-port) opens it once the app is loaded: until then the kernel sends
+        # new connections to the workers that can serve them.
         sock: socket.socket | None = None
         starting: StartingResponder | None = None
-        if config.health_path and config.worker_socket is None:
+        if config.health_path and config.worker_socket is None and not status.connected:
             sock = open_listener(config)
             starting = starting_responder(config, sock)
         try:

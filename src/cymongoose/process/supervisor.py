@@ -5,7 +5,10 @@ The supervisor binds the socket, then starts each worker as a fresh interpreter
 (`python -m cymongoose ... --worker-socket FD --worker-status FD`): it never imports the app
 and never holds a Manager, so nothing is ever forked from a process with a live loop. All
 workers accept from the one shared socket, so the kernel's accept queue outlives any single
-worker: a worker that dies or restarts loses no connection waiting there.
+worker: a worker that dies or restarts loses no connection waiting there. With --reuse-port
+each worker binds a socket of its own (SO_REUSEPORT) once its app is loaded, and the
+supervisor's (there for the port check and the start-up responder) closes when the first
+worker is ready.
 
 - A worker that dies is started again (at once, then with back-off while it keeps dying).
 - A worker that fails before it is ready (a broken app, a bad option: it reports an error or
@@ -114,7 +117,12 @@ class Supervisor:
             configure_logging(self.config.log_level, False, None, self.config.log_config)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-        self.sock = open_listener(self.config)
+        # With --reuse-port the workers listen on sockets of their own; the supervisor's
+        # listens only for the start-up responder (--health-path), else a client that came
+        # before the first worker would wait in a queue that nobody accepts from.
+        self.sock = open_listener(self.config, listen=not self.config.reuse_port
+                                  or bool(self.config.health_path))
+        self.port = self.sock.getsockname()[1] if self.config.reuse_port else 0
         try:
             # --health-path: 503 from the moment the port listens until a worker is ready.
             self.starting = starting_responder(self.config, self.sock)
@@ -164,10 +172,16 @@ class Supervisor:
         # A socket pair, not a pipe: the worker's `ready` gets a `go` back (status_pipe.py).
         ours, theirs = socket.socketpair()
         status_r, status_w = ours.detach(), theirs.detach()
-        fd = self.sock.fileno()
-        cmd = [sys.executable, "-m", "cymongoose", *self.argv,
-               "--worker-socket", str(fd), "--worker-status", str(status_w)]
-        passed = [fd, status_w]
+        cmd = [sys.executable, "-m", "cymongoose", *self.argv, "--worker-status", str(status_w)]
+        passed = [status_w]
+        if self.config.reuse_port:
+            # The worker binds a socket of its own, on the port the supervisor got (--port
+            # 0 picks one): the last --port of the command line wins.
+            cmd += ["--port", str(self.port)]
+        else:
+            fd = self.sock.fileno()
+            cmd += ["--worker-socket", str(fd)]
+            passed.append(fd)
         slot = MetricsSlot(self.config.loop_threads) if self.config.metrics else None
         if slot is not None:
             cmd += ["--worker-metrics", str(slot.fd)]
@@ -338,6 +352,10 @@ class Supervisor:
                 with contextlib.suppress(OSError):  # a worker already gone
                     os.write(w.status_fd, b"go\n")
                 self._stop_starting(ready=True)  # answers what it accepted, then closes
+                if self.config.reuse_port:
+                    # The workers listen on sockets of their own: one that nobody accepts
+                    # from would hold the connections the kernel hands it.
+                    self.sock.close()
                 self.early_kills = 0
                 self.interface = text[6:] or self.interface
                 old, w.replaces = w.replaces, None
