@@ -93,3 +93,10 @@ bench-http2: bench-setup
 .PHONY: bench-operations
 bench-operations: bench-setup
 	$(UV) run --no-sync python tests/benchmarks/operations_bench.py $(BENCH_ARGS)
+
+# One shared listening socket against a socket per worker (--reuse-port, docs/deployment.md):
+# req/s, p99 and how evenly the workers share the work, keep-alive and a connection per
+# request. BENCH_ARGS="--workers 8" where the machine has the CPUs.
+.PHONY: bench-reuse-port
+bench-reuse-port: bench-setup
+	$(UV) run --no-sync python tests/benchmarks/reuse_port_bench.py $(BENCH_ARGS)
