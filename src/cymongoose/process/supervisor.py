@@ -123,6 +123,11 @@ class Supervisor:
         self.sock = open_listener(self.config, listen=not self.config.reuse_port
                                   or bool(self.config.health_path))
         self.port = self.sock.getsockname()[1] if self.config.reuse_port else 0
+        if self.config.reuse_port and _sysctl("net/ipv4/tcp_migrate_req") == "0":
+            log.warning("--reuse-port: net.ipv4.tcp_migrate_req is 0, so a worker that stops "
+                        "(SIGHUP, --max-requests, a rollout) resets the connections waiting "
+                        "in its accept queue; set it to 1 to have the kernel hand them to "
+                        "another worker")
         try:
             # --health-path: 503 from the moment the port listens until a worker is ready.
             self.starting = starting_responder(self.config, self.sock)
@@ -445,6 +450,15 @@ def process_capacity(config: Config, interface: str) -> int | None:
     else:
         return None
     return per_loop * config.loop_threads
+
+
+def _sysctl(name: str) -> str | None:
+    """A kernel setting under /proc/sys (None where there is none: not Linux, or too old)."""
+    try:
+        with open(f"/proc/sys/{name}") as f:
+            return f.read().strip()
+    except OSError:
+        return None
 
 
 def _workers(n: int) -> str:

@@ -61,6 +61,10 @@ def test_each_worker_listens_on_a_socket_of_its_own(tmp_path: Path, health: bool
         assert _pids_served(port, 2) == {str(p) for p in workers}
     finally:
         assert cli.stop() == 0, cli.err
+    # A stopping worker's queue is lost unless the kernel migrates it: said once, at start.
+    migrate = Path("/proc/sys/net/ipv4/tcp_migrate_req")
+    warned = "net.ipv4.tcp_migrate_req is 0" in cli.err
+    assert warned == (migrate.exists() and migrate.read_text().strip() == "0"), cli.err
 
 
 def test_a_killed_worker_is_replaced_by_one_with_its_own_socket(tmp_path: Path) -> None:
