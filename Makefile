@@ -8,6 +8,15 @@ PYTEST_ARGS ?=
 ASAN_VENV := .venv-asan
 # make test-builtin-tls: the extension built with Mongoose's own TLS engine, its own environment.
 BUILTIN_TLS_VENV := .venv-builtin-tls
+# make test-poll: the extension built with Mongoose's poll() backend instead of epoll, as on
+# macOS, in its own environment; the suites where the event loop matters, on asyncio's loop,
+# then the loop-driving ones again on uvloop (CYMONGOOSE_TEST_LOOP, tests/conftest.py). The
+# command line's ASGI servers run on uvloop in both halves (it is installed).
+POLL_VENV := .venv-poll
+POLL_TESTS := tests/core tests/adapters/asgi tests/adapters/test_aio.py \
+              tests/adapters/test_aio_socket_watches.py tests/adapters/cli tests/proxy
+POLL_UVLOOP_TESTS := tests/adapters/asgi tests/adapters/test_aio.py \
+                     tests/adapters/test_aio_socket_watches.py tests/core/test_socket_watches.py
 # make fuzz: every harness of tests/fuzz for FUZZ_SECONDS each (FUZZ_ONLY=a,b for some), in
 # an environment of its own with the extension built by clang for fuzzing.
 FUZZ_VENV := .venv-fuzz
@@ -88,7 +97,8 @@ INSTALLED_TESTS ?= tests/core/test_constants.py tests/core/test_manager.py \
                    tests/adapters/asgi/test_asgi_frameworks.py
 
 .PHONY: all setup fetch build demo test test-suite test-suite-1 test-suite-2 stubtest typecheck \
-        lint asan-build asan-test asan-test-1 asan-test-2 test-builtin-tls clean debian-packages build-packages docs dist test-installed \
+        lint asan-build asan-test asan-test-1 asan-test-2 test-builtin-tls poll-build test-poll \
+        poll-suites clean debian-packages build-packages docs dist test-installed \
         test-installed-wheel test-installed-source fuzz soak flood py313t-venv py313t-build test-py313t \
         py313t-suites py314-build test-py314 py314-suites tsan-build tsan
 
@@ -124,11 +134,12 @@ demo: setup
 TEST_JOBS ?= 4
 # stubtest is not a leg: the suite runs the same command (tests/typing/test_stubs.py).
 TEST_LEGS ?= py313t-build py314-build asan-build test-installed-source test-suite-1 test-suite-2 \
-             asan-test-1 asan-test-2 py314-suites test-installed-wheel test-builtin-tls lint typecheck
+             asan-test-1 asan-test-2 py314-suites test-installed-wheel test-builtin-tls test-poll \
+             lint typecheck
 # The legs that build an environment of their own start at once, the ASan runs wait for its
 # build, the others for .venv. A new leg goes into TEST_LEGS (and OWN_ENV_LEGS if it builds
 # an environment of its own, like a third build).
-OWN_ENV_LEGS := asan-build test-builtin-tls py313t-build py314-build
+OWN_ENV_LEGS := asan-build test-builtin-tls py313t-build py314-build test-poll
 ASAN_LEGS := asan-test-1 asan-test-2
 PY314_LEGS := py314-suites
 VENV_LEGS := $(filter-out $(OWN_ENV_LEGS) $(ASAN_LEGS) $(PY314_LEGS),$(TEST_LEGS))
@@ -308,6 +319,25 @@ test-builtin-tls: fetch
 	UV_PROJECT_ENVIRONMENT=$(BUILTIN_TLS_VENV) CYMONGOOSE_TLS=builtin \
 	    $(UV) run --no-sync pytest -q -p no:cacheprovider tests/protocols/test_tls.py
 
+# Built by the environment's pip into build/poll, as asan-build, so the normal build is
+# untouched and it runs beside the other builds.
+poll-build: fetch build-packages
+	UV_PROJECT_ENVIRONMENT=$(POLL_VENV) $(UV) sync --quiet --group dev --no-install-project
+	SKBUILD_BUILD_DIR=build/poll CYMONGOOSE_POLL_BACKEND=ON $(POLL_VENV)/bin/python -m pip \
+	    install --quiet --no-deps --no-build-isolation --force-reinstall \
+	    --disable-pip-version-check .
+	$(POLL_VENV)/bin/python -c "import sys, cymongoose; m = cymongoose.Manager(); fd = m.fileno(); \
+	    m.close(); sys.exit(fd != -1)"
+
+test-poll: poll-build
+	$(MAKE) --no-print-directory poll-suites
+
+# The two halves over an existing poll-build.
+poll-suites:
+	$(POLL_VENV)/bin/python -m pytest -q -p no:cacheprovider $(POLL_TESTS) $(PYTEST_ARGS)
+	CYMONGOOSE_TEST_LOOP=uvloop $(POLL_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+	    $(POLL_UVLOOP_TESTS) $(PYTEST_ARGS)
+
 # The soak (docs/reliability.md): figures to tests/reliability/results/soak.json.
 soak: debian-packages setup
 	$(UV) run --no-sync python tests/reliability/soak.py --minutes $(SOAK_MINUTES) \
@@ -360,7 +390,7 @@ docs: setup
 	NO_MKDOCS_2_WARNING=1 $(UV) run --no-sync mkdocs build --strict
 
 clean:
-	rm -rf build dist .venv $(ASAN_VENV) $(BUILTIN_TLS_VENV) $(INSTALLED_VENV) $(PY313T_VENV) \
+	rm -rf build dist .venv $(ASAN_VENV) $(BUILTIN_TLS_VENV) $(POLL_VENV) $(INSTALLED_VENV) $(PY313T_VENV) \
 	    $(PY314_VENV) $(TSAN_VENV) \
 	    vendor/mongoose/mongoose.[ch]
 

@@ -34,6 +34,16 @@ SOURCE_TREE = Path(__file__).resolve().parents[1] / "src"
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # CYMONGOOSE_TEST_LOOP=uvloop (make test-poll's second half): every asyncio loop the
+    # suites make themselves (asyncio.run, asyncio.new_event_loop) is uvloop's. The command
+    # line's ASGI servers run on uvloop whenever it is installed, whatever this says.
+    if os.environ.get("CYMONGOOSE_TEST_LOOP", "asyncio") == "uvloop":
+        import asyncio
+
+        import uvloop
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    elif os.environ.get("CYMONGOOSE_TEST_LOOP", "asyncio") != "asyncio":
+        raise pytest.UsageError("CYMONGOOSE_TEST_LOOP is asyncio or uvloop")
     # `make test-py313t` runs the suites with the GIL off: make sure it is, with cymongoose
     # and every test dependency imported (an extension that does not declare itself safe
     # turns the GIL back on as it is imported), so a pass means a pass without the GIL.

@@ -157,6 +157,22 @@ cdef struct HttpGuard:
     mg.mg_connection *h2_parent
 
 
+# What an outer event loop watches of one socket, for a Manager driven without an epoll
+# descriptor (loop_sockets.pxi): indexed by descriptor number, an entry is in use while
+# conn_id is not 0.
+cdef struct LoopSocket:
+    unsigned long conn_id  # the connection the watch was made for (a number may be reused)
+    unsigned char events  # LOOP_READ | LOOP_WRITE, as the outer loop has it
+    unsigned int mark  # the sync that last saw the connection open
+
+
+cdef struct LoopSockets:
+    LoopSocket *by_fd  # malloc'ed, len entries; freed with the Manager
+    int len
+    int in_use  # entries with conn_id != 0
+    unsigned int mark
+
+
 cdef struct TimerBox:
     mg.mg_timer timer
     GilSlot *gil
@@ -217,6 +233,7 @@ cdef class Manager:
     cdef object _proxy  # the ProxyTable _gil.proxy points into (None: none)
     cdef list _proxy_retired  # tables replaced while exchanges may still point into them
     cdef LoopCaches _caches
+    cdef LoopSockets _loop_sockets  # loop_sockets.pxi: the per-socket watches
     cdef object __weakref__
 
     cdef int _ensure_open(self) except -1

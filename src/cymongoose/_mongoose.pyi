@@ -127,6 +127,10 @@ WAKEUP_MAX_PAYLOAD: int
 DEFAULT_MAX_RECV_SIZE: int
 METRICS_SIZE: int
 """Bytes of a Manager's counters: the size of a buffer for `share_metrics()`."""
+WATCH_READ: int
+"""`Manager.watch_changes()`: the outer loop watches the socket for reading."""
+WATCH_WRITE: int
+"""`Manager.watch_changes()`: the outer loop watches the socket for writing."""
 DURATION_BOUNDS: tuple[float, ...]
 """Upper bounds (seconds) of the request duration buckets; a 16th bucket is +Inf."""
 
@@ -385,6 +389,18 @@ class Manager:
         """Milliseconds until `poll()` has work that no descriptor announces (0: now, for
         a closing connection or buffered TLS data; else the next timer), at most
         `limit_ms`."""
+
+    def watch_changes(self) -> list[tuple[int, int, int]] | None:
+        """For an outer loop that watches each socket itself (when `fileno()` is -1: Mongoose
+        waits with poll(), as on macOS): after each `poll(0)`, the `(fd, was, now)` changes
+        to its watches since the last call, where `was` and `now` combine `WATCH_READ` and
+        `WATCH_WRITE` (0: not watched). Drops come first, so a descriptor number a new
+        socket took in the same poll is forgotten before it is watched again. None when
+        nothing changed."""
+
+    def unwatch_all(self) -> list[tuple[int, int, int]]:
+        """Every watch `watch_changes()` handed out, as drops, forgetting them: for an outer
+        loop that stops watching (works after `close()` too)."""
 
     def _wake(self) -> None:
         """Internal (the WSGI server's outbox): end the poll wait, delivering nothing."""

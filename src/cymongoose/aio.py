@@ -1,10 +1,17 @@
 """asyncio integration: a Manager polled by the asyncio loop itself, on the loop's thread.
 
-`LoopDriver` registers Mongoose's epoll descriptor with `loop.add_reader()` and runs a
-non-blocking `poll(0)` when it is readable, after code on the loop wrote to a connection
-(`kick()`), and when Mongoose's next timer or timeout is due: handlers run on the loop's
-thread, so an event never crosses a thread and handlers may touch asyncio objects directly.
-`AsyncManager` (the 0.2.x API) and `cymongoose.asgi` both drive their Manager this way.
+`LoopDriver` runs a non-blocking `poll(0)` when the loop reports a socket of the Manager
+ready, after code on the loop wrote to a connection (`kick()`), and when Mongoose's next timer
+or timeout is due: handlers run on the loop's thread, so an event never crosses a thread and
+handlers may touch asyncio objects directly. `AsyncManager` (the 0.2.x API) and
+`cymongoose.asgi` both drive their Manager this way.
+
+What the loop watches depends on how Mongoose waits. With epoll (Linux) it is one descriptor,
+Mongoose's epoll set (`Manager.fileno()`), readable when any socket is. Without (Mongoose's
+poll() backend: macOS, the BSDs) `fileno()` is -1 and the loop watches every socket itself
+(`socket_watches.SocketWatches`), brought up to date after each poll step. There, sockets
+ready together in one loop iteration cost one step: the first one's callback polls, the rest
+of that iteration's see it was done (Mongoose's poll() saw them all ready already).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from ._mongoose import Connection, Manager, Timer
+from .socket_watches import SocketWatches
 
 __all__ = ["AsyncManager", "LoopDriver", "new_event_loop"]
 
@@ -35,7 +43,8 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 class LoopDriver:
     """Poll `manager` from `loop` (see the module docstring). Not thread-safe: every method
     runs on the loop's thread, except that other threads may wake it through
-    `Manager.wakeup()`/`call_soon_threadsafe()` (the wakeup pipe is in the epoll set)."""
+    `Manager.wakeup()`/`call_soon_threadsafe()` (the wakeup pipe is one of the sockets
+    watched, or in the epoll set)."""
 
     def __init__(self, manager: Manager, loop: asyncio.AbstractEventLoop,
                  tick_ms: int = 100) -> None:
@@ -44,7 +53,10 @@ class LoopDriver:
         self.manager = manager
         self.loop = loop
         self._tick_ms = tick_ms
-        self._fd = -1
+        self._attached = False
+        self._fd = -1  # Mongoose's epoll descriptor, when it has one
+        self._watches: SocketWatches | None = None  # else: each socket watched
+        self._stepped = False  # this loop iteration's ready sockets were polled
         self._kicked = False
         self._timer: asyncio.TimerHandle | None = None
         self._timer_due = 0.0
@@ -52,30 +64,44 @@ class LoopDriver:
 
     @property
     def attached(self) -> bool:
-        return self._fd >= 0
+        return self._attached
 
     def attach(self) -> None:
-        if self._fd >= 0:
+        if self._attached:
             return
         fd = self.manager.fileno()
-        if fd < 0:
-            raise RuntimeError("the Manager is closed")
-        self.loop.add_reader(fd, self.poll)
-        self._fd = fd
+        if fd >= 0:
+            self.loop.add_reader(fd, self.poll)
+            self._fd = fd
+        else:
+            try:
+                changes = self.manager.watch_changes()  # the sockets already open
+            except RuntimeError:
+                raise RuntimeError("the Manager is closed") from None
+            self._watches = SocketWatches(self.loop, self._on_socket_ready)
+            self._watches.apply(changes)
+        self._attached = True
         self._schedule(self._tick_ms)
 
     def detach(self) -> None:
         if self._fd >= 0:
             self.loop.remove_reader(self._fd)
             self._fd = -1
+        if self._watches is not None:
+            # Before the Manager closes its sockets (the servers detach, then close), so the
+            # loop never keeps a watch on a number a new socket may take.
+            self._watches.apply(self.manager.unwatch_all())
+            self._watches = None
+        self._attached = False
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
 
     def kick(self) -> None:
         """Poll soon (this loop iteration's end): data written to a connection outside a poll
-        reaches the socket, and interest in writability is registered, only in a poll."""
-        if not self._kicked and self._fd >= 0:
+        reaches the socket, and interest in writability is registered, only in a poll; a
+        socket opened outside a poll is watched, without epoll, only after one."""
+        if not self._kicked and self._attached:
             self._kicked = True
             self.loop.call_soon(self._on_kick)
 
@@ -83,16 +109,28 @@ class LoopDriver:
         self._kicked = False
         self.poll()
 
+    def _on_socket_ready(self) -> None:
+        if self._stepped:
+            return
+        self._stepped = True
+        self.loop.call_soon(self._end_of_iteration)
+        self.poll()
+
+    def _end_of_iteration(self) -> None:
+        self._stepped = False
+
     def poll(self) -> None:
         """One non-blocking iteration of the Manager, then the next wake-up set."""
-        if self._fd < 0 or self._polling:
+        if not self._attached or self._polling:
             return
         self._polling = True
         try:
             self.manager.poll(0)
         finally:
             self._polling = False
-        if self._fd < 0:
+            if self._watches is not None:  # even after a handler's exception
+                self._sync_watches()
+        if not self._attached:
             return
         due = self.manager.next_poll_ms(self._tick_ms)
         if due == 0:
@@ -100,9 +138,17 @@ class LoopDriver:
         elif self._timer is None or self.loop.time() + due / 1000 < self._timer_due - 0.001:
             self._schedule(due)
 
+    def _sync_watches(self) -> None:
+        assert self._watches is not None
+        try:
+            changes = self.manager.watch_changes()
+        except RuntimeError:  # closed under the driver: its sockets are gone, forget them
+            changes = self.manager.unwatch_all()
+        self._watches.apply(changes)
+
     def reschedule(self) -> None:
         """A timer was added: make sure the loop wakes for it."""
-        if self._fd >= 0:
+        if self._attached:
             due = self.manager.next_poll_ms(self._tick_ms)
             if due == 0:
                 self.kick()
@@ -118,7 +164,7 @@ class LoopDriver:
     def _on_timer(self) -> None:
         self._timer = None
         self.poll()
-        if self._timer is None and self._fd >= 0:
+        if self._timer is None and self._attached:
             self._schedule(self.manager.next_poll_ms(self._tick_ms) or 1)
 
 

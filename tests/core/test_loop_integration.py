@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 import pytest
+from support.backend import needs_epoll
 from support.poll_thread import ServerThread
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
@@ -27,6 +28,8 @@ from cymongoose import (
 pytestmark = pytest.mark.timeout(30)
 
 
+@needs_epoll("fileno() is -1 without an epoll set (LoopDriver then watches each socket, "
+             "tests/core/test_socket_watches.py)")
 def test_fileno_becomes_readable_when_a_client_connects(manager: Manager) -> None:
     fd = manager.fileno()
     assert fd >= 0

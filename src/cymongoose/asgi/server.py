@@ -1,10 +1,11 @@
 """ASGI 3 server (spec 2.4: HTTP, WebSocket, lifespan) on the Mongoose loop.
 
-Mongoose is polled by the asyncio loop itself (`aio.LoopDriver`: its epoll descriptor is
-watched with `loop.add_reader`), so a request is parsed, handed to its app task and answered
-on one thread, with no hand-over. Each request runs as a task; `send()` writes through the
-core's `http_respond` (a whole response: one write) or `http_begin/http_write/http_sendfile/
-http_end` (streamed), which keep keep-alive, pipelining, HEAD and `Connection: close` right.
+Mongoose is polled by the asyncio loop itself (`aio.LoopDriver`: its epoll descriptor, or
+without epoll each socket, watched with `loop.add_reader`), so a request is parsed, handed to
+its app task and answered on one thread, with no hand-over. Each request runs as a task;
+`send()` writes through the core's `http_respond` (a whole response: one write) or
+`http_begin/http_write/http_sendfile/http_end` (streamed), which keep keep-alive, pipelining,
+HEAD and `Connection: close` right.
 Request bodies stream (`listen(..., stream_body=True)`): the core stops reading a socket while
 the app leaves 256 KiB unread. A WebSocket handshake waits for the app's `websocket.accept`
 (`Connection.ws_accept`) or is refused with its HTTP answer. docs/asgi.md says what is
@@ -230,14 +231,18 @@ class ASGIServer:
 
     def listen(self, url: str = "http://127.0.0.1:8000", **limits: Any) -> Connection:
         """Another listener on the running server (same app, same loop)."""
-        return self._listeners.listen(self.manager, url, **limits)
+        conn = self._listeners.listen(self.manager, url, **limits)
+        self._server_state.kick()  # without epoll, a socket is watched after a poll step
+        return conn
 
     def listen_socket(self, sock: Any, *, tls: bool = False, **limits: Any) -> Connection:
         """Serve on a listening TCP or Unix socket (or its descriptor) opened elsewhere:
         bound in Python, shared by worker processes, handed over by systemd. The caller keeps
         and closes `sock`. `tls=True` serves HTTPS with the server's `tls` options. Clients
         of a Unix socket are ("127.0.0.1", 0) in the scope and trusted for proxy headers."""
-        return self._listeners.adopt(self.manager, sock, tls, **limits)
+        conn = self._listeners.adopt(self.manager, sock, tls, **limits)
+        self._server_state.kick()  # without epoll, a socket is watched after a poll step
+        return conn
 
     def _add_unix_base(self, name: Any) -> None:
         self._loop_side.unix_base = _scope_base(

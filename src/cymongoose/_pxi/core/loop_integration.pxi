@@ -54,6 +54,8 @@ cdef int _pause_reading(Connection conn, bint paused) except -1:
         return 0
     c.is_full = 1 if paused else 0
     if c.mgr.epoll_fd < 0 or <size_t>c.fd == <size_t>-1:
+        if not paused:
+            _rewatch_soon(c)  # loop_sockets.pxi
         return 0
     # Mongoose rewrites the epoll interest only when its write state changes (and then
     # respects is_full, vendor/mongoose/build_fixes.py): apply the change now, keeping

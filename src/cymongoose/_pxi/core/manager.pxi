@@ -107,6 +107,7 @@ cdef class Manager:
             self._wakeup_id = self._mgr.conns.id
 
     def __dealloc__(self):
+        _free_loop_sockets(self)
         if self._closed:
             return
         # Dropped without close(): free everything, but run no Python handler on an object
@@ -533,6 +534,12 @@ cdef class Manager:
 
     def next_poll_ms(self, int limit_ms=100):
         return _loop_next_poll_ms(self, limit_ms)
+
+    def watch_changes(self):
+        return _loop_watch_changes(self)  # loop_sockets.pxi
+
+    def unwatch_all(self):
+        return _loop_unwatch_all(self)
 
     def call_soon_threadsafe(self, callback, *args):
         # The same queue and the same single wake datagram as wakeup(): a burst of calls

@@ -318,5 +318,8 @@ cdef object _body_read(Connection conn, Py_ssize_t max_bytes):
     if n:
         _cut(c, g.body_base, n)
         g.body_ready -= n
+    cdef bint was_paused = c.is_full
     _resume_if_drained(c, g)
+    if was_paused and not c.is_full:
+        _rewatch_soon(c)  # loop_sockets.pxi: without epoll, the outer loop must hear of it
     return out
