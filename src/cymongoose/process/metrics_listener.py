@@ -46,7 +46,10 @@ class MetricsListener:
         self.url = f"http://{f'[{host}]' if ':' in host else host}:{port}{_PATH}"
 
     def fileno(self) -> int:
-        return self._manager.fileno()
+        fd = self._manager.fileno()
+        # Without epoll (macOS) no one descriptor covers every socket: the listening one wakes
+        # the supervisor for a new scrape, and its tick polls the rest anyway.
+        return fd if fd >= 0 else self._sock.fileno()
 
     def poll(self) -> None:
         """Answer what has arrived; never waits."""
