@@ -19,7 +19,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import time
 
 SERVE = r"""
 import asyncio, sys
