@@ -13,7 +13,7 @@ BUILTIN_TLS_VENV := .venv-builtin-tls
 # then the loop-driving ones again on uvloop (CYMONGOOSE_TEST_LOOP, tests/conftest.py). The
 # command line's ASGI servers run on uvloop in both halves (it is installed).
 POLL_VENV := .venv-poll
-POLL_TESTS := tests/core tests/adapters/asgi tests/adapters/test_aio.py \
+POLL_TESTS := tests/core tests/adapters/asgi tests/adapters/embedding tests/adapters/test_aio.py \
               tests/adapters/test_aio_socket_watches.py tests/adapters/cli tests/proxy
 POLL_UVLOOP_TESTS := tests/adapters/asgi tests/adapters/test_aio.py \
                      tests/adapters/test_aio_socket_watches.py tests/core/test_socket_watches.py

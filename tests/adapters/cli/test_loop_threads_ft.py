@@ -203,6 +203,26 @@ def test_sigterm_drains_every_loop_and_the_requests_in_flight_finish(tmp_path: P
     assert sum(_per_loop(cli.err)) == 4 + 1  # and the first answer
 
 
+def test_the_drain_delay_fails_every_loops_health_path_while_they_serve_on(
+        tmp_path: Path) -> None:
+    """--drain-delay with --loop-threads: each loop's health path answers 503 at the signal
+    (whichever loop a probe reaches), the app answers on with Connection: close, then the
+    process stops by itself."""
+    cli, port = _serve(tmp_path, "ft_apps:raw", "--interface", "raw", "--loop-threads", "2",
+                       "--health-path", "/healthz", "--drain-delay", "2")
+    # The port answers 503 while the app loads: the signal comes once every loop serves.
+    wait_for(lambda: get(port, "/healthz").status == 200, 60, "the loops to be ready")
+    cli.send(signal.SIGTERM)
+    wait_for(lambda: get(port, "/healthz").status == 503, 20, "the health path to fail")
+    probes = [get(port, "/healthz").status for _ in range(8)]  # fresh connections, any loop
+    answer = get(port, "/")
+    assert probes == [503] * 8
+    assert answer.status == 200 and answer.header("connection") == "close"
+    assert cli.proc.wait(timeout=30) == 0  # by itself, after the delay (stop() would signal)
+    cli.stop()
+    assert "serving on for --drain-delay 2 s" in cli.err, cli.err
+
+
 def test_max_requests_counts_the_requests_of_every_loop(tmp_path: Path) -> None:
     """10 requests spread over two loops recycle the process; a count per loop would not
     reach 10 on either."""
