@@ -40,6 +40,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1,
                         help="worker processes; above 1 the cymongoose CLI serves the app "
                         "(its process model), as `cymongoose --workers N` would")
+    parser.add_argument("--reuse-port", action="store_true",
+                        help="with --workers: a listening socket per worker")
     parser.add_argument("--cert", help="PEM certificate: serve HTTPS (h2_bench.py --tls)")
     parser.add_argument("--key", help="its PEM key")
     args = parser.parse_args()
@@ -49,6 +51,8 @@ def main() -> None:
                 "--host", "127.0.0.1", "--port", str(args.port), "--log-level", "warning"]
         if args.access_log:
             argv += ["--access-log", "--access-log-file", args.access_log]
+        if args.reuse_port:
+            argv.append("--reuse-port")
         # exec: the same pid, so the runner's process-tree CPU sees every worker.
         os.execv(sys.executable, argv)
     logging.basicConfig(level=logging.WARNING)
