@@ -27,9 +27,9 @@ PAGES = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
 
 # Modules with an __all__ that users never import, so the API reference leaves them out: the
 # command line's processes (users reach them through the options, docs/deployment.md), the
-# servers only the command line picks (bare/: --interface raw, --proxy without an app) and the
-# parts the servers share.
-INTERNAL = {"bare", "log_config", "process", "serving"}
+# servers only the command line picks (bare/: --interface raw, --proxy without an app), the
+# parts the servers share, and the socket watches aio.LoopDriver keeps without epoll.
+INTERNAL = {"bare", "log_config", "process", "serving", "socket_watches"}
 
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 # The program with arguments: `cymongoose app:app`, `.../bin/cymongoose`, `"cymongoose", "...`
