@@ -275,6 +275,18 @@ class LoadClient:
             conn.close()
 
 
+def pids_served(port: int, want: int, timeout: float = 10.0) -> set[str]:
+    """The worker pids (HELLO_APP's first field) that answered GETs on fresh connections,
+    until `want` of them did or `timeout` seconds passed."""
+    from .http_client import get
+
+    seen: set[str] = set()
+    deadline = time.monotonic() + timeout
+    while len(seen) < want and time.monotonic() < deadline:
+        seen.add(get(port, "/").body.split(b"|")[0].decode())
+    return seen
+
+
 def unix_get(path: str, target: str = "/", headers: str = "") -> bytes:
     """One GET over a Unix socket; the raw response."""
     with socket.socket(socket.AF_UNIX) as s:

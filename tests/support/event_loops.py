@@ -37,3 +37,17 @@ def run_on(kind: str, main: Callable[[], Awaitable[T]], timeout: float = 30.0) -
     finally:
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
+
+
+class Ticker:
+    """A task of the program's own on the running loop, counting its turns in `ticks`:
+    while it counts, the loop is not blocked by whatever else runs on it."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+        self.task: asyncio.Task[None] = asyncio.ensure_future(self._tick())
+
+    async def _tick(self) -> None:
+        while True:
+            self.ticks += 1
+            await asyncio.sleep(0.005)

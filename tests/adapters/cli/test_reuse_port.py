@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
-from support.cli_run import CLI, LoadClient, run_cli
-from support.http_client import get
+from support.cli_run import CLI, LoadClient, pids_served, run_cli
 from support.ports import free_port
 from support.process_start import start_bound
 from support.waiting import wait_for
@@ -53,15 +51,6 @@ def _listeners(port: int, pids: list[int]) -> list[int]:
     return sorted(held)
 
 
-def _pids_served(port: int, want: int, timeout: float = 10.0) -> set[str]:
-    """Worker pids that answered fresh connections (each GET on a new one)."""
-    seen: set[str] = set()
-    deadline = time.monotonic() + timeout
-    while len(seen) < want and time.monotonic() < deadline:
-        seen.add(get(port, "/").body.split(b"|")[0].decode())
-    return seen
-
-
 def _start(tmp_path: Path, port: int, *options: str) -> CLI:
     cli = CLI(tmp_path, "cli_app:app", "--port", str(port), "--workers", "2", "--threads",
               "2", "--reuse-port", *options)
@@ -82,7 +71,7 @@ def test_each_worker_listens_on_a_socket_of_its_own(tmp_path: Path, health: bool
                  lambda: f"the workers' sockets alone ({_listeners(port, everyone)}, "
                          f"{workers})")
         # The kernel hands new connections to both.
-        assert _pids_served(port, 2) == {str(p) for p in workers}
+        assert pids_served(port, 2) == {str(p) for p in workers}
     finally:
         assert cli.stop() == 0, cli.err
     # A stopping worker's queue is lost unless the kernel migrates it: said once, at start.
@@ -106,7 +95,7 @@ def test_a_killed_worker_is_replaced_by_one_with_its_own_socket(tmp_path: Path) 
             # Its socket joins once its app is loaded; then it takes new connections.
             wait_for(lambda: new in _listeners(port, [new]), start_bound(20),
                      "the successor's socket")
-            wait_for(lambda: str(new) in _pids_served(port, 2, 0.2), start_bound(10),
+            wait_for(lambda: str(new) in pids_served(port, 2, 0.2), start_bound(10),
                      "the successor answers")
             assert _listeners(port, [cli.proc.pid, victim]) == []
             ok = load.result.ok
@@ -128,7 +117,7 @@ def test_port_0_gives_every_worker_the_supervisors_port(tmp_path: Path) -> None:
         assert len(ports) == 1 and 0 not in ports, ports
         port = ports.pop()
         cli.log_until(r"workers of \S+ ready")
-        assert len(_pids_served(port, 2)) == 2
+        assert len(pids_served(port, 2)) == 2
     finally:
         assert cli.stop() == 0, cli.err
 

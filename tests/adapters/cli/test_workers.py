@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.cli_run import CLI, LoadClient, run_cli
+from support.cli_run import CLI, LoadClient, pids_served, run_cli
 from support.http_client import get
 from support.ports import free_port
 from support.process_start import start_bound
@@ -24,14 +24,6 @@ from support.waiting import wait_for
 # Bounds that include a worker starting are stretched on free-threaded 3.13, whose process
 # start is slow when the CPUs are busy (support.process_start).
 pytestmark = pytest.mark.timeout(start_bound(90))
-
-
-def _pids_served(port: int, want: int, timeout: float = 10.0) -> set[str]:
-    seen: set[str] = set()
-    deadline = time.monotonic() + timeout
-    while len(seen) < want and time.monotonic() < deadline:
-        seen.add(get(port, "/").body.split(b"|")[0].decode())
-    return seen
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +35,8 @@ def supervised(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[CLI, 
     wait_for(lambda: len(cli.worker_pids()) == 2, 20, "len(cli.worker_pids()) == 2")
     # Both ready: each answers from the shared socket (on a slow machine one worker may still
     # be importing the app when the other already serves).
-    wait_for(lambda: len(_pids_served(port, 2, 0.5)) == 2, start_bound(30),
-             "len(_pids_served(port, 2, 0.5)) == 2")
+    wait_for(lambda: len(pids_served(port, 2, 0.5)) == 2, start_bound(30),
+             "len(pids_served(port, 2, 0.5)) == 2")
     yield cli, port
     assert cli.stop() == 0, cli.err
 
@@ -62,8 +54,8 @@ def test_a_killed_worker_is_replaced_and_serving_goes_on(supervised: tuple[CLI, 
         spawned = time.monotonic() - killed
         new = str((set(cli.worker_pids()) - before_kill).pop())
         # Ready: the new worker answers fresh connections from the shared socket.
-        wait_for(lambda: new in _pids_served(port, 2, 0.2), start_bound(10),
-                 "new in _pids_served(port, 2, 0.2)")
+        wait_for(lambda: new in pids_served(port, 2, 0.2), start_bound(10),
+                 "new in pids_served(port, 2, 0.2)")
         serving = time.monotonic() - killed
         before = load.result.ok
         wait_for(lambda: load.result.ok > before + 100, 10, "load.result.ok > before + 100")
@@ -88,7 +80,7 @@ def test_sighup_replaces_every_worker_without_a_failed_request(
                  "len(set(cli.worker_pids()) & old) == 0 and len(cli.worker_pids()) == 2")
         new = {str(p) for p in cli.worker_pids()}
         assert load.result.pids & new  # the load moved over to the new workers
-        assert _pids_served(port, 2) == new
+        assert pids_served(port, 2) == new
     result = load.result
     print(f"\nSIGHUP: ok={result.ok} retried={result.retried}")
     assert result.failed == [] and result.partial == []
@@ -100,8 +92,8 @@ def test_sigttin_and_sigttou_add_and_remove_a_worker(supervised: tuple[CLI, int]
     cli.send(signal.SIGTTIN)
     wait_for(lambda: len(cli.worker_pids()) == 3, 10, "len(cli.worker_pids()) == 3")
     added = str((set(cli.worker_pids()) - before).pop())
-    wait_for(lambda: added in _pids_served(port, 3, 0.5), start_bound(20),
-             "added in _pids_served(port, 3, 0.5)")  # it serves
+    wait_for(lambda: added in pids_served(port, 3, 0.5), start_bound(20),
+             "added in pids_served(port, 3, 0.5)")  # it serves
     cli.send(signal.SIGTTOU)
     wait_for(lambda: len(cli.worker_pids()) == 2, 15, "len(cli.worker_pids()) == 2")
 
@@ -203,7 +195,7 @@ def test_a_worker_killed_before_it_is_ready_is_restarted(tmp_path: Path) -> None
         cli.wait_http(port)
         wait_for(lambda: len(set(cli.worker_pids()) - {victim}) == 2, 10,
                  "len(set(cli.worker_pids()) - {victim}) == 2")
-        assert victim not in {int(p) for p in _pids_served(port, 2)}
+        assert victim not in {int(p) for p in pids_served(port, 2)}
     finally:
         assert cli.stop() == 0, cli.err
     assert re.search(rf"worker {victim} died \(signal 9\); restarting it", cli.err), cli.err

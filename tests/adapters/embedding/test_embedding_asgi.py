@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from support.embedding_apps import RecordingASGI
-from support.event_loops import LOOP_KINDS, run_on
+from support.event_loops import LOOP_KINDS, Ticker, run_on
 from support.ports import HOST, bound_listener, free_port
 from support.subprocess_env import tool_env
 from support.waiting import wait_until
@@ -59,20 +59,13 @@ async def _started(server: Server, serving: asyncio.Task[None]) -> None:
 def test_serves_beside_the_programs_own_tasks(loop_kind: str) -> None:
     async def main() -> None:
         app = RecordingASGI()
-        ticks = 0
-
-        async def ticker() -> None:
-            nonlocal ticks
-            while True:
-                ticks += 1
-                await asyncio.sleep(0.005)
 
         async def shout(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             writer.write((await reader.readline()).upper())
             await writer.drain()
             writer.close()
 
-        ticking = asyncio.ensure_future(ticker())
+        ticker = Ticker()
         own_server = await asyncio.start_server(shout, HOST, 0)  # the program's own TCP
         shout_port = own_server.sockets[0].getsockname()[1]
         sock = bound_listener()
@@ -83,7 +76,7 @@ def test_serves_beside_the_programs_own_tasks(loop_kind: str) -> None:
         await _started(server, serving)
         assert app.events == ["startup"]  # the lifespan startup came first
 
-        before = ticks
+        before = ticker.ticks
         async with httpx.AsyncClient(timeout=WAIT_S) as client:
             replies = await asyncio.gather(
                 *(client.get(f"http://{HOST}:{port}/r{i}") for i in range(20)),
@@ -94,15 +87,15 @@ def test_serves_beside_the_programs_own_tasks(loop_kind: str) -> None:
         writer.write(b"ping\n")
         assert await reader.readline() == b"PING\n"
         writer.close()
-        await wait_until(lambda: ticks > before + 3, WAIT_S, "the program's ticker to tick")
+        await wait_until(lambda: ticker.ticks > before + 3, WAIT_S, "the program's ticker to tick")
 
         server.should_exit = True
         await asyncio.wait_for(serving, WAIT_S)
         assert app.events == ["startup", "shutdown"]
         assert sock.fileno() == -1  # closed, as uvicorn closes the sockets it was given
         assert await _refused(port)
-        assert not ticking.done()  # the program's tasks are its own
-        ticking.cancel()
+        assert not ticker.task.done()  # the program's tasks are its own
+        ticker.task.cancel()
         own_server.close()
         await own_server.wait_closed()
 

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from support.embedding_apps import HoldingWSGI, RecordingASGI
-from support.event_loops import LOOP_KINDS, run_on
+from support.event_loops import LOOP_KINDS, Ticker, run_on
 from support.gunicorn_server import TESTS_DIR
 from support.http_client import get
 from support.ports import HOST, bound_listener, free_port
@@ -35,15 +35,8 @@ def test_a_wsgi_app_runs_off_the_callers_loop(loop_kind: str) -> None:
     app = HoldingWSGI()
 
     async def main() -> None:
-        ticks = 0
 
-        async def ticker() -> None:
-            nonlocal ticks
-            while True:
-                ticks += 1
-                await asyncio.sleep(0.005)
-
-        ticking = asyncio.ensure_future(ticker())
+        ticker = Ticker()
         sock = bound_listener()
         port = sock.getsockname()[1]
         server = Server(Config(), app=app)
@@ -56,8 +49,8 @@ def test_a_wsgi_app_runs_off_the_callers_loop(loop_kind: str) -> None:
             slow = asyncio.ensure_future(client.get(f"http://{HOST}:{port}/slow"))
             await wait_until(app.entered.is_set, WAIT_S, "the app to block")
             # The app blocks its thread; the caller's loop goes on.
-            before = ticks
-            await wait_until(lambda: ticks > before + 3, WAIT_S, "the ticker to tick")
+            before = ticker.ticks
+            await wait_until(lambda: ticker.ticks > before + 3, WAIT_S, "the ticker to tick")
             server.should_exit = True
             await wait_until(lambda: not slow.done() and sock.fileno() == -1, WAIT_S,
                              "the server to start stopping")
@@ -65,7 +58,7 @@ def test_a_wsgi_app_runs_off_the_callers_loop(loop_kind: str) -> None:
             app.release.set()
             assert (await slow).status_code == 200
         await asyncio.wait_for(serving, WAIT_S)
-        ticking.cancel()
+        ticker.task.cancel()
 
     run_on(loop_kind, main)
 
@@ -110,26 +103,26 @@ def test_run_serves_a_wsgi_app_until_should_exit() -> None:
     assert answers == [200]
 
 
-def test_run_stops_on_sigterm_after_the_lifespan_shutdown() -> None:
-    port = free_port()
+def _run_in_a_child(port: int, options: str = "") -> subprocess.Popen[bytes]:
+    """A program whose main thread calls Server(...).run() on lifespan_app at `port` (more
+    Config keywords in `options`), then prints "run returned"; its output is one pipe."""
     code = ("from cymongoose import Server\n"
             "from cymongoose.config import Config\n"
-            f"Server(Config(app='support.embedding_apps:lifespan_app', port={port})).run()\n"
+            "Server(Config(app='support.embedding_apps:lifespan_app', "
+            f"port={port}{options})).run()\n"
             "print('run returned', flush=True)\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p))
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=TESTS_DIR, env=env,
+    return subprocess.Popen([sys.executable, "-c", code], cwd=TESTS_DIR, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        def serving() -> bool:
-            if proc.poll() is not None:
-                raise AssertionError(f"it exited: {proc.stdout.read()!r}")  # type: ignore[union-attr]
-            try:
-                return get(port, "/").body == b"ok"
-            except OSError:
-                return False
 
-        wait_for(serving, 20, "the child to serve", interval=0.05)
+
+def test_run_stops_on_sigterm_after_the_lifespan_shutdown() -> None:
+    port = free_port()
+    proc = _run_in_a_child(port)
+    try:
+        wait_for(lambda: _answers(proc, port, "/") == 200, 20, "the child to serve",
+                 interval=0.05)
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=20)
     finally:
@@ -146,15 +139,7 @@ def test_run_honours_the_drain_delay_on_sigterm() -> None:
     """run() owns the process's signals, so --drain-delay applies: the health path fails
     at once, the app answers on (each answer closing its connection), then it stops."""
     port = free_port()
-    code = ("from cymongoose import Server\n"
-            "from cymongoose.config import Config\n"
-            "Server(Config(app='support.embedding_apps:lifespan_app', port="
-            f"{port}, health_path='/healthz', drain_delay=1.5)).run()\n"
-            "print('run returned', flush=True)\n")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH")) if p))
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=TESTS_DIR, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = _run_in_a_child(port, ", health_path='/healthz', drain_delay=1.5")
     try:
         wait_for(lambda: _answers(proc, port, "/healthz") == 200, 20, "the child to be ready",
                  interval=0.05)
