@@ -260,10 +260,11 @@ def test_utilisation_is_the_share_of_app_threads_busy(tmp_path: Path) -> None:
         assert idle[("cymongoose_capacity", ())] == 4
         assert idle[("cymongoose_utilisation", ())] < 0.05
         with LoadClient(port, path="/sleep", threads=2, max_requests=10**6) as load:
-            # The window fills: after a few seconds of load the gauge is near 2 / 4.
+            # The window fills: after a few seconds of load the gauge is near 2 / 4 (less
+            # the clients' own time between requests, which a busy machine stretches).
             def settled() -> float:
                 value = _scrape(url)[("cymongoose_utilisation", ())]
-                return value if 0.4 <= value <= 0.55 else 0.0
+                return value if 0.3 <= value <= 0.55 else 0.0
 
             seen = wait_for(settled, 30, lambda: f"utilisation near 0.5 ({_scrape(url)})",
                             interval=0.5)
