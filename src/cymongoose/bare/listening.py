@@ -38,6 +38,11 @@ class BareServer:
     def manager(self) -> Manager:
         return self._manager
 
+    def _unready(self) -> None:
+        """--drain-delay: health probes fail while the server serves on (thread-safe: the
+        guard reads a plain int)."""
+        self._manager.ready = False
+
     def listen_socket(self, sock: Any, *, tls: bool = False) -> Connection:
         """Serve on a listening TCP or Unix socket opened elsewhere; the caller keeps and
         closes `sock`. `tls=True` serves HTTPS with the config's certificate."""

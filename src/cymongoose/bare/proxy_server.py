@@ -84,10 +84,6 @@ class ProxyServer(BareServer):
         finally:
             self.close()
 
-    def _unready(self) -> None:
-        """--drain-delay: health probes fail while the proxy serves on (thread-safe)."""
-        self._manager.ready = False
-
     def stop(self) -> None:
         """Make run() drain and return (within one poll). Thread-safe."""
         self._stopping.set()

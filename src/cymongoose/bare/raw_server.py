@@ -61,10 +61,6 @@ class RawServer(BareServer):
         finally:
             self._manager.close()
 
-    def _unready(self) -> None:
-        """--drain-delay: health probes fail while the handler serves on."""
-        self._manager.ready = False
-
     def stop(self) -> None:
         """From any thread: make a loop thread's run() return within `poll_ms` (the
         Manager has no wakeup to cut the wait short: a raw server needs none)."""
