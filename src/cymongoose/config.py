@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 import sys
 import warnings
@@ -159,6 +160,11 @@ def _option(default: Any, group: str, help: str, must: str = "be on or off", *,
 # The rules. Each says what is wrong beyond `must` ("" for nothing more), or returns None.
 def _at_least(low: int | float) -> Rule:
     return lambda v: None if v >= low else ""
+
+
+def _seconds_at_least(low: float) -> Rule:
+    """A duration the stop path waits on with a timer: finite (a timer cannot wait for inf)."""
+    return lambda v: None if low <= v < math.inf else ""
 
 
 def _one_of(*choices: str) -> tuple[Rule, str, str]:
@@ -381,12 +387,12 @@ class Config:
                  "[Free threading](free-threading.md)")
     graceful_timeout: float = _option(
         30.0, "processes", "seconds to finish in-flight requests on SIGTERM",
-        "be a number of seconds >= 0", rule=_at_least(0), metavar="S",
+        "be a number of seconds >= 0", rule=_seconds_at_least(0), metavar="S",
         doc_more="a stopping server or worker then exits without them")
     drain_delay: float = _option(
         0.0, "processes", "seconds to keep serving after SIGTERM, with the health path "
         "answering 503, before the drain starts", "be a number of seconds >= 0",
-        rule=_at_least(0), metavar="S",
+        rule=_seconds_at_least(0), metavar="S",
         doc_more="so a load balancer takes the server out of rotation first; a second "
                  "signal stops at once; at most `--graceful-timeout`, see "
                  "[Deployment](deployment.md#rollouts-behind-a-load-balancer)")

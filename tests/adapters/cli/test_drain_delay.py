@@ -129,6 +129,10 @@ def test_a_second_signal_skips_the_rest_of_the_delay(tmp_path: Path, kind: str) 
 @pytest.mark.parametrize(("args", "line"), [
     (["--drain-delay", "-1"], "--drain-delay must be a number of seconds >= 0, not -1.0"),
     (["--drain-delay", "soon"], "--drain-delay must be a number of seconds >= 0, not 'soon'"),
+    # A timer cannot wait for ever: infinity is refused like any other wrong number.
+    (["--drain-delay", "inf"], "--drain-delay must be a number of seconds >= 0, not inf"),
+    (["--graceful-timeout", "inf"],
+     "--graceful-timeout must be a number of seconds >= 0, not inf"),
     (["--drain-delay", "40"], "--drain-delay must be at most --graceful-timeout (30 s), not 40"),
     (["--drain-delay", "5", "--graceful-timeout", "2"],
      "--drain-delay must be at most --graceful-timeout (2 s), not 5"),
