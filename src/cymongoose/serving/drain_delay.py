@@ -79,9 +79,9 @@ class DelayedStop:
                 return
             waiting = not self._stopped  # a later signal during the delay
         if first and self._delay > 0:
+            self._unready()  # before the line: a reader of the log may count on it
             log.info("%s: failing health checks, serving on for --drain-delay %g s, then "
                      "stopping (a second signal stops now)", name, self._delay)
-            self._unready()
             timer = self._call_later(self._delay, self._end_of_delay)
             with self._lock:
                 self._timer = timer
