@@ -110,10 +110,10 @@ fetch:
 debian-packages:
 	tools/ensure-debian-packages.sh tools/debian-build-packages.txt tools/debian-packages.txt
 
-# What the build itself needs: OpenSSL for the default TLS engine (docs/tls.md).
+# What the build itself needs: OpenSSL for the default TLS engine (docs/tls.md), libnghttp2,
+# zlib and libzstd.
 build-packages:
-	@[ "$${CYMONGOOSE_TLS:-openssl}" = builtin ] || \
-	    tools/ensure-debian-packages.sh tools/debian-build-packages.txt
+	@tools/ensure-debian-packages.sh tools/debian-build-packages.txt
 
 # Creates .venv with the dev tools and builds the extension into it.
 setup: fetch build-packages
