@@ -42,6 +42,17 @@ cdef struct Metrics:
     uint64_t threads_abandoned  # gauge, set from Python
 
 
+cdef struct CompressConf:
+    # Manager.set_compression() (http_compress.pxi), read by the guard without the GIL.
+    int offered  # CODING_* bits the server makes
+    size_t min_length  # smaller bodies go out as they are
+    int gzip_level
+    int zstd_level
+    # The MIME allow-list: lower-case entries, each ended by NUL, the list by an empty one;
+    # "text/" matches every text type, "+json" every type with that suffix.
+    const char *types
+
+
 cdef struct GilSlot:
     # The poll thread's saved state while mg_mgr_poll() runs without the GIL. The first
     # callback of an iteration restores it and sets it to NULL, so the rest of the iteration
@@ -68,6 +79,7 @@ cdef struct GilSlot:
     bint refusal_hook  # Manager.refusal_handler is set: proxied requests are reported too
     bint proxy_log_hook  # Manager.proxy_log_handler is set: it gets them instead
     void *h2_sessions  # the HTTP/2 connections' sessions (includes/cym_h2.h), for poll()
+    const CompressConf *compress  # Manager.set_compression()'s (NULL: compression off)
 
 
 cdef struct HttpLimits:
@@ -155,6 +167,14 @@ cdef struct HttpGuard:
     # An HTTP/2 stream (http2.pxi): the connection it travels on (its TLS is the stream's),
     # valid while the stream is: a connection closes its streams first.
     mg.mg_connection *h2_parent
+    # Response compression (http_compress.pxi): the coding the request's Accept-Encoding
+    # takes among the offered (0: none), and a streamed response's own encoder (NULL: the
+    # body goes out as written), with the uncompressed bytes its Content-Length still owes
+    # when the app gave one (plain_counted).
+    int coding
+    mg.cym_encoder *encoder
+    size_t plain_left
+    bint plain_counted
 
 
 # What an outer event loop watches of one socket, for a Manager driven without an epoll
@@ -234,6 +254,13 @@ cdef class Manager:
     cdef list _proxy_retired  # tables replaced while exchanges may still point into them
     cdef LoopCaches _caches
     cdef LoopSockets _loop_sockets  # loop_sockets.pxi: the per-socket watches
+    # Response compression (http_compress.pxi): the settings _gil.compress points at, the
+    # bytes its `types` point into, and the encoders and output buffer whole bodies share.
+    cdef CompressConf _compress
+    cdef bytes _compress_types
+    cdef mg.cym_encoder _whole_gzip
+    cdef mg.cym_encoder _whole_zstd
+    cdef mg.cym_out _whole_out
     cdef object __weakref__
 
     cdef int _ensure_open(self) except -1

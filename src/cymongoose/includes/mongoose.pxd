@@ -568,3 +568,27 @@ cdef extern from "cym_ft_lock.h" nogil:
         pass
     void cym_ft_lock(cym_ft_mutex *m)
     void cym_ft_unlock(cym_ft_mutex *m)
+
+
+cdef extern from "cym_compress.h" nogil:
+    # Response compression (issue 39): gzip (zlib) and zstd (libzstd) encoders, whole bodies
+    # and streamed ones, writing into a growable buffer (http_compress.pxi).
+    enum:
+        CYM_ZSTD_BUILT  # 1 when built with libzstd (CYMONGOOSE_ZSTD=ON, the default)
+        CYM_KEEP
+        CYM_FLUSH
+        CYM_END
+    struct cym_out:
+        unsigned char *buf
+        size_t len
+        size_t size
+    struct cym_encoder:
+        int coding
+        int level
+        int ready
+    void cym_out_free(cym_out *o)
+    void cym_encoder_free(cym_encoder *e)
+    int cym_encoder_start(cym_encoder *e, int coding, int level, int stream)
+    int cym_encode(cym_encoder *e, const void *data, size_t n, int mode, cym_out *o)
+    const char *cym_zlib_version()
+    const char *cym_zstd_version()

@@ -108,6 +108,7 @@ cdef class Manager:
 
     def __dealloc__(self):
         _free_loop_sockets(self)
+        _free_compression(self)
         if self._closed:
             return
         # Dropped without close(): free everything, but run no Python handler on an object
@@ -293,6 +294,14 @@ cdef class Manager:
         if value < 0:
             raise ValueError(f"limit_concurrency must be 0 (no limit) or more, not {value}")
         self._gil.limit_concurrency = <uint64_t>value
+
+    def set_compression(self, codings=("zstd", "gzip"), *, Py_ssize_t min_length=512,
+                        int gzip_level=3, int zstd_level=3, types=None):
+        _set_compression(self, codings, min_length, gzip_level, zstd_level, types)
+
+    @property
+    def compression(self):
+        return _compression_dict(self)
 
     @property
     def health_path(self):

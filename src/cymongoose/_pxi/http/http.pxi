@@ -175,6 +175,11 @@ cdef int _send_response(Connection conn, int status_code, object headers, bint j
         total += PyBytes_GET_SIZE(_DEFAULT_CONTENT_TYPE)
     if json_type:
         total += PyBytes_GET_SIZE(_JSON_CONTENT_TYPE)
+    if ((<GilSlot *>c.mgr.userdata).compress != NULL and not bodyless_status
+            and (conn._guard.phase == _PH_RESP or conn._guard.phase == _PH_STREAM)):
+        _reply_compressed(conn, status_code, headers if pairs is None else pairs,
+                          json_type, has_type, body)
+        return 0
     # Connection: close / keep-alive as the request's framing requires (http_guard.pxi).
     conn_field = _connection_field(conn, has_connection, (conn_tokens & _GF_CLOSE) != 0)
     if conn_field != NULL:
@@ -218,6 +223,28 @@ cdef int _send_response(Connection conn, int status_code, object headers, bint j
     if conn._guard.phase == _PH_RESP or conn._guard.phase == _PH_STREAM:
         conn._guard.core_head_at = start + 1  # framed as the guard would: see _fix_response
     c.is_resp = 0  # response complete: Mongoose may parse the next pipelined request
+    return 0
+
+
+cdef int _reply_compressed(Connection conn, int status_code, object fields, bint json_type,
+                           bint has_type, bytes body) except -1:
+    """reply()/reply_json() with compression on: the same fields, through http_respond(),
+    which compresses (the fields are valid str pairs by now)."""
+    cdef list pairs = []
+    cdef Py_ssize_t nlen
+    cdef const char *nptr
+    if json_type:
+        pairs.append(("Content-Type", "application/json"))
+    elif not has_type:
+        pairs.append(("Content-Type", "text/plain"))
+    for key, value in (fields.items() if type(fields) is dict else fields or ()):
+        nptr = PyUnicode_AsUTF8AndSize(key, &nlen)
+        if _is_named(nptr, nlen, b"content-length", 14):
+            continue
+        if json_type and _is_named(nptr, nlen, b"content-type", 12):
+            continue
+        pairs.append((key.encode("utf-8"), value.encode("utf-8")))
+    _http_respond(conn, status_code, pairs, body, None, None)
     return 0
 
 

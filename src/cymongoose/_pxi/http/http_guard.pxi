@@ -548,6 +548,8 @@ cdef void _advance(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nog
             if r < 0:
                 _refuse(c, g, h.status, h.why, (h.flags & _GF_HEAD) != 0, now)
                 return
+            # Before the merge below moves the head's bytes.
+            _note_coding(c, g, <const char *>h.accept_encoding, h.accept_encoding_len)
             if h.flags & _GF_MERGE:
                 h.head_len = _merge_connection_lines(c, h.head_len)
                 h.flags &= ~_GF_MERGE

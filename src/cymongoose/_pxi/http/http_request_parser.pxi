@@ -72,6 +72,11 @@ cdef struct HeadInfo:
     int flags
     int status
     const char *why
+    # Accept-Encoding's value, in the buffer parsed (valid until it changes); NULL when
+    # absent or repeated (read as identity: http_compress.pxi).
+    const unsigned char *accept_encoding
+    size_t accept_encoding_len
+    bint accept_encoding_seen
 
 
 cdef inline int _bad(HeadInfo *h, int status, const char *why) noexcept nogil:
@@ -345,6 +350,10 @@ cdef int _field(HeadInfo *h, const unsigned char *name, size_t nlen,
             h.flags |= _GF_MERGE
         seen[0] |= _SEEN_CONNECTION
         _connection_tokens(v, vlen, &h.flags)
+    elif nlen == 15 and _ieq(name, nlen, b"accept-encoding"):
+        h.accept_encoding = NULL if h.accept_encoding_seen else v
+        h.accept_encoding_len = vlen
+        h.accept_encoding_seen = True
     elif nlen == 6 and _ieq(name, nlen, b"expect"):
         # A list too (RFC 9110 §10.1.1): a repeat is allowed, and any 100-continue counts.
         if _ieq(v, vlen, b"100-continue"):

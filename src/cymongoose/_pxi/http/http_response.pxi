@@ -21,6 +21,18 @@ DEF _FILE_PIECE = 16384  # copied through the send buffer when sendfile can't be
 
 cdef bytes _TE_CHUNKED = b"Transfer-Encoding: chunked\r\n"
 
+# What compression (http_compress.pxi) makes of a response, as it starts:
+cdef enum:
+    _CP_NONE = 0  # go out as written
+    _CP_VARY = 1  # as written, with Vary: Accept-Encoding
+    _CP_ENCODE = 2  # compressed (and Vary)
+    _CP_SKIP_IDENTITY = 4  # leave the app's "Content-Encoding: identity" out
+    _CP_HAS_VARY = 8  # the app's Vary already names Accept-Encoding (or is "*")
+
+# Whole bodies at least this long are compressed with the GIL released: below it, releasing
+# and taking the GIL back costs more than the other threads gain.
+DEF _COMPRESS_NOGIL_AT = 32768
+
 
 cdef inline const char *_field_bytes(object item, Py_ssize_t *n, str what) except NULL:
     # str is sent as ISO-8859-1, the octets HTTP fields carry (PEP 3333's rule for WSGI):
@@ -140,8 +152,11 @@ def missing_default_headers(headers):
 
 
 cdef int _put_headers(mg.mg_connection *c, object headers, int status_code,
-                      long long *declared, int *conn_tokens, bint *has_connection) except -1:
-    """Validate and append `headers` (name, value) pairs as header lines."""
+                      long long *declared, int *conn_tokens, bint *has_connection,
+                      int plan=0) except -1:
+    """Validate and append `headers` (name, value) pairs as header lines. `plan`: what
+    compression makes of the response (http_compress.pxi): a compressed body's
+    Content-Length is read but not sent, and an opt-out's Content-Encoding is left out."""
     cdef Py_ssize_t nlen, vlen, k
     cdef const char *nptr
     cdef const char *vptr
@@ -161,8 +176,11 @@ cdef int _put_headers(mg.mg_connection *c, object headers, int status_code,
                 if not 48 <= <unsigned char>vptr[k] <= 57:
                     raise ValueError(f"invalid Content-Length {value!r}")
                 declared[0] = declared[0] * 10 + (vptr[k] - 48)
-            if status_code == 204:
-                continue  # RFC 9110 §8.6: never on a 204
+            if status_code == 204 or (plan & _CP_ENCODE):
+                continue  # RFC 9110 §8.6: never on a 204; a compressed body has its own
+        elif (plan & _CP_SKIP_IDENTITY) and nlen == 16 and \
+                _is_named(nptr, nlen, b"content-encoding", 16):
+            continue  # the app's "identity": no compression, and no such field (RFC 9110)
         elif nlen == 17 and _is_named(nptr, nlen, b"transfer-encoding", 17):
             raise ValueError(
                 "Transfer-Encoding is chosen by the server: leave it out (a response "
@@ -220,9 +238,11 @@ cdef int _check_status(int status_code) except -1:
 
 cdef int _http_begin(Connection conn, int status_code, object headers, object reason,
                      object more_headers=None, Py_ssize_t body_len=-1,
-                     str what="http_begin()") except -1:
+                     str what="http_begin()", int plan=-1) except -1:
     """Write the head. `body_len` >= 0: the whole body is that long and comes right after
-    (http_respond), so a missing Content-Length is added rather than chunking."""
+    (http_respond), so a missing Content-Length is added rather than chunking. `plan`:
+    compression's decision when the caller made it (http_respond: `body_len` is then the
+    compressed length); -1: made here, for a streamed body."""
     _check_response_start(conn, what)
     cdef mg.mg_connection *c = conn._c
     cdef HttpGuard *g = &conn._guard
@@ -254,12 +274,23 @@ cdef int _http_begin(Connection conn, int status_code, object headers, object re
     cdef char number[24]
     cdef int k
     cdef size_t n
+    if plan < 0:
+        plan = _CP_NONE
+        if (<GilSlot *>c.mgr.userdata).compress != NULL:
+            if headers is not None and type(headers) is not list and \
+                    type(headers) is not tuple:
+                headers = list(headers)  # read twice: by the plan, then written
+            if more_headers is not None and type(more_headers) is not HeaderBlock and \
+                    type(more_headers) is not list and type(more_headers) is not tuple:
+                more_headers = list(more_headers)
+            plan = _compress_plan(conn, headers, more_headers, status_code, -1, NULL)
     # Written straight into the send buffer; a header refused half-way takes it all back.
     cdef size_t saved = c.send.len
     try:
         _put(c, PyBytes_AS_STRING(status), <size_t>PyBytes_GET_SIZE(status))
         if headers is not None:
-            _put_headers(c, headers, status_code, &declared, &conn_tokens, &has_connection)
+            _put_headers(c, headers, status_code, &declared, &conn_tokens, &has_connection,
+                         plan)
         if type(more_headers) is HeaderBlock:
             block = <HeaderBlock>more_headers
             _put(c, PyBytes_AS_STRING(block.lines), <size_t>PyBytes_GET_SIZE(block.lines))
@@ -267,7 +298,17 @@ cdef int _http_begin(Connection conn, int status_code, object headers, object re
             has_connection = has_connection or block.has_connection
         elif more_headers is not None:
             _put_headers(c, more_headers, status_code, &declared, &conn_tokens,
-                         &has_connection)
+                         &has_connection, plan)
+        if plan != _CP_NONE:
+            _put_coding_fields(c, g.coding, plan)
+        if plan & _CP_ENCODE and body_len < 0:
+            # Streamed and compressed: the app's Content-Length counts what it writes, and
+            # the wire is chunked (or ends with the connection, for HTTP/1.0).
+            g.plain_counted = declared >= 0
+            g.plain_left = <size_t>declared if declared >= 0 else 0
+            declared = -1
+        elif plan & _CP_ENCODE:
+            declared = -1  # the compressed length (body_len) frames it
         if nobody:
             g.resp_framing = _RF_NONE
         elif declared >= 0:
@@ -297,10 +338,13 @@ cdef int _http_begin(Connection conn, int status_code, object headers, object re
         if conn_field != NULL:
             _put(c, conn_field, strlen(conn_field))
         _put(c, b"\r\n", 2)
+        if plan & _CP_ENCODE and body_len < 0 and g.resp_framing != _RF_NONE:
+            _encoder_open(c, g)
     except BaseException:
         c.send.len = saved
         g.resp_framing = _RF_NONE
         g.resp_left = 0
+        g.plain_counted = False
         raise
     g.resp_state = _RS_BEGUN
     g.flags |= _GF_RESP_BEGUN
@@ -318,17 +362,39 @@ cdef object _http_respond(Connection conn, int status_code, object headers, obje
     PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
     cdef HttpGuard *g = &conn._guard
     cdef size_t before = conn._c.send.len
+    cdef int plan = _CP_NONE
+    cdef long long declared = -1
+    cdef Manager manager = None
+    cdef const void *data = view.buf
+    cdef Py_ssize_t size = view.len
     try:
-        _http_begin(conn, status_code, headers, reason, more_headers, view.len,
-                    "http_respond()")
+        if (<GilSlot *>conn._c.mgr.userdata).compress != NULL:
+            if headers is not None and type(headers) is not list and \
+                    type(headers) is not tuple:
+                headers = list(headers)
+            if more_headers is not None and type(more_headers) is not HeaderBlock and \
+                    type(more_headers) is not list and type(more_headers) is not tuple:
+                more_headers = list(more_headers)
+            plan = _compress_plan(conn, headers, more_headers, status_code, view.len,
+                                  &declared)
+            if plan & _CP_ENCODE:
+                if declared >= 0 and declared != view.len:
+                    raise ValueError(f"the body has {view.len} bytes but the Content-Length "
+                                     f"says {declared}")
+                manager = <Manager>(<GilSlot *>conn._c.mgr.userdata).manager
+                _encode_whole(manager, g.coding, view.buf, <size_t>view.len)
+                data = manager._whole_out.buf
+                size = <Py_ssize_t>manager._whole_out.len
+        _http_begin(conn, status_code, headers, reason, more_headers, size,
+                    "http_respond()", plan)
         # With a whole body the framing is its length (or none, for HEAD, 204, 304).
         if g.resp_framing == _RF_LENGTH:
-            if <size_t>view.len != g.resp_left:
+            if <size_t>size != g.resp_left:
                 raise ValueError(
                     f"the body has {view.len} bytes but the Content-Length says "
                     f"{g.resp_left}")
             g.resp_left = 0
-            _put(conn._c, view.buf, <size_t>view.len)
+            _put(conn._c, data, <size_t>size)
     except BaseException:
         if g.resp_state == _RS_BEGUN:  # nothing of this response may go out
             conn._c.send.len = before
@@ -339,6 +405,8 @@ cdef object _http_respond(Connection conn, int status_code, object headers, obje
         raise
     finally:
         PyBuffer_Release(&view)
+        if manager is not None:
+            _trim_whole_out(manager)
     return _finish_response(conn._c, g)
 
 
@@ -382,9 +450,25 @@ cdef int _http_write(Connection conn, object data) except -1:
     cdef Py_buffer view
     if isinstance(data, str):
         raise TypeError("response bodies are bytes: encode str first")
+    cdef int r
     PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     try:
         if view.len == 0 or g.resp_framing == _RF_NONE:
+            return 0
+        if g.encoder != NULL:
+            if g.plain_counted:
+                if <size_t>view.len > g.plain_left:
+                    raise ValueError(
+                        f"writing {view.len} bytes would exceed the response's "
+                        f"Content-Length ({g.plain_left} bytes left)")
+                g.plain_left -= <size_t>view.len
+            if view.len >= _COMPRESS_NOGIL_AT:
+                with nogil:
+                    r = _encode_piece(c, g, view.buf, <size_t>view.len, mg.CYM_FLUSH)
+            else:
+                r = _encode_piece(c, g, view.buf, <size_t>view.len, mg.CYM_FLUSH)
+            if r != 0:
+                raise MemoryError("http_write failed: out of memory compressing the body")
             return 0
         if g.resp_framing == _RF_LENGTH:
             if <size_t>view.len > g.resp_left:
@@ -416,7 +500,17 @@ cdef bint _finish_response_with(mg.mg_connection *c, HttpGuard *g, const char *t
     no place for them, and they are dropped."""
     cdef bint whole = True
     cdef bint close = False
-    if g.resp_framing == _RF_CHUNKED and trailers_len:
+    if g.encoder != NULL:
+        # The compressed stream's end (the gzip trailer, zstd's last block) goes first.
+        if _encode_piece(c, g, NULL, 0, mg.CYM_END) != 0 or \
+                (g.plain_counted and g.plain_left > 0):
+            whole = False
+            close = True
+        _encoder_close(g)
+    g.plain_counted = False
+    if not whole:
+        pass  # an unfinished body: no last chunk, the close tells the client
+    elif g.resp_framing == _RF_CHUNKED and trailers_len:
         mg.mg_send(c, b"0\r\n", 3)
         mg.mg_send(c, trailers, trailers_len)
         mg.mg_send(c, b"\r\n", 2)
@@ -502,15 +596,22 @@ cdef int _http_sendfile(Connection conn, int fd, long long offset, long long cou
         raise ValueError("offset and count must be >= 0")
     if count == 0 or g.resp_framing == _RF_NONE:
         return 0
-    if g.resp_framing == _RF_LENGTH:
+    if g.resp_framing == _RF_LENGTH and g.encoder == NULL:
         if <size_t>count > g.resp_left:
             raise ValueError(
                 f"sending {count} bytes would exceed the response's Content-Length "
                 f"({g.resp_left} bytes left)")
+    if g.encoder != NULL and g.plain_counted and <size_t>count > g.plain_left:
+        raise ValueError(
+            f"sending {count} bytes would exceed the response's Content-Length "
+            f"({g.plain_left} bytes left)")
     cdef int own = mg.dup(fd)
     if own < 0:
         raise OSError(errno, f"cannot duplicate file descriptor {fd}")
-    if g.resp_framing == _RF_LENGTH:
+    if g.encoder != NULL:
+        if g.plain_counted:
+            g.plain_left -= <size_t>count
+    elif g.resp_framing == _RF_LENGTH:
         g.resp_left -= <size_t>count
     elif g.resp_framing == _RF_CHUNKED:
         _send_chunk_size(c, <size_t>count)
@@ -538,7 +639,8 @@ cdef void _pump_file(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
     cdef char piece[_FILE_PIECE]
     if c.is_closing:
         return
-    cdef bint to_socket = not c.is_tls and not mg.cym_h2_is_stream(c)
+    # A compressed body is read and encoded piece by piece: sendfile(2) has no place there.
+    cdef bint to_socket = not c.is_tls and not mg.cym_h2_is_stream(c) and g.encoder == NULL
     if to_socket and c.send.len == 0:
         off = <long>g.file_off
         while g.file_left > 0 and budget > 0:
@@ -562,14 +664,30 @@ cdef void _pump_file(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
             _log_event(c, 0, b"file for http_sendfile() ended early or failed")
             c.is_closing = 1
             return
-        mg.mg_send(c, piece, <size_t>n)
+        if g.encoder != NULL:
+            # Kept, not flushed: the encoder's blocks fill up across pieces.
+            if _encode_piece(c, g, piece, <size_t>n, mg.CYM_KEEP) != 0:
+                _log_event(c, 0, b"out of memory compressing a file for http_sendfile()")
+                c.is_closing = 1
+                return
+        else:
+            mg.mg_send(c, piece, <size_t>n)
         g.file_off += n
         g.file_left -= <size_t>n
+        if g.encoder != NULL:
+            budget -= <size_t>n if <size_t>n < budget else budget
+            if budget == 0:
+                break  # the rest at the next poll: one file does not starve the others
         if to_socket:
             break  # one piece is enough to be woken when the socket drains
     if g.file_left == 0:
         _file_done(g)
-        if g.resp_framing == _RF_CHUNKED:
+        if g.resp_framing == _RF_CHUNKED and g.encoder == NULL:
             mg.mg_send(c, b"\r\n", 2)
+        elif g.encoder != NULL and g.resp_state != _RS_END_AFTER_FILE:
+            # The app may write more later: what the file gave reaches the client now.
+            if _encode_piece(c, g, NULL, 0, mg.CYM_FLUSH) != 0:
+                c.is_closing = 1
+                return
         if g.resp_state == _RS_END_AFTER_FILE:
             _finish_response(c, g)
