@@ -371,6 +371,37 @@ class Manager:
     ready yet) or `503 draining`, with `Cache-Control: no-store`, keeping the connection
     alive. Reported to `refusal_handler` (for the access log). Default None: no such path."""
 
+    def set_compression(
+        self,
+        codings: str | Iterable[str] | None = ("zstd", "gzip"),
+        *,
+        min_length: int = 512,
+        gzip_level: int = 3,
+        zstd_level: int = 3,
+        types: Iterable[str] | None = None,
+    ) -> None:
+        """Compress the responses of this Manager's HTTP listeners (reply, reply_json,
+        http_respond, http_begin/http_write/http_sendfile/http_end, and the WSGI and ASGI
+        servers on it) for clients whose Accept-Encoding takes a coding offered here:
+        `codings` "zstd", "gzip" or both (a list, or a comma-separated str); on equal
+        q-values zstd goes first. None switches compression off (the default).
+
+        Compressed: bodies whose Content-Type is in `types` (MIME types, "text/"-style
+        prefixes or "+json"-style suffixes; None: JSON, JavaScript, XML, SVG, wasm and
+        every text/ type, event streams included) and, when their length is known, of
+        `min_length` bytes or more. Never: a response with a Content-Encoding, a 206, one
+        with `Cache-Control: no-transform`, HEAD, 204 and 304. Every response of such a type
+        carries `Vary: Accept-Encoding`. A response opts out with `Content-Encoding:
+        identity`, which is then left out. A streamed body is compressed as it is written,
+        each http_write() flushed so the client can decode it at once.
+        `ValueError` for an unknown coding, a level out of range (gzip 1-9, zstd 1-19) or a
+        malformed type."""
+
+    @property
+    def compression(self) -> dict[str, Any] | None:
+        """The settings set_compression() took (codings, min_length, gzip_level,
+        zstd_level, types), or None when compression is off."""
+
     proxy: ProxyTable | None
     """The reverse-proxy routes the guard answers before any handler (built and attached
     by `cymongoose.proxy.ReverseProxy`). A table serves one Manager: `ValueError` for a

@@ -173,6 +173,14 @@ def _one_of(*choices: str) -> tuple[Rule, str, str]:
             "be one of " + ", ".join(choices), "{" + ",".join(choices) + "}")
 
 
+def _codings(spec: str) -> str | None:
+    """--compression: zstd and/or gzip, comma-separated, in any order ("on": both)."""
+    names = [part.strip().lower() for part in spec.split(",")]
+    if spec.strip().lower() == "on":
+        return None
+    return None if names and all(n in ("zstd", "gzip") for n in names) else ""
+
+
 def _port(v: int) -> str | None:
     return None if 0 <= v <= 65535 else ""
 
@@ -311,6 +319,17 @@ class Config:
         (), "app", "serve DIR's files under URL (repeatable; WSGI and ASGI apps)",
         "be URL=DIR, URL starting with '/' and DIR a directory", rule=_mount, metavar="URL=DIR",
         doc_more="files leave through `sendfile(2)`, with `Last-Modified` and `304` answers")
+    compression: str | None = _option(
+        None, "app", "compress responses the client accepts compressed, in C: CODINGS is "
+        "zstd,gzip (on: both)", "be on, zstd, gzip or zstd,gzip", kind=str, optional=True,
+        rule=_codings, metavar="CODINGS", doc_default="off",
+        doc_more="JSON, HTML, CSS, JS, SVG, XML, text and event streams of "
+                 "`--compression-min-length` bytes or more (streams: each write flushed); a "
+                 "response opts out with `Content-Encoding: identity`; see "
+                 "[Server behaviour](server-behaviour.md#response-compression)")
+    compression_min_length: int = _option(
+        512, "app", "bytes a body needs, when its length is known, to be compressed",
+        "be an int >= 0", rule=_at_least(0), metavar="N")
     lifespan: str = _option("auto", "app", "ASGI lifespan protocol: auto runs it unless the "
                             "app refuses it, on requires it, off skips it", _LIFESPAN[1],
                             rule=_LIFESPAN[0], metavar=_LIFESPAN[2])

@@ -1,6 +1,7 @@
 """The serving options the core's HTTP guard carries out by itself, without the app:
 --limit-concurrency (503 with Retry-After past it), --health-path (answered from
-`Manager.ready`) and --proxy (routes answered by upstreams). Every server sets them the same
+`Manager.ready`), --proxy (routes answered by upstreams) and --compression (responses
+compressed as they leave). Every server sets them the same
 way, here."""
 
 from __future__ import annotations
@@ -12,11 +13,15 @@ __all__ = ["set_guard_options"]
 
 
 def set_guard_options(manager: Manager, config: Config) -> None:
-    """Give `manager` the config's limit_concurrency, health_path and reverse-proxy routes
-    (ConfigError when an upstream does not resolve). The server sets `manager.ready`
-    itself: True once it serves, False when it starts to drain."""
+    """Give `manager` the config's limit_concurrency, health_path, compression and
+    reverse-proxy routes (ConfigError when an upstream does not resolve). The server sets
+    `manager.ready` itself: True once it serves, False when it starts to drain."""
     manager.limit_concurrency = config.limit_concurrency or 0
     manager.health_path = config.health_path
+    if config.compression:
+        codings = config.compression.lower()
+        manager.set_compression(("zstd", "gzip") if codings == "on" else codings,
+                                min_length=config.compression_min_length)
     proxy = config.new_reverse_proxy()
     if proxy is not None:
         proxy.attach(manager)

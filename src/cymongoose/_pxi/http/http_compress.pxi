@@ -169,8 +169,8 @@ cdef int _scan_for_compression(object headers, const CompressConf *conf, int *se
                 seen[0] |= 16
         elif nlen == 4 and _ascii_casecmp(nptr, b"vary", 4):
             vptr = _field_bytes(value, &vlen, "values")
-            if _has_token(vptr, vlen, b"accept-encoding", 15) or _has_token(vptr, vlen,
-                                                                             b"*", 1):
+            if _has_token(vptr, vlen, b"accept-encoding", 15) or \
+                    _has_token(vptr, vlen, b"*", 1):
                 seen[0] |= 32
         elif nlen == 14 and _ascii_casecmp(nptr, b"content-length", 14):
             vptr = _field_bytes(value, &vlen, "values")
