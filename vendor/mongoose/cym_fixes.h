@@ -74,4 +74,20 @@ extern int (*cym_http_parse_hook)(struct mg_connection *c, const char *s, size_t
  * thread; otherwise a directory without an index file is a 403. */
 extern _Thread_local int cym_dirlist_allowed;
 
+/* STATIC_SERVE: while set (by the core, around one mg_http_serve_dir() call on this thread),
+ * mg_http_serve_dir() records here what it would answer instead of answering: a file (its
+ * path; found: it exists), a redirect to the directory URL's slash, or a 403 for a directory
+ * it may not list. slash: the URL ended in '/'; dir: the path is a directory's index. */
+enum { CYM_SERVE_NONE = 0, CYM_SERVE_FILE = 1, CYM_SERVE_REDIRECT = 2, CYM_SERVE_FORBIDDEN = 3 };
+struct cym_serve_out {
+  int kind;
+  int found;
+  int slash;
+  int dir;
+  char path[MG_PATH_MAX];
+};
+extern _Thread_local struct cym_serve_out *cym_serve_result;
+/* Mongoose's guess_content_type(): the MIME type of a path, serve_dir's overrides first. */
+struct mg_str cym_guess_content_type(struct mg_str path, const char *extra);
+
 #endif

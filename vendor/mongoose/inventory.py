@@ -183,6 +183,29 @@ FIXES: tuple[Fix, ...] = (
          Edit("footer", "replace",
               '            "</table><address>Mongoose v.%s</address></body></html>\\n",\n'
               "            MG_VERSION);\n"))),
+    Fix("STATIC_SERVE", "integration", "cymongoose-only",
+        "mg_http_serve_file() answers suffix and multiple ranges with the whole file, ignores "
+        "If-Range, sends a .gz without Vary, answers POST like GET, sends no Date or "
+        "Last-Modified, and its directory redirect drops the query; mg_http_serve_dir() "
+        "records what it would answer and the core answers (http_static.pxi)",
+        ("tests/core/test_static_http.py::test_raw_ranges_match_nginx",
+         "tests/core/test_static_http.py::test_raw_directory_redirect_keeps_the_query"),
+        (Edit("definitions", "after", TOP),
+         Edit("slash", "before",
+              "  while (n > 1 && path[n - 1] == '/') path[--n] = 0;  // Trim trailing slashes\n"),
+         Edit("redirect", "replace",
+              "    mg_printf(c,\n"
+              '              "HTTP/1.1 301 Moved\\r\\n"\n'
+              '              "Location: %.*s/\\r\\n"\n'
+              '              "Content-Length: 0\\r\\n"\n'
+              '              "\\r\\n",\n'
+              "              (int) hm->uri.len, hm->uri.buf);\n"
+              "    c->is_resp = 0;\n"
+              "    flags = -1;\n"),
+         Edit("index", "before",
+              '    if (((mg_snprintf(path + n, path_size - n, "/" MG_HTTP_INDEX) > 0 &&\n'),
+         Edit("file", "replace", "    mg_http_serve_file(c, hm, path, opts);\n  }\n}\n"),
+         Edit("exports", "end"))),
     Fix("RECV_GROWTH", "perf", "cymongoose-only",
         "a full receive buffer grows by MG_IO_SIZE, copying all of it each time (quadratic: "
         "3-9 s of CPU for one 15 MiB message); ours doubles it up to the connection's cap",

@@ -479,6 +479,21 @@ cdef extern from "cym_fixes.h" nogil:
                                mg_http_message *hm)
     # DIRLIST: mg_http_serve_dir lists a directory only while it is set.
     int cym_dirlist_allowed
+    # STATIC_SERVE: while set, mg_http_serve_dir records its answer here instead of sending
+    # it (http_static.pxi answers).
+    enum:
+        CYM_SERVE_NONE
+        CYM_SERVE_FILE
+        CYM_SERVE_REDIRECT
+        CYM_SERVE_FORBIDDEN
+    struct cym_serve_out:
+        int kind
+        int found
+        int slash
+        int dir
+        char path[4096]
+    cym_serve_out *cym_serve_result
+    mg_str cym_guess_content_type(mg_str path, const char *extra)
 
 
 cdef extern from "cym_tls.h" nogil:

@@ -16,6 +16,8 @@ _Thread_local int cym_dirlist_allowed = 0;  /* cymongoose build fix: see DIRLIST
 #if MG_ENABLE_DIRLIST
     if (cym_dirlist_allowed) {  /* cymongoose build fix: listed only when asked */
       listdir(c, hm, opts, path);
+    } else if (cym_serve_result != NULL) {
+      cym_serve_result->kind = CYM_SERVE_FORBIDDEN;  /* STATIC_SERVE: the core answers */
     } else {
       mg_http_reply(c, 403, "", "Forbidden\n");
     }

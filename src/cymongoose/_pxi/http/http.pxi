@@ -344,12 +344,65 @@ cdef int _http_serve_dir(Connection conn, HttpMessage message, str root_dir,
         opts.mime_types = mimes
     if len(p404):
         opts.page404 = p404
+    cdef bint answered_here = conn._guard.phase != _PH_NONE
+    if answered_here and not _is_get_or_head(message._hm):
+        return _static_send(conn, static_file_response(
+            message._hm.method.buf[:message._hm.method.len].decode("latin-1"), None, None),
+            _header_block_pairs(extra), "serve_dir()")
+    # Mongoose maps the URI to a path (mounts, `..` refused, index files) and, while
+    # cym_serve_result is set (build_fixes.py STATIC_SERVE), records what it found instead
+    # of answering; http_static.pxi answers. A connection the guard does not watch (a
+    # client's) has no streamed-response state: Mongoose answers it as before.
     # Listing is decided inside mg_http_serve_dir (build_fixes.py DIRLIST): the flag is
     # this thread's, and holds only for this call.
-    mg.cym_dirlist_allowed = directory_listing
-    mg.mg_http_serve_dir(conn._c, message._hm, &opts)
-    mg.cym_dirlist_allowed = 0
+    cdef mg.cym_serve_out *out = NULL
+    if answered_here:
+        out = <mg.cym_serve_out *>calloc(1, sizeof(mg.cym_serve_out))
+        if out == NULL:
+            raise MemoryError()
+    try:
+        mg.cym_serve_result = out
+        mg.cym_dirlist_allowed = directory_listing
+        mg.mg_http_serve_dir(conn._c, message._hm, &opts)
+        mg.cym_dirlist_allowed = 0
+        mg.cym_serve_result = NULL
+        if out != NULL:
+            _static_dir_answer(conn, message, out, extra, mimes, p404)
+    finally:
+        mg.cym_dirlist_allowed = 0
+        mg.cym_serve_result = NULL
+        free(out)
     return 0
+
+
+cdef bint _is_get_or_head(mg.mg_http_message *hm) noexcept:
+    return ((hm.method.len == 3 and memcmp(hm.method.buf, b"GET", 3) == 0)
+            or (hm.method.len == 4 and memcmp(hm.method.buf, b"HEAD", 4) == 0))
+
+
+cdef int _static_dir_answer(Connection conn, HttpMessage message, mg.cym_serve_out *out,
+                            bytes extra, bytes mimes, bytes p404) except -1:
+    cdef mg.mg_http_message *hm = message._hm
+    cdef list extra_pairs
+    if out.kind == mg.CYM_SERVE_NONE:
+        return 0  # Mongoose answered (a listing, a path it finds unsafe)
+    extra_pairs = _header_block_pairs(extra)
+    if out.kind == mg.CYM_SERVE_REDIRECT:
+        # The slash makes the index page's relative links resolve inside the directory;
+        # the query goes along (Mongoose 7.23 dropped it).
+        location = hm.uri.buf[:hm.uri.len] + b"/"
+        if hm.query.len:
+            location += b"?" + hm.query.buf[:hm.query.len]
+        return _static_send(conn, _static_text(301, "Moved Permanently\n",
+                                               [("Location", location)]),
+                            extra_pairs, "serve_dir()")
+    if out.kind == mg.CYM_SERVE_FORBIDDEN:
+        return _static_send(conn, _static_text(403, "Forbidden\n"), extra_pairs,
+                            "serve_dir()")
+    # A file URL with a trailing slash names no file (nginx: 404); a directory's index does.
+    cdef bint found = out.found and not (out.slash and not out.dir)
+    return _static_serve_raw(conn, message, out.path.decode("utf-8", "surrogateescape"),
+                             extra, mimes, p404, found, "serve_dir()")
 
 
 cdef int _http_serve_file(Connection conn, HttpMessage message, str path,
@@ -360,6 +413,9 @@ cdef int _http_serve_file(Connection conn, HttpMessage message, str path,
     cdef bytes extra = _utf8_no_nul(_checked_header_block(extra_headers), "extra_headers")
     cdef bytes mimes = _utf8_no_nul(mime_types, "mime_types")
     cdef mg.mg_http_serve_opts opts
+    if conn._guard.phase != _PH_NONE:
+        _static_serve_raw(conn, message, path, extra, mimes, b"", True, "serve_file()")
+        return 0
     memset(&opts, 0, sizeof(opts))
     if len(extra):
         opts.extra_headers = extra
