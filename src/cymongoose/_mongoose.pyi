@@ -1358,6 +1358,58 @@ def missing_default_headers(headers: Iterable[Sequence[Any]]) -> int:
     for the server to add (names compared without case; a name that is neither `bytes` nor
     `str` counts as neither)."""
 
+@final
+class StaticFileResponse:
+    """What `static_file_response()` answers: `status` and `headers` (str pairs, Date
+    included), then either `body` or `count` bytes of the open descriptor `fd` from `offset`
+    (`fd` is -1 when no file goes out: 304, 405, 416, 404). The caller owns `fd` and closes
+    it, with `close()` or `os.close()`. `path` is the file those bytes come from (a
+    precompressed sibling's when one was chosen), None without one."""
+
+    @property
+    def status(self) -> int: ...
+    @property
+    def headers(self) -> list[tuple[str, str]]: ...
+    @property
+    def body(self) -> bytes: ...
+    @property
+    def fd(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def count(self) -> int: ...
+    @property
+    def path(self) -> str | None: ...
+    def close(self) -> None:
+        """Close `fd` (idempotent)."""
+
+def static_file_response(
+    method: str | bytes,
+    path: str | None,
+    content_type: str | None,
+    *,
+    range: str | bytes | None = None,
+    if_range: str | bytes | None = None,
+    if_none_match: str | bytes | None = None,
+    if_modified_since: str | bytes | None = None,
+    accept_encoding: str | bytes | None = None,
+    within: str | None = None,
+) -> StaticFileResponse:
+    """The HTTP answer for the file `path`, already found and checked by the caller: what
+    `Connection.serve_dir()`/`serve_file()` and the `--static` middlewares send.
+
+    Methods other than GET and HEAD get 405 with `Allow: GET, HEAD`; a path that is not a
+    regular file, 404. A precompressed sibling (`path` + .zst, .br or .gz) is chosen by
+    `accept_encoding` (q-values; ties go to zstd, then br, then gzip); every answer about a
+    file with a sibling carries `Vary: Accept-Encoding`. ETags are strong,
+    `"<mtime hex>-<size hex>"`, a sibling's with `-<coding>` appended. `if_none_match`
+    (weak comparison, `*`, lists) and else `if_modified_since` (ignored when in the future)
+    give 304. One byte range (`first-last`, `first-`, `-suffix`) gives 206, or 416 with
+    `Content-Range: bytes */size` when it starts past the end; several ranges, another unit
+    or a malformed field give the whole file (200); `if_range` (a strong ETag or the exact
+    Last-Modified date) keeps the range only while it matches. Under `within`, a sibling
+    that resolves outside that directory is ignored."""
+
 class OutboxOp(enum.IntEnum):
     """The steps of a response the WSGI server's app threads queue for its loop (not a user
     API): `WSGILoop.drain()` writes `OUTBOX_WHOLE` itself, `write_step()` the others."""
