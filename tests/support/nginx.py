@@ -57,9 +57,10 @@ def stop_nginx(proc: subprocess.Popen[str] | None) -> None:
         proc.wait(10)
 
 
-def nginx_static(port: int, root: Path, url: str = "/") -> str:
+def nginx_static(port: int, root: Path, url: str = "/", extra: str = "") -> str:
     """An http block body: nginx serving `root` under `url` with its defaults (no autoindex,
-    symlinks followed), for comparing static-file answers with ours."""
+    symlinks followed), for comparing static-file answers with ours; `extra`: directives
+    for that location (`gzip_static on;`)."""
     prefix = url.rstrip("/") + "/"
     return (f"    access_log off;\n    server {{\n        listen 127.0.0.1:{port};\n"
-            f"        location {prefix} {{ alias {root}/; }}\n    }}\n")
+            f"        location {prefix} {{ alias {root}/; {extra} }}\n    }}\n")

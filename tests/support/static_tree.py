@@ -30,3 +30,33 @@ def make_static_tree(tmp: Path) -> StaticTree:
     (root / "link" / "index.html").symlink_to(tmp / "outside.html")  # out of the root
     (root / "inner" / "index.html").symlink_to(root / "img" / "a.png")  # inside it
     return StaticTree(root, secret, outside)
+
+
+@dataclass
+class Precompressed:
+    page: bytes  # pc/page.txt, with .gz, .br and .zst siblings
+    gz: bytes
+    br: bytes
+    zst: bytes
+    plain: bytes  # pc/plain.txt: no sibling
+    mtime: int  # of every file here, fixed so that both servers' ETags are comparable
+
+
+def add_precompressed(root: Path) -> Precompressed:
+    """pc/ under `root`: a page with precompressed siblings (gzip for real; the br and zstd
+    bodies are stand-ins, a server sends them as they are) and a file without any, and a
+    directory with an index page (for the redirect to its slash)."""
+    import gzip
+    import os
+
+    pc = root / "pc"
+    (pc / "dir").mkdir(parents=True)
+    page = b"".join(b"line %04d of the page\n" % i for i in range(200))
+    made = Precompressed(page, gzip.compress(page, mtime=0), b"br-stand-in " * 30,
+                         b"zstd-stand-in " * 25, b"0123456789abcdefghij\n", 1700000000)
+    for name, data in (("page.txt", made.page), ("page.txt.gz", made.gz),
+                       ("page.txt.br", made.br), ("page.txt.zst", made.zst),
+                       ("plain.txt", made.plain), ("dir/index.html", b"<a href=x>x</a>\n")):
+        (pc / name).write_bytes(data)
+        os.utime(pc / name, (made.mtime, made.mtime))
+    return made
