@@ -590,12 +590,20 @@ class Connection:
         A directory without `index.html` is a 403 unless `directory_listing` is true (nginx's
         `autoindex` is off by default too); a listing never shows names that start with a
         dot. A URI holding a NUL (`%00`) gets a 400 (the server refuses such requests before
-        any handler runs)."""
+        any handler runs).
+
+        Files are answered as `static_file_response()` describes (ranges, conditionals,
+        precompressed siblings, 405 for methods other than GET/HEAD); a directory URL
+        without its slash is redirected (301) to it with the query kept, a file URL ending
+        in a slash is 404, and `page404` is sent as a 404. `extra_headers` go on every
+        answer."""
 
     def serve_file(
         self, message: HttpMessage, path: str, extra_headers: str = "", mime_types: str = ""
     ) -> None:
-        """Serve one file whatever the URI; 404 if missing."""
+        """Serve one file whatever the URI; 404 if missing. Answered as
+        `static_file_response()` describes (ranges, conditionals, precompressed siblings,
+        405 for methods other than GET/HEAD)."""
 
     def http_begin(
         self,
