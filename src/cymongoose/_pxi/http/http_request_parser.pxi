@@ -351,7 +351,10 @@ cdef int _field(HeadInfo *h, const unsigned char *name, size_t nlen,
         seen[0] |= _SEEN_CONNECTION
         _connection_tokens(v, vlen, &h.flags)
     elif nlen == 15 and _ieq(name, nlen, b"accept-encoding"):
-        h.accept_encoding = NULL if h.accept_encoding_seen else v
+        if h.accept_encoding_seen:
+            h.accept_encoding = NULL
+        else:
+            h.accept_encoding = v
         h.accept_encoding_len = vlen
         h.accept_encoding_seen = True
     elif nlen == 6 and _ieq(name, nlen, b"expect"):
