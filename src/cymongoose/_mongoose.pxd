@@ -294,6 +294,9 @@ cdef class Connection:
     cdef int _ws_close_code
     cdef str _ws_close_reason
     cdef bint _ws_close_sent
+    # permessage-deflate (ws_deflate.pxi): a malloc'd _WsDeflate once negotiated, else NULL;
+    # owned by the connection, freed at MG_EV_CLOSE (_unbind).
+    cdef void *_ws_deflate
     cdef tuple _peer  # (REMOTE_ADDR, REMOTE_PORT) strings, made once per connection
     cdef tuple _client  # the ASGI scope's (host, port), made once per connection
     cdef dict _tls_info  # Connection.tls_info once the handshake is done (tls_peer.pxi)

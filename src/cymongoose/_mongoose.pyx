@@ -23,13 +23,14 @@ from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.errno cimport (EAGAIN, ECONNABORTED, ECONNRESET, EHOSTUNREACH, EINTR, ENETUNREACH,
                          EPIPE, ETIMEDOUT, errno)
 from libc.stdio cimport FILE, SEEK_SET, fseek, ftell
-from libc.stdlib cimport calloc, free, realloc
+from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport (memchr, memcmp, memcpy, memset, strcat, strcmp, strcpy, strlen,
                           strncat, strncpy)
 
 cimport cython
 
 from .includes cimport mongoose as mg
+from .includes cimport zlib as z
 
 include "_pxi/core/stdlib.pxi"
 include "_pxi/core/errors.pxi"
@@ -72,6 +73,7 @@ include "_pxi/servers/wsgi_exchange.pxi"
 include "_pxi/servers/asgi_scope.pxi"
 include "_pxi/servers/asgi_exchange.pxi"
 include "_pxi/protocols/ws.pxi"
+include "_pxi/protocols/ws_deflate.pxi"
 include "_pxi/protocols/mqtt.pxi"
 include "_pxi/protocols/tls.pxi"
 include "_pxi/protocols/tls_files.pxi"

@@ -314,14 +314,14 @@ cdef class Connection:
         _http_basic_auth(self, username, password)
 
     # WebSocket (ws.pxi)
-    def ws_upgrade(self, HttpMessage message, extra_headers=None):
-        _ws_upgrade(self, message, extra_headers)
+    def ws_upgrade(self, HttpMessage message, extra_headers=None, *, bint deflate=False):
+        _ws_upgrade(self, message, extra_headers, deflate)
 
     def pause_reading(self, bint paused=True):
         _pause_reading(self, paused)  # loop_integration.pxi
 
-    def ws_accept(self, key, headers=None):
-        _ws_accept(self, key, headers)
+    def ws_accept(self, key, headers=None, *, deflate_offer=None):
+        _ws_accept(self, key, headers, deflate_offer)
 
     def ws_send(self, data, op=WEBSOCKET_OP_TEXT):
         _ws_send(self, data, op)

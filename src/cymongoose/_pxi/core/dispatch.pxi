@@ -118,6 +118,7 @@ cdef Connection _bind(mg.mg_connection *c):
 
 
 cdef void _unbind(mg.mg_connection *c, Connection conn) noexcept:
+    _ws_deflate_free(conn)  # ws_deflate.pxi
     conn._c = NULL
     conn._manager = NULL
     c.fn_data = NULL
@@ -128,6 +129,7 @@ cdef void _dispatch(mg.mg_connection *c, int ev, void *ev_data) noexcept:
     cdef GilSlot *slot = <GilSlot *>c.mgr.userdata
     cdef Connection conn
     cdef Manager manager
+    cdef char *inflated = NULL
     try:
         conn = _bind(c)
         if slot.finalizing:
@@ -144,6 +146,11 @@ cdef void _dispatch(mg.mg_connection *c, int ev, void *ev_data) noexcept:
                                          b"HEAD", 4) == 0)
         elif ev == mg.MG_EV_WS_CTL:
             _ws_on_ctl(conn, c, <mg.mg_ws_message *>ev_data)  # close code, ws.pxi
+        elif ev == mg.MG_EV_WS_MSG and (<mg.mg_ws_message *>ev_data).flags & 0x40:
+            # permessage-deflate (ws_deflate.pxi): handlers see the inflated message; one
+            # that does not inflate, or inflates past the limit, fails the WebSocket instead.
+            if _ws_inflate_message(conn, c, <mg.mg_ws_message *>ev_data, &inflated) != 0:
+                return
         _deliver(manager, conn, c, ev, ev_data)
         if (ev == mg.MG_EV_READ and conn._recv_capped and c.recv.len > manager._max_recv_size
                 and not c.is_closing):
@@ -155,6 +162,8 @@ cdef void _dispatch(mg.mg_connection *c, int ev, void *ev_data) noexcept:
     except BaseException as exc:
         # Only reachable through a bug in the bridge itself; never let it escape into C.
         _default_error_handler(exc)
+    finally:
+        free(inflated)  # the view of the inflated message died with its event
 
 
 cdef void _deliver(Manager manager, Connection conn, mg.mg_connection *c, int ev,

@@ -92,7 +92,8 @@ cdef tuple _ws_header_block(object extra_headers):
     return b"".join(lines), chosen
 
 
-cdef int _ws_upgrade(Connection conn, HttpMessage message, object extra_headers) except -1:
+cdef int _ws_upgrade(Connection conn, HttpMessage message, object extra_headers,
+                     bint deflate) except -1:
     conn._ensure_open()
     _check_message(message)
     cdef mg.mg_connection *c = conn._c
@@ -104,6 +105,12 @@ cdef int _ws_upgrade(Connection conn, HttpMessage message, object extra_headers)
     cdef bytes block
     cdef bytes chosen
     block, chosen = _ws_header_block(extra_headers)
+    cdef bytes agreed = None
+    if deflate and not _has_extensions_line(block):
+        # The caller's own Sec-WebSocket-Extensions line, if any, wins: it negotiated itself.
+        agreed = _ws_deflate_negotiate(conn, _ws_deflate_offer_text(message._hm))
+        if agreed is not None:
+            block += agreed
     cdef mg.mg_str *offered = mg.mg_http_get_header(message._hm, b"Sec-WebSocket-Protocol")
     cdef bytes offered_line = None
     if offered != NULL:
@@ -114,6 +121,8 @@ cdef int _ws_upgrade(Connection conn, HttpMessage message, object extra_headers)
         mg.mg_ws_upgrade(c, message._hm, "%s", <const char *>block)
     else:
         mg.mg_ws_upgrade(c, message._hm, NULL)
+    if not c.is_websocket:
+        _ws_deflate_free(conn)  # refused (no key: 426): nothing was agreed
     if c.is_websocket:
         # Mongoose echoes the client's whole Sec-WebSocket-Protocol value. That is a duplicate
         # when the caller chose one in extra_headers, and invalid when the client offered a
@@ -129,11 +138,13 @@ cdef int _ws_upgrade(Connection conn, HttpMessage message, object extra_headers)
     return 0
 
 
-cdef int _ws_accept(Connection conn, object key, object headers) except -1:
+cdef int _ws_accept(Connection conn, object key, object headers,
+                    object deflate_offer) except -1:
     """Answer, later, a WebSocket handshake whose head arrived as MG_EV_HTTP_HDRS on a
     stream_body listener (an ASGI app accepts after the event is over, when its HttpMessage
     is gone): the 101 for `key` (the request's Sec-WebSocket-Key) with `headers`, then the
-    connection speaks WebSocket."""
+    connection speaks WebSocket. `deflate_offer`: the request's Sec-WebSocket-Extensions,
+    to negotiate permessage-deflate from (ws_deflate.pxi), or None."""
     conn._ensure_open()
     cdef mg.mg_connection *c = conn._c
     cdef HttpGuard *g = &conn._guard
@@ -165,6 +176,11 @@ cdef int _ws_accept(Connection conn, object key, object headers) except -1:
             c.send.len = saved
     if has_connection or declared >= 0:
         raise ValueError("Connection and Content-Length are set by the server in a 101")
+    cdef bytes agreed = None
+    if deflate_offer is not None and not _has_extensions_line(block):
+        agreed = _ws_deflate_negotiate(conn, deflate_offer)
+        if agreed is not None:
+            block += agreed
     cdef mg.mg_http_message hm
     memset(&hm, 0, sizeof(mg.mg_http_message))
     hm.headers[0].name.buf = b"Sec-WebSocket-Key"
@@ -179,6 +195,11 @@ cdef int _ws_accept(Connection conn, object key, object headers) except -1:
     _ws_install_guard(c)
     _raise_pending(<Manager>conn._manager)
     return 0
+
+
+cdef bint _has_extensions_line(bytes block):
+    """Does a header block ('Name: value\\r\\n' lines) set Sec-WebSocket-Extensions?"""
+    return b"\nsec-websocket-extensions:" in (b"\n" + block.lower())
 
 
 cdef void _ws_drop_echo(mg.mg_connection *c, size_t mark, bytes line) noexcept:
@@ -217,6 +238,8 @@ cdef int _ws_send_buffer(Connection conn, const char *buf, size_t n, int op) exc
     cdef mg.mg_connection *c = conn._c
     if iop == mg.WEBSOCKET_OP_CLOSE:
         conn._ws_close_sent = True
+    if conn._ws_deflate != NULL and _ws_send_deflated(conn, buf, n, iop):
+        return 0  # ws_deflate.pxi: compressed, RSV1 set
     if mg.mg_ws_send(c, buf, n, iop) < n + 2:
         # Mongoose may have queued the header without the payload: the stream is broken.
         c.is_closing = 1
@@ -247,10 +270,12 @@ cdef inline bint _ws_valid_close_code(unsigned code) noexcept nogil:
 
 
 cdef int _ws_scan(const uint8_t *buf, size_t length, size_t pos, bint is_client,
-                  bint in_frag, size_t msg_len, size_t limit, size_t *stop,
+                  bint in_frag, size_t msg_len, size_t limit, bint rsv1_ok, size_t *stop,
                   const char **why) noexcept nogil:
     """Check every frame header from `pos` on. Returns 0, or the close code for the first
-    violation with *stop at that frame. A complete CLOSE frame sets *stop to its end."""
+    violation with *stop at that frame. A complete CLOSE frame sets *stop to its end.
+    `rsv1_ok`: permessage-deflate was negotiated, so RSV1 may mark the first frame of a data
+    message as compressed (RFC 7692 §6.1), never a continuation or control frame."""
     cdef uint8_t b0, b1, op
     cdef size_t hlen, plen, i, p
     cdef uint64_t n64
@@ -261,8 +286,9 @@ cdef int _ws_scan(const uint8_t *buf, size_t length, size_t pos, bint is_client,
         b1 = buf[pos + 1]
         op = b0 & 0x0F
         stop[0] = pos
-        if b0 & 0x70:
-            why[0] = "reserved bits set without a negotiated extension"
+        if b0 & 0x30 or (b0 & 0x40 and (not rsv1_ok or op == 0 or op >= 8)):
+            why[0] = ("RSV1 set on a continuation or control frame" if rsv1_ok and
+                      not b0 & 0x30 else "reserved bits set without a negotiated extension")
             return _WS_PROTOCOL_ERROR
         if (2 < op < 8) or op > 10:
             why[0] = "unknown opcode"
@@ -464,7 +490,8 @@ cdef void _ws_guard(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
         return
     _take_gil_back(<GilSlot *>c.mgr.userdata)  # the user handler right after needs it anyway
     code = _ws_scan(c.recv.buf, c.recv.len, start, c.is_client, ofs > 0,
-                    ofs - 1 if ofs > 0 else 0, _ws_limit(c), &stop, &why)
+                    ofs - 1 if ofs > 0 else 0, _ws_limit(c),
+                    not c.is_client and _ws_deflate_on(c), &stop, &why)
     if stop < c.recv.len:
         c.recv.len = stop  # Mongoose only sees the frames before the violation or the close
     _mg_ws_cb(c, ev, ev_data)
