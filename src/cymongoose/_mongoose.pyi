@@ -677,8 +677,15 @@ class Connection:
     def http_basic_auth(self, username: str, password: str) -> None:
         """Client side: write an `Authorization: Basic` header line into the request."""
 
-    def ws_upgrade(self, message: HttpMessage, extra_headers: dict[Any, Any] | None = None) -> None:
-        """Answer the request with 101 and switch to WebSocket (fires MG_EV_WS_OPEN)."""
+    def ws_upgrade(
+        self, message: HttpMessage, extra_headers: dict[Any, Any] | None = None, *,
+        deflate: bool = False
+    ) -> None:
+        """Answer the request with 101 and switch to WebSocket (fires MG_EV_WS_OPEN).
+        `deflate=True`: agree to permessage-deflate (RFC 7692) when the client offers it;
+        then `ws_send()` compresses TEXT/BINARY messages of 128 bytes or more and
+        MG_EV_WS_MSG delivers messages inflated. Off by default, as Mongoose and 0.2.x.
+        A `Sec-WebSocket-Extensions` in `extra_headers` is left alone (no negotiation)."""
 
     def pause_reading(self, paused: bool = True) -> None:
         """Stop (`paused=True`) or resume reading this connection's socket, for a consumer
@@ -686,13 +693,16 @@ class Connection:
         itself while a streamed body waits: `RuntimeError`). `is_full` tells the state."""
 
     def ws_accept(
-        self, key: bytes, headers: Sequence[tuple[str | bytes, str | bytes]] | None = None
+        self, key: bytes, headers: Sequence[tuple[str | bytes, str | bytes]] | None = None,
+        *, deflate_offer: str | bytes | None = None
     ) -> None:
         """Answer later a WebSocket handshake that arrived as MG_EV_HTTP_HDRS on a
         `stream_body` listener: 101 with the Sec-WebSocket-Accept for `key` (the request's
         Sec-WebSocket-Key) and `headers` (a chosen Sec-WebSocket-Protocol, cookies), then
         the connection is a WebSocket (MG_EV_WS_OPEN fires inside). Headers are checked as
-        in `http_begin()`; `RuntimeError` when no request waits or a response started."""
+        in `http_begin()`; `RuntimeError` when no request waits or a response started.
+        `deflate_offer`: the request's Sec-WebSocket-Extensions, to agree permessage-deflate
+        from (as `ws_upgrade(deflate=True)`); None: no compression."""
 
     def ws_send(self, data: _Data, op: int = ...) -> None:
         """Send one WebSocket frame (default text)."""

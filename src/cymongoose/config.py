@@ -350,6 +350,12 @@ class Config:
                  "thread-bound state across its items (Django's database connections, "
                  "`threading.local`); see [WSGI](wsgi.md#slow-clients)")
 
+    ws_per_message_deflate: bool = _option(
+        True, "app", "ASGI WebSockets: compress messages with permessage-deflate when the "
+        "client offers it", negatable=True,
+        doc_more="`--no-ws-per-message-deflate` turns it off; memory per connection and "
+                 "limits in [server behaviour](server-behaviour.md#websocket-compression)")
+
     host: str = _option("127.0.0.1", "binding", "TCP address to listen on",
                         doc_more="`::` or `[::1]` for IPv6")
     port: int = _option(8000, "binding", "TCP port", "be 0..65535", rule=_port)

@@ -117,6 +117,7 @@ class ASGIServer:
         # handler of a connection waiting for a request head, which starts the app's tasks
         # (the C ASGILoop, asgi_exchange.pxi, and the Python paths of admission.py).
         self._server_state = server_state = ServerState(access_log, error_handler)
+        server_state.ws_deflate = cfg.ws_per_message_deflate
         # Each exchange's `started` is stamped at its head for the access log and the deadline.
         server_state.clock_requests = (access_log is not None
                                        or cfg.request_timeout is not None)

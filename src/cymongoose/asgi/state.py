@@ -28,13 +28,16 @@ class ServerState(ASGIServerState):
     """The state an ASGIServer shares with its exchanges and WebSocket cycles. The server
     sets the handlers once it made them, and `kick` once its LoopDriver is attached."""
 
-    __slots__ = ("_access", "_error_handler")
+    __slots__ = ("_access", "_error_handler", "ws_deflate")
 
     def __init__(self, access_log: AccessLog | None,
                  error_handler: Callable[[BaseException], object] | None) -> None:
         self._access = access_log
         self._error_handler = error_handler
         self.access_log_on = access_log is not None
+        # Negotiate permessage-deflate with WebSocket clients that offer it (the server's
+        # ws_per_message_deflate option).
+        self.ws_deflate = True
         # Poll soon: what was written outside a poll reaches the socket. Called per response,
         # so it is the driver's own bound method once the loop runs, not a method calling it.
         self.kick = _not_started

@@ -167,7 +167,7 @@ class _WSCycle(ASGICycle):
                 stock = self.server_state.default_headers[missing_default_headers(headers)]
                 if stock:
                     headers.extend(stock)
-                self.conn.ws_accept(self.key, headers)
+                self.conn.ws_accept(self.key, headers, deflate_offer=self._deflate_offer())
                 self.state = self._OPEN
                 self._answered(101, 0)
                 self.conn.set_handler(self.server_state.websocket_handler)
@@ -227,6 +227,16 @@ class _WSCycle(ASGICycle):
         except Exception as exc:
             self._protocol_error(exc)
             raise
+
+    def _deflate_offer(self) -> bytes | None:
+        """The client's Sec-WebSocket-Extensions, for the core to negotiate permessage-deflate
+        from; None when the server has it off (the core also leaves it to an app that sent
+        its own Sec-WebSocket-Extensions)."""
+        if not self.server_state.ws_deflate:
+            return None
+        offers = [value for name, value in self.scope["headers"]
+                  if name == b"sec-websocket-extensions"]
+        return b", ".join(offers) if offers else None
 
     async def _flow(self) -> None:
         self.server_state.kick()
