@@ -6,6 +6,12 @@ and waiting for its echo), server pinned to CPU 0, client to CPU 1.
     python tests/benchmarks/ws_echo.py [--connections 50] [--seconds 5] [--rounds 3]
 
 Prints a table and writes results/ws_echo.json (``make bench-ws``).
+
+With ``--deflate`` the messages are 16 KiB JSON documents (``--size``) sent compressed with
+permessage-deflate, as the servers' defaults agree to (ours and uvicorn's with websockets);
+granian is left out and the results go to results/ws_deflate_echo.json:
+
+    python tests/benchmarks/ws_echo.py --deflate [--connections 50] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -65,7 +71,8 @@ def run_client(exe: Path, port: int, args: argparse.Namespace, seconds: float,
                cpu: int) -> dict[str, Any]:
     cmd = ["taskset", "-c", str(cpu), str(exe), "--url", f"ws://127.0.0.1:{port}/ws",
            "--connections", str(args.connections), "--seconds", str(seconds),
-           "--warmup", str(args.warmup), "--size", str(args.size)]
+           "--warmup", str(args.warmup), "--size", str(args.size),
+           "--deflate", "1" if args.deflate else "0"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60)
     if not out.stdout.strip():
         raise RuntimeError(f"client failed ({out.returncode}): {out.stderr.strip()[-500:]}")
@@ -80,10 +87,20 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=5.0)
     p.add_argument("--warmup", type=float, default=1.0)
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--size", type=int, default=32)
+    p.add_argument("--size", type=int, default=None,
+                   help="message bytes (32; 16384 with --deflate)")
+    p.add_argument("--deflate", action="store_true",
+                   help="JSON messages compressed with permessage-deflate both ways")
     p.add_argument("--only", default="", help="comma-separated contender names")
-    p.add_argument("--out", type=Path, default=BENCH_DIR / "results" / "ws_echo.json")
+    p.add_argument("--out", type=Path, default=None)
     args = p.parse_args()
+    if args.size is None:
+        args.size = 16384 if args.deflate else 32
+    if args.out is None:
+        args.out = BENCH_DIR / "results" / ("ws_deflate_echo.json" if args.deflate
+                                            else "ws_echo.json")
+    if args.deflate and not args.only:
+        args.only = "cymongoose-asgi-ws,uvicorn-ws"  # granian: no permessage-deflate
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s",
                         datefmt="%H:%M:%S")
     exe = build_client()
@@ -130,7 +147,8 @@ def main() -> int:
                                                       for r in rows),
                       "runs": results[c.name]})
     ours = next((t for t in table if t["name"] == "cymongoose-asgi-ws"), None)
-    print(f"\nWebSocket echo, {args.connections} connections, {args.size}-byte text, "
+    kind = "JSON, permessage-deflate" if args.deflate else "text"
+    print(f"\nWebSocket echo, {args.connections} connections, {args.size}-byte {kind}, "
           f"{args.rounds} rounds of {args.seconds:g} s (medians)")
     print(f"{'server':24} {'echoes/s':>10} {'ours ÷':>7} {'p99 ms':>7} {'CPU µs/echo':>12}")
     for t in table:
@@ -139,6 +157,7 @@ def main() -> int:
               f"{t['server_cpu_us_per_echo']:12.1f}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"connections": args.connections, "size": args.size,
+                                    "deflate": args.deflate,
                                     "seconds": args.seconds, "rounds": args.rounds,
                                     "contenders": table}, indent=1) + "\n")
     return 0

@@ -3,7 +3,7 @@
 
 cdef extern from "zlib.h" nogil:
     ctypedef struct z_stream:
-        const unsigned char *next_in
+        unsigned char *next_in  # z_const in zlib.h: empty unless ZLIB_CONST
         unsigned int avail_in
         unsigned long total_in
         unsigned char *next_out

@@ -314,6 +314,7 @@ def build_mongoose_c(c: Contender) -> tuple[Path, dict[str, Any]]:
     # Built like ours, TLS engine included: the OpenSSL engine needs its libraries linked
     # (a plain-HTTP hello never calls them).
     libs = ["-lssl", "-lcrypto"] if "-DMG_TLS=MG_TLS_OPENSSL" in info["defines"] else []
+    libs.append("-lz")  # the WebSocket client's --deflate mode (ws/ws_echo_client.c)
     cmd = ([gcc] + info["flags"] + info["defines"] + ["-I", str(mg), str(c.file),
            str(source), "-o", str(exe)] + libs)
     digest = hashlib.sha256(" ".join(cmd).encode() + c.file.read_bytes()

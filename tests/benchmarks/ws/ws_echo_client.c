@@ -8,10 +8,19 @@
  * the fixed-rate load of the soak (tests/reliability/soak.py).
  *
  *   ws_echo_client --url ws://127.0.0.1:PORT/ws --connections 50 --seconds 5 --size 32
+ *
+ * With --deflate 1 the message is a JSON document of --size bytes and the client offers
+ * permessage-deflate (RFC 7692) with client_no_context_takeover, so that every message it
+ * sends is the same compressed payload, made once: the client's cost stays small and the
+ * server's (inflating and deflating each message) is what is measured. An echo counts when it
+ * comes back with RSV1 set (compressed) and inflates to the message; the inflater keeps the
+ * server's context (context takeover, the servers' default).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <zlib.h>
 
 #include "mongoose.h"
 
@@ -24,18 +33,77 @@ static uint64_t *s_lat = NULL;
 static size_t s_nlat = 0;
 static int s_measuring = 0;
 static double s_interval_ms = 0;  // per connection, with --rate; 0: send on each echo
+static int s_deflate = 0;
+static unsigned char s_packed[65536 + 1024];  // the message, compressed once (--deflate)
+static size_t s_packed_len = 0;
+static char s_inflated[65536 + 64];
 
 struct conn_state {
   uint64_t sent_ms;
   double next_ms;  // with --rate: when this connection sends next
   int waiting;     // a message is out and its echo not back
 };
+// c->data holds struct conn_state (MG_DATA_SIZE is 32 bytes): the --deflate inflater of each
+// connection lives here, indexed by c->id.
+static z_stream *s_inflaters = NULL;
+static unsigned long s_nconns = 0;
+
+static int echo_ok(struct mg_connection *c, struct mg_ws_message *wm) {
+  if (!s_deflate)
+    return wm->data.len == s_size && memcmp(wm->data.buf, s_msg, s_size) == 0;
+  if (!(wm->flags & 0x40) || c->id == 0 || c->id > s_nconns) return 0;
+  z_stream *z = &s_inflaters[c->id - 1];
+  static const unsigned char tail[4] = {0, 0, 0xff, 0xff};
+  size_t out = 0;
+  for (int part = 0; part < 2; part++) {
+    z->next_in = part ? (unsigned char *) tail : (unsigned char *) wm->data.buf;
+    z->avail_in = part ? 4 : (unsigned) wm->data.len;
+    z->next_out = (unsigned char *) s_inflated + out;
+    z->avail_out = (unsigned) (sizeof(s_inflated) - out);
+    int r = inflate(z, Z_SYNC_FLUSH);
+    out = sizeof(s_inflated) - z->avail_out;
+    if (r != Z_OK && r != Z_BUF_ERROR) return 0;
+  }
+  return out == s_size && memcmp(s_inflated, s_msg, s_size) == 0;
+}
+
+static void make_json(void) {
+  // A JSON array of records, padded with spaces to exactly s_size bytes.
+  size_t n = 0;
+  int i = 0;
+  n += (size_t) snprintf(s_msg + n, s_size - n, "[");
+  while (n + 96 < s_size) {
+    n += (size_t) snprintf(s_msg + n, s_size - n,
+                           "%s{\"id\":%d,\"name\":\"item %d\",\"tags\":[\"alpha\",\"beta\"],"
+                           "\"score\":%d}", i ? "," : "", i, i, (i * 7919) % 1000);
+    i++;
+  }
+  s_msg[n++] = ']';
+  while (n < s_size) s_msg[n++] = ' ';
+}
+
+static void pack_message(void) {
+  z_stream z;
+  memset(&z, 0, sizeof(z));
+  deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY);
+  z.next_in = (unsigned char *) s_msg;
+  z.avail_in = (unsigned) s_size;
+  z.next_out = s_packed;
+  z.avail_out = sizeof(s_packed);
+  deflate(&z, Z_SYNC_FLUSH);
+  s_packed_len = sizeof(s_packed) - z.avail_out - 4;  // RFC 7692 7.2.1: strip 00 00 ff ff
+  deflateEnd(&z);
+}
 
 static void send_one(struct mg_connection *c) {
   struct conn_state *st = (struct conn_state *) c->data;
   st->sent_ms = mg_millis();
   st->waiting = 1;
-  mg_ws_send(c, s_msg, s_size, WEBSOCKET_OP_TEXT);
+  if (s_deflate) {
+    mg_ws_send(c, s_packed, s_packed_len, WEBSOCKET_OP_TEXT | 0x40);  // RSV1: compressed
+  } else {
+    mg_ws_send(c, s_msg, s_size, WEBSOCKET_OP_TEXT);
+  }
 }
 
 // With --rate: each connection whose echo is back sends when its turn comes; a connection
@@ -62,7 +130,7 @@ static void handler(struct mg_connection *c, int ev, void *ev_data) {
   } else if (ev == MG_EV_WS_MSG) {
     struct mg_ws_message *wm = (struct mg_ws_message *) ev_data;
     struct conn_state *st = (struct conn_state *) c->data;
-    if (wm->data.len != s_size || memcmp(wm->data.buf, s_msg, s_size) != 0) s_bad++;
+    if (!echo_ok(c, wm)) s_bad++;
     if (s_measuring) {
       s_echoes++;
       if (s_nlat < MAX_SAMPLES) s_lat[s_nlat++] = mg_millis() - st->sent_ms;
@@ -93,6 +161,7 @@ int main(int argc, char *argv[]) {
     else if (strcmp(argv[i], "--warmup") == 0) warmup = atof(argv[i + 1]);
     else if (strcmp(argv[i], "--size") == 0) s_size = (size_t) atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--rate") == 0) rate = atof(argv[i + 1]);
+    else if (strcmp(argv[i], "--deflate") == 0) s_deflate = atoi(argv[i + 1]);
   }
   if (rate > 0) s_interval_ms = conns * 1000.0 / rate;
   if (url == NULL || s_size == 0 || s_size > sizeof(s_msg)) {
@@ -100,11 +169,30 @@ int main(int argc, char *argv[]) {
             argv[0]);
     return 2;
   }
-  for (size_t i = 0; i < s_size; i++) s_msg[i] = (char) ('a' + i % 26);
+  if (s_deflate) {
+    make_json();
+    pack_message();
+  } else {
+    for (size_t i = 0; i < s_size; i++) s_msg[i] = (char) ('a' + i % 26);
+  }
   s_lat = (uint64_t *) malloc(MAX_SAMPLES * sizeof(uint64_t));
   mg_log_set(MG_LL_NONE);
   mg_mgr_init(&mgr);
-  for (int i = 0; i < conns; i++) mg_ws_connect(&mgr, url, handler, NULL, NULL);
+  if (s_deflate) {
+    // Connection ids start at 1 and count up in this process: one inflater per id.
+    s_nconns = (unsigned long) conns + 1;
+    s_inflaters = (z_stream *) calloc(s_nconns, sizeof(z_stream));
+    for (unsigned long i = 0; i < s_nconns; i++) inflateInit2(&s_inflaters[i], -15);
+  }
+  for (int i = 0; i < conns; i++) {
+    if (s_deflate) {
+      mg_ws_connect(&mgr, url, handler, NULL, "%s",
+                    "Sec-WebSocket-Extensions: permessage-deflate; "
+                    "client_no_context_takeover; client_max_window_bits\r\n");
+    } else {
+      mg_ws_connect(&mgr, url, handler, NULL, NULL);
+    }
+  }
   uint64_t start = mg_millis();
   uint64_t warm_end = start + (uint64_t) (warmup * 1000);
   uint64_t end = warm_end + (uint64_t) (seconds * 1000);
