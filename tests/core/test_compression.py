@@ -327,3 +327,30 @@ def test_settings_are_checked_and_read_back(server_thread: Any) -> None:
     assert m.compression is not None and m.compression["gzip_level"] == 6  # unchanged
     m.set_compression(None)
     assert m.compression is None
+
+
+def test_http2_streams_are_compressed_too(server_thread: Any) -> None:
+    """An h2c stream's response is written through the same calls: curl over HTTP/2
+    (prior knowledge) gets the same compressed bodies, whole and streamed."""
+    def stream(conn: Connection) -> None:
+        conn.http_begin(200, [("Content-Type", "text/plain")])
+        for k in range(0, len(TEXT), 50000):
+            conn.http_write(TEXT[k:k + 50000])
+        conn.http_end()
+
+    port, st = start(server_thread, {"/": respond(JSON_BODY, JSON), "/stream": stream})
+    curl = shutil.which("curl")
+    assert curl is not None
+    for target, plain in [("/", JSON_BODY), ("/stream", TEXT)]:
+        for coding in ["gzip", "zstd"]:
+            done = subprocess.run(
+                [curl, "-sS", "--http2-prior-knowledge", "-D", "-", "-o", "-",
+                 "-H", f"Accept-Encoding: {coding}", f"http://127.0.0.1:{port}{target}"],
+                capture_output=True, timeout=20, check=True)
+            head, _, body = done.stdout.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/2 200")
+            assert f"content-encoding: {coding}".encode() in head.lower()
+            decoded = (zlib.decompress(body, 16 + 15) if coding == "gzip"
+                       else zstandard.ZstdDecompressor().decompressobj().decompress(body))
+            assert decoded == plain
+    assert st.route_errors == []
