@@ -18,6 +18,7 @@ import httpx
 import pytest
 import zstandard
 from support.http_client import HttpConnection, Response
+from support.subprocess_env import tool_env
 
 from cymongoose import MG_EV_HTTP_MSG, Connection
 
@@ -289,7 +290,7 @@ def test_httpx_and_curl_decode_what_is_sent(server_thread: Any) -> None:
     curl = shutil.which("curl")
     assert curl is not None
     out = subprocess.run([curl, "-sS", "--compressed", url + "/stream"], capture_output=True,
-                         timeout=20, check=True)
+                         timeout=20, check=True, env=tool_env())
     assert out.stdout == TEXT
 
 
@@ -346,7 +347,7 @@ def test_http2_streams_are_compressed_too(server_thread: Any) -> None:
             done = subprocess.run(
                 [curl, "-sS", "--http2-prior-knowledge", "-D", "-", "-o", "-",
                  "-H", f"Accept-Encoding: {coding}", f"http://127.0.0.1:{port}{target}"],
-                capture_output=True, timeout=20, check=True)
+                capture_output=True, timeout=20, check=True, env=tool_env())
             head, _, body = done.stdout.partition(b"\r\n\r\n")
             assert head.startswith(b"HTTP/2 200")
             assert f"content-encoding: {coding}".encode() in head.lower()
@@ -354,3 +355,37 @@ def test_http2_streams_are_compressed_too(server_thread: Any) -> None:
                        else zstandard.ZstdDecompressor().decompressobj().decompress(body))
             assert decoded == plain
     assert st.route_errors == []
+
+
+def test_a_client_gone_mid_stream_frees_the_encoder_and_the_server_serves_on(
+        server_thread: Any) -> None:
+    """Streams left unfinished by clients that went away: each encoder is freed at the
+    close (the ASan leg runs this), and the next client is served."""
+    import socket
+
+    held: list[Connection] = []
+
+    def endless(conn: Connection) -> None:
+        conn.http_begin(200, [("Content-Type", "text/event-stream")])
+        conn.http_write(b"data: " + b"x" * 2000 + b"\n\n")
+        held.append(conn)
+
+    port, st = start(server_thread, {"/events": endless, "/": respond(JSON_BODY, JSON)})
+    for k in range(20):
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(b"GET /events HTTP/1.1\r\nHost: x\r\nAccept-Encoding: "
+                         + (b"gzip" if k % 2 else b"zstd") + b"\r\n\r\n")
+            assert sock.recv(100).startswith(b"HTTP/1.1 200")
+    def write_late() -> None:
+        # A write to a stream whose client has gone: harmless, or refused once its close
+        # was seen (the Connection is then closed).
+        for conn in held:
+            try:
+                conn.http_write(b"data: late\n\n")
+            except RuntimeError:
+                pass
+
+    st.call(write_late)
+    with HttpConnection(port) as c:
+        resp = c.request("GET", "/", [("Accept-Encoding", "gzip")])
+        assert decode(resp) == JSON_BODY
