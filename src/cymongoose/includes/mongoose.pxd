@@ -607,3 +607,22 @@ cdef extern from "cym_compress.h" nogil:
     int cym_encode(cym_encoder *e, const void *data, size_t n, int mode, cym_out *o)
     const char *cym_zlib_version()
     const char *cym_zstd_version()
+
+
+cdef extern from "<sys/stat.h>" nogil:
+    # Static files (http_static.pxi): a file and its precompressed siblings looked at with
+    # plain calls: a missing sibling costs a failed stat(2), not a Python exception.
+    ctypedef struct file_stat "struct stat":
+        unsigned int st_mode
+        long long st_size
+        long st_mtime
+    int stat_path "stat"(const char *path, file_stat *st)
+    int fstat(int fd, file_stat *st)
+    bint S_ISREG(unsigned int mode)
+
+
+cdef extern from "<fcntl.h>" nogil:
+    int open_read "open"(const char *path, int flags)
+    enum:
+        O_RDONLY
+        O_CLOEXEC

@@ -46,6 +46,32 @@ cdef class StaticFileResponse:
             self.fd = -1
 
 
+# The last Date and Last-Modified strings made, by their second: a busy server answers many
+# requests within one second, and about the same few files.
+cdef long long _date_cached_at = -1
+cdef str _date_cached = None
+cdef dict _mtime_dates = {}
+DEF _MTIME_DATES_MAX = 1024  # Last-Modified strings kept at most (then forgotten at once)
+
+
+cdef str _date_now():
+    global _date_cached_at, _date_cached
+    cdef long long now = _time_now()
+    if now != _date_cached_at:
+        _date_cached = _http_date(now)
+        _date_cached_at = now
+    return _date_cached
+
+
+cdef str _last_modified(long long mtime):
+    cdef str text = _mtime_dates.get(mtime)
+    if text is None:
+        if len(_mtime_dates) >= _MTIME_DATES_MAX:
+            _mtime_dates.clear()
+        text = _mtime_dates[mtime] = _http_date(mtime)
+    return text
+
+
 cdef str _http_date(long long t):
     """IMF-fixdate of `t` (RFC 9110 5.6.7), without strftime's locale."""
     cdef _c_time_t tt = <_c_time_t>t
@@ -193,7 +219,7 @@ cdef StaticFileResponse _static_text(int status, str body, list extra=None):
                  ("Content-Length", str(len(b)))]
     if extra:
         r.headers.extend(extra)
-    r.headers.append(("Date", _http_date(_time_now())))
+    r.headers.append(("Date", _date_now()))
     r.body = b
     r.fd = -1
     r.path = None
@@ -212,21 +238,21 @@ def static_file_response(method, path, content_type, *, range=None, if_range=Non
         return _static_text(405, "Method Not Allowed\n", [("Allow", "GET, HEAD")])
     cdef str fpath = _field_text(path)
     cdef str root = _field_text(within)
-    ident = _open_regular(fpath)
-    if ident is None:
+    cdef mg.file_stat st
+    cdef mg.file_stat sst
+    cdef bytes bpath = _path_bytes(fpath)
+    cdef int fd = _open_regular(bpath, &st)
+    if fd < 0:
         return _static_text(404, "Not Found\n")
-    fd, st = ident
     # The siblings that exist (and, under `within`, stay inside it once resolved).
     cdef int offered = 0
     cdef dict siblings = {}
+    cdef bytes bcandidate
     for bit, suffix, name in _SIBLINGS:
+        bcandidate = bpath + (<str>suffix).encode("ascii")
+        if mg.stat_path(bcandidate, &sst) != 0 or not mg.S_ISREG(sst.st_mode):
+            continue
         candidate = fpath + suffix
-        try:
-            sst = os_stat(candidate)
-        except (OSError, ValueError):
-            continue
-        if not _stat_is_regular(sst.st_mode):
-            continue
         if root is not None:
             real = os_path_realpath(candidate)
             if not (real == root or real.startswith(root.rstrip(os_sep) + os_sep)):
@@ -242,19 +268,21 @@ def static_file_response(method, path, content_type, *, range=None, if_range=Non
             coding = _pick_coding(<const char *>ae, <size_t>len(ae), offered)
     cdef str sent_path = fpath
     cdef str coding_name = None
+    cdef int variant
     if coding != CODING_IDENTITY:
-        variant = _open_regular(siblings[coding][0])
-        if variant is None:
+        variant = _open_regular(_path_bytes(siblings[coding][0]), &sst)
+        if variant < 0:
             coding = CODING_IDENTITY  # gone between the stat and the open
         else:
-            os_close(fd)
-            fd, st = variant
+            mg.close(fd)
+            fd = variant
+            st = sst
             sent_path, coding_name = siblings[coding]
     cdef long long size = st.st_size
     cdef double mtime = st.st_mtime
     cdef str etag = (f'"{<long long>mtime:x}-{size:x}-{coding_name}"' if coding_name
                      else f'"{<long long>mtime:x}-{size:x}"')
-    cdef str last_modified = _http_date(<long long>mtime)
+    cdef str last_modified = _last_modified(<long long>mtime)
     cdef long long now = _time_now()
     cdef list validators = [("ETag", etag), ("Last-Modified", last_modified)]
     if offered:
@@ -273,9 +301,9 @@ def static_file_response(method, path, content_type, *, range=None, if_range=Non
         # A date in the future is no validator (RFC 9110 13.1.3).
         not_modified = since is not None and since <= now and <long long>mtime <= since
     if not_modified:
-        os_close(fd)
+        mg.close(fd)
         r.status = 304
-        r.headers = validators + [("Date", _http_date(now))]
+        r.headers = validators + [("Date", _date_now())]
         return r
     cdef str rng = _field_text(range)
     cdef str ifr = _field_text(if_range)
@@ -284,11 +312,11 @@ def static_file_response(method, path, content_type, *, range=None, if_range=Non
         picked = _one_range(rng, size)
     cdef list head = [("Content-Type", _field_text(content_type))]
     if picked is not None and picked[0] < 0:
-        os_close(fd)
+        mg.close(fd)
         r.status = 416
         r.headers = [("Content-Type", "text/plain; charset=utf-8"),
                      ("Content-Length", "0"), ("Content-Range", f"bytes */{size}"),
-                     *validators, ("Date", _http_date(now))]
+                     *validators, ("Date", _date_now())]
         return r
     if picked is not None:
         r.status = 206
@@ -304,33 +332,31 @@ def static_file_response(method, path, content_type, *, range=None, if_range=Non
         head.append(("Content-Encoding", coding_name))
     head.extend(validators)
     head.append(("Accept-Ranges", "bytes"))
-    head.append(("Date", _http_date(now)))
+    head.append(("Date", _date_now()))
     r.headers = head
     r.fd = fd
     return r
 
 
-cdef bint _stat_is_regular(long mode):
-    return (mode & 0o170000) == 0o100000
-
-
-cdef object _open_regular(str path):
-    """(fd, stat) of a regular file opened for reading, or None."""
+cdef bytes _path_bytes(str path):
+    """A path as the file system takes it (os.fsencode's rule); None with a NUL in it."""
     if path is None or "\0" in path:
         return None
-    try:
-        fd = os_open(path, os_O_RDONLY_CLOEXEC)
-    except (OSError, ValueError):
-        return None
-    try:
-        st = os_fstat(fd)
-    except OSError:
-        os_close(fd)
-        return None
-    if not _stat_is_regular(st.st_mode):
-        os_close(fd)
-        return None
-    return fd, st
+    return path.encode("utf-8", "surrogateescape")
+
+
+cdef int _open_regular(bytes path, mg.file_stat *st) except -2:
+    """A regular file opened for reading, its stat in `st`; -1 when it is not one."""
+    cdef int fd
+    if path is None:
+        return -1
+    fd = mg.open_read(path, mg.O_RDONLY | mg.O_CLOEXEC)
+    if fd < 0:
+        return -1
+    if mg.fstat(fd, st) != 0 or not mg.S_ISREG(st.st_mode):
+        mg.close(fd)
+        return -1
+    return fd
 
 
 cdef object _hm_field(mg.mg_http_message *hm, const char *name):
