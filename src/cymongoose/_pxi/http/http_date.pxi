@@ -29,31 +29,39 @@ cdef inline void _two_digits(char *w, int v) noexcept nogil:
     w[1] = <char>(48 + v % 10)
 
 
+cdef size_t _imf_fixdate(char *w, _c_time_t when) noexcept nogil:
+    """Write the IMF-fixdate of `when` (RFC 9110 5.6.7: "Sun, 06 Nov 1994 08:49:37 GMT",
+    29 bytes) at w, without strftime's locale; its length (0 when it cannot be had)."""
+    cdef _c_tm t
+    cdef int year
+    if _c_gmtime_r(&when, &t) == NULL:
+        return 0
+    memcpy(w, _WEEKDAYS + 3 * (t.tm_wday % 7), 3)
+    memcpy(w + 3, b", ", 2)
+    _two_digits(w + 5, t.tm_mday)
+    w[7] = 32
+    memcpy(w + 8, _MONTHS + 3 * (t.tm_mon % 12), 3)
+    w[11] = 32
+    year = 1900 + t.tm_year
+    _two_digits(w + 12, year // 100)
+    _two_digits(w + 14, year % 100)
+    w[16] = 32
+    _two_digits(w + 17, t.tm_hour)
+    w[19] = 58
+    _two_digits(w + 20, t.tm_min)
+    w[22] = 58
+    _two_digits(w + 23, t.tm_sec)
+    memcpy(w + 25, b" GMT", 4)
+    return 29
+
+
 cdef size_t _date_line(char *w) noexcept nogil:
     """Write "Date: <IMF-fixdate>\r\n" and a NUL at w (_DATE_LINE_SIZE bytes); its length
     without the NUL (0 when the clock cannot be read: then no Date is sent)."""
-    cdef _c_time_t now = _c_time(NULL)
-    cdef _c_tm t
-    cdef int year
-    if _c_gmtime_r(&now, &t) == NULL:
+    if _imf_fixdate(w + 6, _c_time(NULL)) == 0:
         w[0] = 0
         return 0
     memcpy(w, b"Date: ", 6)
-    memcpy(w + 6, _WEEKDAYS + 3 * (t.tm_wday % 7), 3)
-    memcpy(w + 9, b", ", 2)
-    _two_digits(w + 11, t.tm_mday)
-    w[13] = 32
-    memcpy(w + 14, _MONTHS + 3 * (t.tm_mon % 12), 3)
-    w[17] = 32
-    year = 1900 + t.tm_year
-    _two_digits(w + 18, year // 100)
-    _two_digits(w + 20, year % 100)
-    w[22] = 32
-    _two_digits(w + 23, t.tm_hour)
-    w[25] = 58
-    _two_digits(w + 26, t.tm_min)
-    w[28] = 58
-    _two_digits(w + 29, t.tm_sec)
-    memcpy(w + 31, b" GMT\r\n", 6)
+    memcpy(w + 35, b"\r\n", 2)
     w[37] = 0
     return 37

@@ -46,42 +46,17 @@ cdef class StaticFileResponse:
             self.fd = -1
 
 
-# The last Date and Last-Modified strings made, by their second: a busy server answers many
-# requests within one second, and about the same few files.
-cdef long long _date_cached_at = -1
-cdef str _date_cached = None
-cdef dict _mtime_dates = {}
-DEF _MTIME_DATES_MAX = 1024  # Last-Modified strings kept at most (then forgotten at once)
+cdef str _http_date(long long t):
+    """IMF-fixdate of `t` (RFC 9110 5.6.7), made in C (no cache: loop threads share none)."""
+    cdef char w[32]
+    cdef size_t n = _imf_fixdate(w, <_c_time_t>t)
+    if n == 0:
+        return "Thu, 01 Jan 1970 00:00:00 GMT"
+    return w[:n].decode("ascii")
 
 
 cdef str _date_now():
-    global _date_cached_at, _date_cached
-    cdef long long now = _time_now()
-    if now != _date_cached_at:
-        _date_cached = _http_date(now)
-        _date_cached_at = now
-    return _date_cached
-
-
-cdef str _last_modified(long long mtime):
-    cdef str text = _mtime_dates.get(mtime)
-    if text is None:
-        if len(_mtime_dates) >= _MTIME_DATES_MAX:
-            _mtime_dates.clear()
-        text = _mtime_dates[mtime] = _http_date(mtime)
-    return text
-
-
-cdef str _http_date(long long t):
-    """IMF-fixdate of `t` (RFC 9110 5.6.7), without strftime's locale."""
-    cdef _c_time_t tt = <_c_time_t>t
-    cdef _c_tm tm
-    if _c_gmtime_r(&tt, &tm) == NULL:
-        return "Thu, 01 Jan 1970 00:00:00 GMT"
-    return "%s, %02d %s %04d %02d:%02d:%02d GMT" % (
-        _WEEKDAYS[3 * (tm.tm_wday % 7):3 * (tm.tm_wday % 7) + 3].decode("ascii"), tm.tm_mday,
-        _MONTHS[3 * (tm.tm_mon % 12):3 * (tm.tm_mon % 12) + 3].decode("ascii"),
-        1900 + tm.tm_year, tm.tm_hour, tm.tm_min, tm.tm_sec)
+    return _http_date(_time_now())
 
 
 cdef str _MONTH_NAMES = "JanFebMarAprMayJunJulAugSepOctNovDec"
@@ -282,7 +257,7 @@ def static_file_response(method, path, content_type, *, range=None, if_range=Non
     cdef double mtime = st.st_mtime
     cdef str etag = (f'"{<long long>mtime:x}-{size:x}-{coding_name}"' if coding_name
                      else f'"{<long long>mtime:x}-{size:x}"')
-    cdef str last_modified = _last_modified(<long long>mtime)
+    cdef str last_modified = _http_date(<long long>mtime)
     cdef long long now = _time_now()
     cdef list validators = [("ETag", etag), ("Last-Modified", last_modified)]
     if offered:
