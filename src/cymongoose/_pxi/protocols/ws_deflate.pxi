@@ -235,7 +235,10 @@ cdef int _wsd_inflate(_WsDeflate *d, const unsigned char *src, size_t n, size_t 
             if r == z.Z_BUF_ERROR:
                 if zs.avail_in == 0 and zs.avail_out > 0:
                     break  # all input consumed
-                continue  # no room: grow
+                if zs.avail_out == 0:
+                    continue  # no room: grow
+                code = _WS_INVALID_DATA  # stuck with input and room: never loop on it
+                break
             if r != z.Z_OK:
                 code = _WS_INVALID_DATA
                 break
