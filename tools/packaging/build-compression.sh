@@ -12,9 +12,9 @@
 # symbols hidden as OpenSSL's are, so a user needs no zlib or libzstd of a particular version
 # and cannot have another module's copy stand in for ours.
 #
-# Why not Debian's libz.a and libzstd.a: a static library must be compiled with -fPIC to go
-# into a shared module, and distributions do not promise it; building ours also gives every
-# wheel (manylinux, musllinux, macOS) the same versions.
+# Why not the system's libz.a and libzstd.a: a static library must be compiled with -fPIC to
+# go into a shared module, which distributions do not promise (Debian 12's happen to be), and
+# building ours gives every wheel (make dist's, manylinux, musllinux, macOS) the same versions.
 #
 # The sources are Debian's orig tarballs of the releases (trixie's), fetched over plain HTTP
 # from Debian's pool as build-nghttp2.sh fetches nghttp2's, and checked against the sha256s
@@ -33,7 +33,8 @@
 #
 # Environment: CC and MACOSX_DEPLOYMENT_TARGET are honoured (set the latter the same for the
 # wheel build, as [tool.cibuildwheel.macos] does); COMPRESSION_BUILD_DIR is where the tarballs
-# are kept and built (default: a directory under ${TMPDIR:-/tmp}).
+# are kept and built (default: PREFIX.build beside the prefix, so builds into two prefixes at
+# once never share a directory, and make's build/ keeps the tarballs).
 set -eu
 
 ZLIB_VERSION=1.3.1
@@ -103,7 +104,7 @@ if [ "$zlib_state" = ok ] && [ "$zstd_state" = ok ]; then
     exit 0
 fi
 
-work=${COMPRESSION_BUILD_DIR:-${TMPDIR:-/tmp}/cymongoose-compression-build}
+work=${COMPRESSION_BUILD_DIR:-$prefix.build}
 mkdir -p "$work" "$prefix/lib" "$prefix/include"
 jobs=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 2)
 make=${MAKE:-make}

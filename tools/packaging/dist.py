@@ -8,7 +8,8 @@ free-threaded 3.13t and 3.14t too).
    (tools/packaging/cymongoose_build.py), from this checkout's verified copy.
 2. Each wheel is built from that sdist, not from the tree: a wheel that builds proves the
    sdist is whole. OpenSSL's static libraries are linked in (OPENSSL_USE_STATIC_LIBS), so
-   the wheel carries its OpenSSL and needs no libssl on the target machine.
+   the wheel carries its OpenSSL and needs no libssl on the target machine; so are
+   libnghttp2, zlib and libzstd, built here from pinned sources.
 3. auditwheel repairs each Linux wheel: it checks the symbol versions the module needs and
    gives the `manylinux` tag they allow (docs/install.md says which, and why).
 
@@ -38,11 +39,16 @@ SUPPORTED = ("3.10", "3.11", "3.12", "3.13", "3.14")
 SUPPORTED_FREE_THREADED = ("3.13t", "3.14t")
 PYTHONS_CACHE = Path(os.environ.get("CYMONGOOSE_PYTHONS_CACHE")
                      or Path.home() / ".cache" / "cymongoose-pythons")
-# Every wheel links OpenSSL and libnghttp2 statically (CMakeLists.txt hides their symbols);
-# libnghttp2 from the prefix tools/packaging/build-nghttp2.sh fills (Debian's is not PIC).
+# Every wheel links OpenSSL, libnghttp2, zlib and libzstd statically (CMakeLists.txt hides
+# their symbols); libnghttp2 from the prefix tools/packaging/build-nghttp2.sh fills (Debian's
+# is not PIC), zlib and libzstd from build-compression.sh's (the versions the release wheels
+# carry). Both prefixes stay in build/, so make test's wheel legs compile them once.
+PACKAGING = ROOT / "tools" / "packaging"
 NGHTTP2_PREFIX = ROOT / "build" / "nghttp2"
+COMPRESSION_PREFIX = ROOT / "build" / "compression"
 WHEEL_SETTINGS = ["-C", "cmake.define.OPENSSL_USE_STATIC_LIBS=TRUE",
-                  "-C", f"cmake.define.NGHTTP2_ROOT={NGHTTP2_PREFIX}"]
+                  "-C", f"cmake.define.NGHTTP2_ROOT={NGHTTP2_PREFIX}",
+                  "-C", f"cmake.define.COMPRESSION_ROOT={COMPRESSION_PREFIX}"]
 
 
 def run(command: list[str], **kwargs: object) -> None:
@@ -156,7 +162,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="cymongoose-dist-") as tmp:
         workdir = Path(tmp)
         sdist = build_sdist(args.uv, source_checkout(workdir), out, args.offline)
-        run(["sh", str(ROOT / "tools" / "packaging" / "build-nghttp2.sh"), str(NGHTTP2_PREFIX)])
+        run(["sh", str(PACKAGING / "build-nghttp2.sh"), str(NGHTTP2_PREFIX)])
+        run(["sh", str(PACKAGING / "build-compression.sh"), str(COMPRESSION_PREFIX)])
         raw = workdir / "raw"
         raw.mkdir()
         for minor, python in sorted(interpreters.items()):
