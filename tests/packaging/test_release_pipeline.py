@@ -154,3 +154,96 @@ def test_openssl_script_is_valid_shell() -> None:
     r = subprocess.run([bash, "-n", str(OPENSSL_SCRIPT)], capture_output=True, text=True,
                        timeout=30)
     assert r.returncode == 0, r.stderr
+
+
+COMPRESSION_SCRIPT = ROOT / "tools" / "packaging" / "build-compression.sh"
+
+
+def test_compression_script_pins_versions_and_sha256s() -> None:
+    text = COMPRESSION_SCRIPT.read_text()
+    for name in ("ZLIB", "ZSTD"):
+        assert re.search(rf"^{name}_VERSION=1\.\d+\.\d+$", text, re.M), name
+        assert re.search(rf"^{name}_SHA256=[0-9a-f]{{64}}$", text, re.M), name
+        # Debian's orig tarballs, as build-nghttp2.sh fetches nghttp2's.
+        url = re.search(rf'^{name}_URL="(\S+)"$', text, re.M)
+        assert url and url.group(1).startswith("http://deb.debian.org/debian/pool/main/")
+    assert "set -eu" in text
+    # Each digest is checked (fetch() compares it) before the tarball is unpacked.
+    fetch_body = text[text.index("fetch() {"):text.index("\n}\n", text.index("fetch() {"))]
+    assert '"$actual" != "$2"' in fetch_body
+    for sha, unpack in (('"$ZLIB_SHA256"', "gzip -dc"), ('"$ZSTD_SHA256"', "xz -dc")):
+        assert text.index(sha) < text.index(unpack)
+    assert "--static" in text and text.count("-fPIC") >= 2
+    assert "flock" in text
+
+
+@pytest.mark.parametrize("shell", ["dash", "bash"])
+def test_compression_script_is_valid_posix_shell(shell: str) -> None:
+    # dash is Debian's /bin/sh and knows no bashisms: the script must run under any sh
+    # (busybox on Alpine, macOS's).
+    exe = shutil.which(shell)
+    if exe is None:
+        pytest.skip(f"{shell} is not installed")
+    r = subprocess.run([exe, "-n", str(COMPRESSION_SCRIPT)], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0, r.stderr
+
+
+def _cibuildwheel_config() -> dict[str, Any]:
+    import tomllib  # Python 3.11+; cibuildwheel's own floor (see _cibuildwheel)
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["cibuildwheel"]
+    assert isinstance(config, dict)
+    return config
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="tomllib is Python 3.11+")
+@pytest.mark.parametrize("platform", ["linux", "macos"])
+def test_every_wheel_builds_and_links_the_static_libraries(platform: str) -> None:
+    """before-all fills each prefix that CMAKE_ARGS points the build at."""
+    table = _cibuildwheel_config()[platform]
+    before_all = table["before-all"]
+    cmake_args = table["environment"]["CMAKE_ARGS"]
+    for script, define in (("build-openssl.sh", "OPENSSL_ROOT_DIR"),
+                           ("build-nghttp2.sh", "NGHTTP2_ROOT"),
+                           ("build-compression.sh", "COMPRESSION_ROOT")):
+        built = re.search(rf"tools/packaging/{re.escape(script)} (\S+)", before_all)
+        linked = re.search(rf"-D{define}=(\S+)", cmake_args)
+        assert built and linked and built.group(1) == linked.group(1), (script, define)
+    assert "-DOPENSSL_USE_STATIC_LIBS=TRUE" in cmake_args
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="tomllib is Python 3.11+")
+@pytest.mark.parametrize("platform", ["linux", "macos"])
+def test_wheel_tests_have_what_they_import(platform: str) -> None:
+    """Every third-party module the test-command's files (and tests/conftest.py) import at
+    the top is in test-requires: a missing one fails the hosted run at collection."""
+    import ast
+
+    config = _cibuildwheel_config()
+    table = config[platform]
+    command = table.get("test-command", config["test-command"])
+    requires = {re.split(r"[<>=!~; \[]", r, maxsplit=1)[0].lower().replace("-", "_")
+                for r in table.get("test-requires", config["test-requires"])}
+    files = [ROOT / "tests" / "conftest.py"]
+    for word in command.split():
+        if word.startswith("{project}/"):
+            path = ROOT / word.removeprefix("{project}/")
+            files += sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    local = {p.stem for p in (ROOT / "tests").rglob("*.py")} | {"support", "cymongoose"}
+    imported: dict[str, str] = {}
+    for file in files:
+        for node in ast.parse(file.read_text()).body:
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top not in sys.stdlib_module_names and top not in local:
+                    imported.setdefault(top, str(file.relative_to(ROOT)))
+    missing = {m: f for m, f in imported.items() if m.lower() not in requires}
+    assert not missing, f"not in [tool.cibuildwheel{'.macos' * (platform == 'macos')}] " \
+        f"test-requires: {missing}"
