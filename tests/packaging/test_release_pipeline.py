@@ -247,3 +247,11 @@ def test_wheel_tests_have_what_they_import(platform: str) -> None:
     missing = {m: f for m, f in imported.items() if m.lower() not in requires}
     assert not missing, f"not in [tool.cibuildwheel{'.macos' * (platform == 'macos')}] " \
         f"test-requires: {missing}"
+
+
+def test_install_doc_names_the_compression_versions_the_wheels_carry() -> None:
+    text = COMPRESSION_SCRIPT.read_text()
+    doc = (ROOT / "docs" / "install.md").read_text()
+    for library, name in (("zlib", "ZLIB"), ("libzstd", "ZSTD")):
+        version = re.search(rf"^{name}_VERSION=(\S+)$", text, re.M)
+        assert version and f"{library} {version.group(1)}" in doc, library
