@@ -160,8 +160,10 @@ if [ "$zstd_state" = absent ]; then
         tar -xf "$tarball" -C "$work"  # bsdtar (macOS) and busybox read xz themselves
     fi
     # CFLAGS on the command line replaces the Makefile's own (its -O3 is kept here); the
-    # include paths and defines it needs are in CPPFLAGS, which stay.
-    "$make" -C "$src/lib" -j"$jobs" libzstd.a CFLAGS="-O3 -fPIC" >&2
+    # include paths and defines it needs are in CPPFLAGS, which stay. ZSTD_TRACE=0: zstd's
+    # tracing hooks are weak undefined symbols otherwise, left in the module's dynamic table
+    # for any library in the process that defines them to be called from our compressor.
+    "$make" -C "$src/lib" -j"$jobs" libzstd.a CFLAGS="-O3 -fPIC -DZSTD_TRACE=0" >&2
     cp "$src/lib/libzstd.a" "$prefix/lib/libzstd.a"
     cp "$src/lib/zstd_errors.h" "$src/lib/zdict.h" "$prefix/include/"
     # zstd is BSD or GPLv2, the recipient's choice: the wheel carries the BSD text.
