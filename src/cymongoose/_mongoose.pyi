@@ -373,7 +373,7 @@ class Manager:
 
     def set_compression(
         self,
-        codings: str | Iterable[str] | None = ("zstd", "gzip"),
+        codings: str | Iterable[str] | None = "on",
         *,
         min_length: int = 512,
         gzip_level: int = 3,
@@ -383,8 +383,10 @@ class Manager:
         """Compress the responses of this Manager's HTTP listeners (reply, reply_json,
         http_respond, http_begin/http_write/http_sendfile/http_end, and the WSGI and ASGI
         servers on it) for clients whose Accept-Encoding takes a coding offered here:
-        `codings` "zstd", "gzip" or both (a list, or a comma-separated str); on equal
-        q-values zstd goes first. None switches compression off (the default).
+        `codings` "zstd", "gzip" or both (a list, or a comma-separated str), or "on" (the
+        default): every coding this build makes (gzip alone when built with
+        CYMONGOOSE_ZSTD=OFF); on equal q-values zstd goes first. None switches compression
+        off, as it is until this is called.
 
         Compressed: bodies whose Content-Type is in `types` (MIME types, "text/"-style
         prefixes or "+json"-style suffixes; None: JSON, JavaScript, XML, SVG, wasm and

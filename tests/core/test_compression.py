@@ -310,6 +310,10 @@ def test_settings_are_checked_and_read_back(server_thread: Any) -> None:
     st = server_thread(None)
     m = st.manager
     assert m.compression is None
+    m.set_compression()  # "on": every coding the build makes
+    assert m.compression is not None and m.compression["codings"] == ("zstd", "gzip")
+    m.set_compression("ON")
+    assert m.compression["codings"] == ("zstd", "gzip")
     m.set_compression("gzip", min_length=0, gzip_level=6, types=["application/json"])
     assert m.compression == {"codings": ("gzip",), "min_length": 0, "gzip_level": 6,
                              "zstd_level": 3, "types": ("application/json",)}

@@ -18,9 +18,8 @@ def set_guard_options(manager: Manager, config: Config) -> None:
     `manager.ready` itself: True once it serves, False when it starts to drain."""
     manager.limit_concurrency = config.limit_concurrency or 0
     manager.health_path = config.health_path
-    if config.compression:
-        codings = config.compression.lower()
-        manager.set_compression(("zstd", "gzip") if codings == "on" else codings,
+    if config.compression:  # "on": every coding the build makes
+        manager.set_compression(config.compression,
                                 min_length=config.compression_min_length)
     proxy = config.new_reverse_proxy()
     if proxy is not None:

@@ -295,7 +295,7 @@ cdef class Manager:
             raise ValueError(f"limit_concurrency must be 0 (no limit) or more, not {value}")
         self._gil.limit_concurrency = <uint64_t>value
 
-    def set_compression(self, codings=("zstd", "gzip"), *, Py_ssize_t min_length=512,
+    def set_compression(self, codings="on", *, Py_ssize_t min_length=512,
                         int gzip_level=3, int zstd_level=3, types=None):
         _set_compression(self, codings, min_length, gzip_level, zstd_level, types)
 

@@ -31,7 +31,10 @@ cdef int _set_compression(Manager m, object codings, Py_ssize_t min_length, int 
     if codings is None or codings is False:
         m._gil.compress = NULL
         return 0
-    if isinstance(codings, str):
+    if isinstance(codings, str) and codings.strip().lower() == "on":
+        # Every coding this build makes (a build without libzstd: gzip alone).
+        codings = ("zstd", "gzip") if mg.CYM_ZSTD_BUILT else ("gzip",)
+    elif isinstance(codings, str):
         codings = [part.strip() for part in codings.split(",") if part.strip()]
     for name in codings:
         bit = _CODING_NAMES.get(name.lower() if isinstance(name, str) else name)
