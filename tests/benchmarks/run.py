@@ -67,6 +67,17 @@ FastAPI. Every figure records its interpreter (sys.version, Py_GIL_DISABLED, whe
 is on); without the free-threaded interpreter the phase is skipped, saying why. It goes to
 results/threads.json and threads.md (`--phases threads`).
 
+The compression phase (benchkit/compressphase.py, issue 39) measures response compression:
+a 10 KiB JSON and a 100 KiB HTML body asked for with gzip, zstd or neither (wrk -H), on ours
+(WSGI and ASGI, --compression on) against Starlette's GZipMiddleware on uvicorn and granian,
+Flask-Compress on granian and nginx `gzip on` (levels 3 and 1); a precompressed page on ours
+(--static, serve_dir) against nginx `gzip_static on`; the compressed sizes against zlib's and
+zstandard's own; the first event of a stream, compressed and not; and codec_costs.py's table
+(brotli against gzip and zstd). Every answer is checked (status, Content-Encoding, the body
+decoding to the exact bytes) before it is measured. It goes to results/compression.json and
+compression.md and to the tables between the bench-compression markers of the README and
+docs/performance.md (`--phases compression`; quick: 1 round, the main contenders).
+
     python tests/benchmarks/run.py [--quick] [--only a,b] [--skip a,b] [--list] ...
     python tests/benchmarks/run.py --report-from results/results.json   # re-render only
 """
@@ -90,8 +101,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from benchkit import contenders as ck  # noqa: E402
 from benchkit import (  # noqa: E402
+    compressphase,
+    compressreport,
     httpcheck,
     idlephase,
     idlereport,
@@ -106,6 +118,7 @@ from benchkit import (  # noqa: E402
     threadsphase,
     threadsreport,
 )
+from benchkit import contenders as ck  # noqa: E402
 from benchkit import realworldservers as rws  # noqa: E402
 from benchkit import wrk as wrkmod  # noqa: E402
 from benchkit.appcost import AppCosts  # noqa: E402
@@ -124,9 +137,9 @@ LEADING = ["cymongoose-raw", "mongoose-c", "cymongoose-handles", "nginx", "cymon
            "granian-fastapi", "fastapi", "cymongoose-static", "mongoose-c-static", "nginx-static",
            "cymongoose-proxy", "nginx-proxy-tuned", "nginx-proxy-defaults", "caddy-proxy"]
 # The phases whose runs go to results.json; the others each have a document of their own
-# (proxy.json, idle.json, realworld.json, threads.json).
+# (proxy.json, idle.json, realworld.json, threads.json, compression.json).
 MAIN_PHASES = ("app", "hello", "static", "rss", "connections") + shapes.PHASES
-OWN_PHASES = ("proxy", "idle", "realworld", "threads")
+OWN_PHASES = ("proxy", "idle", "realworld", "threads", "compression")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -155,11 +168,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--phases", default=",".join(MAIN_PHASES + OWN_PHASES),
                    help="which phases to run (comma-separated from app, hello, static, rss, "
                    "connections, close, clients256, workers, pythons, proxy, idle, "
-                   "realworld, threads; app: the in-process cost of each selected server's "
-                   "WSGI/ASGI app; close, clients256, workers, pythons: benchkit/shapes.py; "
+                   "realworld, threads, compression; app: the in-process cost of each "
+                   "selected server's WSGI/ASGI app; close, clients256, workers, pythons: "
+                   "benchkit/shapes.py; "
                    "threads: --loop-threads on a free-threaded 3.13, benchkit/threadsphase.py)")
     shapes.add_arguments(p)
     threadsphase.add_arguments(p)
+    compressphase.add_arguments(p)
     p.add_argument("--proxy-loads", default="",
                    help="keep-alive clients of the proxy phase besides the --scale counts "
                    "(default 10,200; quick 10)")
@@ -712,10 +727,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"{rws.app_of(c.name).label} on {c.label}")
         for name in threadsphase.names():
             print(f"{name:26} {'threads':7} {'quick':6} threads phase: {name.split('-')[0]}")
+        for spec in compressphase.specs(sys.executable):
+            print(f"{spec.name:26} {'compr':7} {'quick' if spec.contender.quick else '':6} "
+                  f"{spec.contender.label}")
         return 0
     preflight()
     names = ({c.name for c in all_contenders} | {c.name for c in realworld_all}
-             | set(threadsphase.names()))
+             | set(threadsphase.names()) | set(compressphase.names()))
     only = {n for n in args.only.split(",") if n}
     skip = {n for n in args.skip.split(",") if n}
     unknown = (only | skip) - names
@@ -729,7 +747,7 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         sys.exit(f"bench: unknown phase(s) {', '.join(sorted(bad))}; "
                  "use app, hello, static, rss, connections, close, clients256, workers, "
-                 "pythons, proxy, idle, realworld, threads")
+                 "pythons, proxy, idle, realworld, threads, compression")
     selected = [c for c in all_contenders
                 if (c.name in only if only else (c.quick or not args.quick))
                 and c.name not in skip
@@ -755,6 +773,10 @@ def main(argv: list[str] | None = None) -> int:
                                          gil_python=args.gil_python,
                                          only=only & set(threadsphase.names()), skip=skip)
                if "threads" in phases else None)
+    # The same: its status and runs are compression.json's.
+    compression = (compressphase.CompressionPhase(
+        Bench(args), only & set(compressphase.names()), skip, quick=args.quick,
+        sse_requests=args.compression_sse) if "compression" in phases else None)
     if bench.client_cpu is not None:
         # The runner's own work (reading /proc, parsing) stays off the server's CPU.
         os.sched_setaffinity(0, {bench.client_cpu})
@@ -811,6 +833,8 @@ def main(argv: list[str] | None = None) -> int:
             realworld.run()
         if threads is not None:
             threads.run()
+        if compression is not None:
+            compression.run()
     except KeyboardInterrupt:
         log.warning("interrupted: writing what was measured")
     finally:
@@ -824,6 +848,8 @@ def main(argv: list[str] | None = None) -> int:
             realworld.bench.stop_all()
         if threads is not None:
             threads.bench.stop_all()
+        if compression is not None:
+            compression.bench.stop_all()
     meta["elapsed_s"] = round(time.time() - started, 1)
     measured = ready + (realworld.group if realworld is not None else [])
     for env_name in sorted({c.env for c in measured if c.env not in ("project", "system")}):
@@ -860,6 +886,12 @@ def main(argv: list[str] | None = None) -> int:
         threads_data = threadsreport.build(meta, threads.settings, threads.bench.status,
                                            threads.bench.runs, threads.info, threads.skipped)
         paths += threadsreport.write_all(threads_data, args.out)
+    compression_data = None
+    if compression is not None and (compression.bench.runs or compression.sse):
+        compression_data = compressreport.build(meta, compression)
+        paths += compressreport.write_all(compression_data, args.out)
+        if args.readme == "yes" or (args.readme == "auto" and not args.quick):
+            compressreport.update_docs(ROOT, compression_data, args.out)
     for p in paths:
         log.info("wrote %s", p.relative_to(ROOT) if p.is_relative_to(ROOT) else p)
     # The README's block shows every document: one this run did not make is the last one
@@ -892,6 +924,8 @@ def main(argv: list[str] | None = None) -> int:
                         s.get("reason"))
     if threads_data is not None:
         threadsreport.print_summary(threads_data)
+    if compression_data is not None:
+        compressreport.print_summary(compression_data)
     return 0
 
 

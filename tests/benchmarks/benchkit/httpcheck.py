@@ -115,14 +115,16 @@ def _read_response(reader: _Reader, method: str) -> Response:
 
 
 def exchange(port: int, paths: list[str], host: str = "127.0.0.1",
-             timeout: float = 5.0) -> list[Response]:
-    """GET each path in turn on one connection. Stops early if the server closes it."""
+             timeout: float = 5.0, headers: list[str] | None = None) -> list[Response]:
+    """GET each path in turn on one connection, with `headers` ("Name: value") besides Host
+    and User-Agent. Stops early if the server closes it."""
+    extra = "".join(f"{h}\r\n" for h in headers or [])
     out: list[Response] = []
     with socket.create_connection((host, port), timeout=timeout) as sock:
         reader = _Reader(sock)
         for i, path in enumerate(paths):
             request = (f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
-                       "User-Agent: bench-check\r\n\r\n")
+                       f"User-Agent: bench-check\r\n{extra}\r\n")
             try:
                 sock.sendall(request.encode("ascii"))
                 out.append(_read_response(reader, "GET"))
