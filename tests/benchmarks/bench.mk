@@ -32,6 +32,13 @@
 # package is built for each interpreter under .envs/ once per source tree; without the
 # free-threaded interpreter the phase is skipped, saying why (~10 minutes; quick ~4):
 # results/threads.json and threads.md.
+# BENCH_ARGS="--phases compression" (issue 39): response compression, a 10 KiB JSON and a
+# 100 KiB HTML body with gzip, zstd or none, ours (WSGI, ASGI, --compression on) against
+# Starlette's GZipMiddleware (uvicorn, granian), Flask-Compress (granian) and nginx gzip; a
+# precompressed page, ours (--static, serve_dir) against nginx gzip_static; compressed sizes,
+# the first event of a stream, and codec_costs.py (brotli against gzip and zstd) (~10 minutes;
+# quick ~3): results/compression.json and compression.md, and the bench-compression tables of
+# the README and docs/performance.md.
 BENCH_ARGS ?=
 
 .PHONY: bench bench-quick bench-setup bench-profile bench-ws

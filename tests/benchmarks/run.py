@@ -676,6 +676,13 @@ def readme_extra(proxy_data: dict[str, Any] | None, out: Path,
     return lines
 
 
+def readme_rows(realworld_data: dict[str, Any] | None, out: Path) -> list[tuple[str, str]]:
+    """The rows other documents add to the README's summary table: the realworld apps' and
+    the compression phase's (its last compression.json in `out`)."""
+    return (realworldreport.readme_rows(realworld_data)
+            + compressreport.readme_rows(compressreport.load(out)))
+
+
 def proxy_loads(args: argparse.Namespace) -> list[int]:
     """The proxy phase's client counts: --proxy-loads and --scale, within the open-file
     limit (a proxied client holds a descriptor in wrk and one or two in the proxy)."""
@@ -706,7 +713,7 @@ def rerender(args: argparse.Namespace) -> int:
     if args.readme == "yes" or (args.readme == "auto" and data["meta"].get("mode") == "full"):
         report.update_docs(ROOT, data, out, readme_extra(proxy_data, out, idle_data,
                                                          realworld_data),
-                           rows=realworldreport.readme_rows(realworld_data))
+                           rows=readme_rows(realworld_data, args.out))
     report.print_targets(data)
     return 0
 
@@ -907,7 +914,7 @@ def main(argv: list[str] | None = None) -> int:
         if data is not None:
             report.update_docs(ROOT, data, args.out,
                                readme_extra(proxy_data, args.out, idle_data, realworld_data),
-                               rows=realworldreport.readme_rows(realworld_data))
+                               rows=readme_rows(realworld_data, args.out))
         else:
             log.warning("no results.json in %s: the README's block is left as it is", args.out)
     if data is not None:

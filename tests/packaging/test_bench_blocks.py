@@ -51,7 +51,7 @@ def test_both_blocks_are_what_the_generator_renders_from_the_committed_results()
                              run.idlereport.load(RESULTS), realworld)
     report = run.report
     assert _block(ROOT / "README.md") == report.readme_block(
-        data, RESULTS, ROOT, run.realworldreport.readme_rows(realworld))
+        data, RESULTS, ROOT, run.readme_rows(realworld, RESULTS))
     page = ROOT / "docs" / "performance.md"
     assert _block(page) == report.performance_block(data, RESULTS, page, extra), (
         "rerender: python tests/benchmarks/run.py --report-from "

@@ -1,8 +1,7 @@
 """The compression phase's document: results/compression.json and compression.md
-(benchkit/compressphase.py), and its table in the README and in docs/performance.md's
-"Response compression" section, each between markers of its own
-(<!-- bench-compression:start --> ... end), so a run of this phase alone rewrites them and
-nothing else.
+(benchkit/compressphase.py); its rows of the README's summary table (readme_rows), and its
+tables in docs/performance.md's "Response compression" section, between markers of their own
+(<!-- bench-compression:start --> ... end) so that a run of this phase alone rewrites them.
 
 Figures are medians over the valid rounds; a ratio of two servers is the median of the
 per-round ratios (the rounds are interleaved). Goals, on this 2-CPU machine:
@@ -129,7 +128,11 @@ def main_table(data: dict[str, Any], *, short: bool = False) -> list[str]:
             s = summary[name][load]
             facts = checks.get(name, {}).get(load, {})
             size = facts.get("body_bytes")
-            vs = f"{size / ref:.3f}" if size and ref and coding != "identity" else "–"
+            if load.startswith("static-"):
+                # The sibling, gzip -9 made ahead, sent as it is: no level-3 yardstick.
+                vs = "the .gz file" if facts.get("is_sibling") else "**not the .gz file**"
+            else:
+                vs = f"{size / ref:.3f}" if size and ref and coding != "identity" else "–"
             lines.append(f"| {load} | {_label(data, name)} | {_f(s.get('rps'))} | "
                          f"{_f(s.get('p99_us') and s['p99_us'] / 1000, '{:.2f}')} | "
                          f"{_f(s.get('server_cpu_us_per_req'), '{:.1f}')} | "
@@ -243,9 +246,42 @@ def _replace(path: Path, block: str) -> bool:
     return True
 
 
+def _ratio(data: dict[str, Any], ours: str, ref: str, phase: str) -> str:
+    ratio, _pairs = report.paired_ratio(data["runs"], {"ours": ours, "ref": ref,
+                                                       "phase": phase, "metric": "rps"})
+    return "–" if ratio is None else f"{ratio:.2f}×"
+
+
+# The README's rows: (label, [(ours, the peer, load, how the cell names them)]).
+README_ROWS = (
+    ("Response compression, 10 KiB JSON req/s (gzip level 3)", (
+        ("cmp-cymongoose-asgi", "cmp-uvicorn-gzip", "json-gzip",
+         "ASGI {} Starlette GZipMiddleware on uvicorn"),
+        ("cmp-cymongoose-asgi", "cmp-granian-gzip", "json-gzip", "{} on granian"),
+        ("cmp-cymongoose-wsgi", "cmp-granian-flask-compress", "json-gzip",
+         "WSGI {} Flask-Compress on granian"),
+        ("cmp-cymongoose-asgi", "cmp-nginx-gzip3", "json-gzip", "ASGI {} nginx `gzip on`"))),
+    ("Precompressed page (.gz sibling), req/s", (
+        ("cmp-cymongoose-serve-dir", "cmp-nginx-gzip-static", "static-html-gzip",
+         "`serve_dir` {}"),
+        ("cmp-cymongoose-static", "cmp-nginx-gzip-static", "static-html-gzip",
+         "`--static` {} nginx `gzip_static on`"))),
+)
+
+
+def readme_rows(data: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """Rows of the README's summary table: compressed JSON against the middleware and nginx,
+    and the precompressed page against nginx gzip_static."""
+    if data is None or not data["summary"]:
+        return []
+    return [(label, "; ".join(text.format(_ratio(data, ours, ref, load))
+                              for ours, ref, load, text in cells))
+            for label, cells in README_ROWS]
+
+
 def update_docs(root: Path, data: dict[str, Any], out: Path) -> None:
+    """docs/performance.md's section (the README's rows come with its block, run.py)."""
     rel = out.relative_to(root).as_posix() if out.is_relative_to(root) else str(out)
-    _replace(root / "README.md", docs_block(data, f"{report.REPO_BLOB}/{rel}/compression.md"))
     page = root / "docs" / "performance.md"
     _replace(page, docs_block(data, f"../{rel}/compression.md"))
 
