@@ -710,7 +710,12 @@ def rerender(args: argparse.Namespace) -> int:
     realworld_data = realworldreport.load(args.report_from.parent)
     if realworld_data is not None:
         realworldreport.write_all(realworld_data, out)
+    compression_data = compressreport.load(args.report_from.parent)
+    if compression_data is not None:
+        compressreport.write_all(compression_data, out)
     if args.readme == "yes" or (args.readme == "auto" and data["meta"].get("mode") == "full"):
+        if compression_data is not None:
+            compressreport.update_docs(ROOT, compression_data, out)
         report.update_docs(ROOT, data, out, readme_extra(proxy_data, out, idle_data,
                                                          realworld_data),
                            rows=readme_rows(realworld_data, args.out))

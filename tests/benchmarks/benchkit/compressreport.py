@@ -201,8 +201,9 @@ def markdown(data: dict[str, Any]) -> str:
              f"{st['duration_s']} s, server on CPU {st['server_cpu']}, wrk on CPU "
              f"{st['client_cpu']}; medians. Bytes/resp. is wrk's bytes ÷ requests (head "
              "included); Body bytes is the checked answer's body; ÷ library's is that ÷ the "
-             "library's own size at level 3. CPU is the server process tree's.", "",
-             "## Goals", ""] + goals_table(data) + ["", "## Throughput and size", ""]
+             "library's own size at level 3. CPU is the server process tree's. "
+             + report.interference(data["runs"]), "", "## Goals", ""]
+    lines += goals_table(data) + ["", "## Throughput and size", ""]
     lines += main_table(data) + ["", _refs_line(data), "", "## First event of a stream", "",
                                  f"{st['sse']['requests_per_setting']} requests per setting, "
                                  f"one event at once then one every "
@@ -230,8 +231,16 @@ def docs_block(data: dict[str, Any], link: str) -> str:
              "overwritten. -->",
              f"Measured {meta['date'][:10]} ({meta['mode']} run, {st['rounds']} interleaved "
              f"round(s), medians; one process each, server and wrk on one CPU each; "
-             f"[{link.rsplit('/', 1)[-1]}]({link})):", ""]
+             f"[{link.rsplit('/', 1)[-1]}]({link})). {report.interference(data['runs'])}",
+             ""]
     lines += goals_table(data) + [""] + main_table(data, short=True)
+    lines += ["", f"{_refs_line(data)}.", "", "The first event of a stream "
+              f"({st['sse']['requests_per_setting']} requests per setting, each on a new "
+              "connection):", ""] + sse_table(data)
+    codecs = codec_table(data)
+    if codecs:
+        lines += ["", "What each codec costs in-process, one CPU (`tests/benchmarks/"
+                  "codec_costs.py`, the best of 5 batches):", ""] + codecs
     return "\n".join(lines)
 
 
