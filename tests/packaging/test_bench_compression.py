@@ -91,7 +91,7 @@ def test_the_docs_section_and_readme_rows_are_rendered_from_the_committed_result
     assert data is not None, "results/compression.json is committed"
     (section,) = SECTION.findall((ROOT / "docs" / "performance.md").read_text())
     assert section == run.compressreport.docs_block(
-        data, "../tests/benchmarks/results/compression.md"), (
+        data, run.compressreport.link(ROOT, RESULTS)), (
         "rerender: python tests/benchmarks/run.py --report-from "
         "tests/benchmarks/results/results.json --readme yes --no-chart")
     rows = dict(run.compressreport.readme_rows(data))

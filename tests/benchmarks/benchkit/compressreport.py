@@ -288,11 +288,18 @@ def readme_rows(data: dict[str, Any] | None) -> list[tuple[str, str]]:
             for label, cells in README_ROWS]
 
 
+def link(root: Path, out: Path) -> str:
+    """Where compression.md is, for the docs' section."""
+    if not out.is_relative_to(root):
+        return str(out / "compression.md")
+    return f"{report.REPO_BLOB}/{out.relative_to(root).as_posix()}/compression.md"
+
+
 def update_docs(root: Path, data: dict[str, Any], out: Path) -> None:
     """docs/performance.md's section (the README's rows come with its block, run.py)."""
-    rel = out.relative_to(root).as_posix() if out.is_relative_to(root) else str(out)
     page = root / "docs" / "performance.md"
-    _replace(page, docs_block(data, f"../{rel}/compression.md"))
+    # Absolute, as the other phases' tables: the docs site has no copy of results/.
+    _replace(page, docs_block(data, link(root, out)))
 
 
 def write_all(data: dict[str, Any], out: Path) -> list[Path]:
