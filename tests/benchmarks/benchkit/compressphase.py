@@ -257,7 +257,9 @@ class CompressionPhase:
         loads = list(dict.fromkeys(ld for _s, _r, good in running.values() for ld in good))
         names_ = list(running)
         args = bench.args
-        for rnd in range(1, args.rounds + 1):
+        # The quick form: one round (its contenders are the quick ones).
+        rounds = 1 if self.quick else args.rounds
+        for rnd in range(1, rounds + 1):
             turn = names_[(rnd - 1) % max(len(names_), 1):] + names_[:(rnd - 1) % max(
                 len(names_), 1)]
             for body, coding in loads:
@@ -281,7 +283,7 @@ class CompressionPhase:
         self.settings = {
             "wrk": f"wrk -t1 -c{args.connections} -d{args.duration:g}s --latency "
                    "-H 'Accept-Encoding: <coding>'",
-            "duration_s": args.duration, "warmup_s": args.warmup, "rounds": args.rounds,
+            "duration_s": args.duration, "warmup_s": args.warmup, "rounds": rounds,
             "connections": args.connections, "server_cpu": bench.server_cpu,
             "client_cpu": bench.client_cpu, "levels": {"gzip": 3, "zstd": 3},
             "bodies": self.bodies, "static_sibling": "page.html.gz, gzip -9 (mtime 0)",
