@@ -393,3 +393,22 @@ def test_a_client_gone_mid_stream_frees_the_encoder_and_the_server_serves_on(
     with HttpConnection(port) as c:
         resp = c.request("GET", "/", [("Accept-Encoding", "gzip")])
         assert decode(resp) == JSON_BODY
+
+
+def test_encoders_kept_from_earlier_streams_start_clean(server_thread: Any) -> None:
+    """A finished stream's encoder is kept and reset for the next (of either coding): each
+    body still decodes alone, whatever came before it, finished or cut short."""
+    def stream(conn: Connection) -> None:
+        conn.http_begin(200, [("Content-Type", "application/json")])
+        conn.http_write(JSON_BODY[:3000])
+        conn.http_write(JSON_BODY[3000:])
+        conn.http_end()
+
+    port, st = start(server_thread, {"/": stream})
+    with HttpConnection(port) as c:
+        for k in range(24):
+            coding = ["gzip", "zstd", "zstd", "gzip"][k % 4]
+            resp = c.request("GET", "/", [("Accept-Encoding", coding)])
+            assert resp.header("content-encoding") == coding
+            assert decode(resp) == JSON_BODY
+    assert st.route_errors == []

@@ -119,7 +119,7 @@ cdef Connection _bind(mg.mg_connection *c):
 
 cdef void _unbind(mg.mg_connection *c, Connection conn) noexcept:
     _ws_deflate_free(conn)  # ws_deflate.pxi
-    _encoder_close(&conn._guard)  # a compressed response cut short (http_compress.pxi)
+    _encoder_close(c, &conn._guard)  # a compressed response cut short (http_compress.pxi)
     conn._c = NULL
     conn._manager = NULL
     c.fn_data = NULL

@@ -91,6 +91,10 @@ cdef object _compression_dict(Manager m):
 
 cdef void _free_compression(Manager m) noexcept:
     m._gil.compress = NULL
+    while m._gil.stream_encoders_n > 0:
+        m._gil.stream_encoders_n -= 1
+        mg.cym_encoder_free(<mg.cym_encoder *>m._gil.stream_encoders[m._gil.stream_encoders_n])
+        free(m._gil.stream_encoders[m._gil.stream_encoders_n])
     mg.cym_encoder_free(&m._whole_gzip)
     mg.cym_encoder_free(&m._whole_zstd)
     mg.cym_out_free(&m._whole_out)
@@ -264,25 +268,52 @@ cdef void _trim_whole_out(Manager m) noexcept:
         mg.cym_out_free(&m._whole_out)
 
 
+DEF _STREAM_ENCODERS_KEPT = 8  # GilSlot.stream_encoders' size
+
+
 cdef int _encoder_open(mg.mg_connection *c, HttpGuard *g) except -1:
-    """A streamed response starts compressed: its own encoder, the smaller window."""
-    cdef const CompressConf *conf = (<GilSlot *>c.mgr.userdata).compress
-    cdef mg.cym_encoder *e = <mg.cym_encoder *>calloc(1, sizeof(mg.cym_encoder))
-    if e == NULL:
-        raise MemoryError("out of memory for a response's encoder")
+    """A streamed response starts compressed: an encoder of its own, with the smaller window;
+    one a finished stream left, reset, when there is one (of its coding, if any)."""
+    cdef GilSlot *slot = <GilSlot *>c.mgr.userdata
+    cdef const CompressConf *conf = slot.compress
+    cdef mg.cym_encoder *e = NULL
+    cdef int k, pick = slot.stream_encoders_n - 1
+    for k in range(slot.stream_encoders_n):
+        if (<mg.cym_encoder *>slot.stream_encoders[k]).coding == g.coding:
+            pick = k
+            break
+    if pick >= 0:
+        e = <mg.cym_encoder *>slot.stream_encoders[pick]
+        slot.stream_encoders_n -= 1
+        slot.stream_encoders[pick] = slot.stream_encoders[slot.stream_encoders_n]
+    else:
+        e = <mg.cym_encoder *>calloc(1, sizeof(mg.cym_encoder))
+        if e == NULL:
+            raise MemoryError("out of memory for a response's encoder")
     if mg.cym_encoder_start(e, g.coding, conf.zstd_level if g.coding == CODING_ZSTD
                             else conf.gzip_level, 1) != 0:
+        mg.cym_encoder_free(e)
         free(e)
         raise MemoryError("out of memory for a response's encoder")
     g.encoder = e
     return 0
 
 
-cdef void _encoder_close(HttpGuard *g) noexcept nogil:
-    if g.encoder != NULL:
-        mg.cym_encoder_free(g.encoder)
-        free(g.encoder)
-        g.encoder = NULL
+cdef void _encoder_close(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
+    """The response's encoder is done with: kept for the next stream while there is room
+    (not once the Manager is being freed), else freed."""
+    cdef mg.cym_encoder *e = g.encoder
+    cdef GilSlot *slot = <GilSlot *>c.mgr.userdata if c != NULL and c.mgr != NULL else NULL
+    if e == NULL:
+        return
+    g.encoder = NULL
+    if slot != NULL and not slot.finalizing and e.ready and \
+            slot.stream_encoders_n < _STREAM_ENCODERS_KEPT:
+        slot.stream_encoders[slot.stream_encoders_n] = <void *>e
+        slot.stream_encoders_n += 1
+        return
+    mg.cym_encoder_free(e)
+    free(e)
 
 
 cdef int _encode_piece(mg.mg_connection *c, HttpGuard *g, const void *data, size_t n,

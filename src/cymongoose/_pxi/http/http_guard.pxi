@@ -892,7 +892,7 @@ cdef void _http_guard(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil
     elif ev == mg.MG_EV_POLL:
         _check_send_progress(c, g, (<uint64_t *>ev_data)[0])
     if ev == mg.MG_EV_CLOSE and g.encoder != NULL:
-        _encoder_close(g)  # the response's body was cut short: its encoder goes too
+        _encoder_close(c, g)  # the response's body was cut short: its encoder goes too
     if g.file_fd >= 0:
         if ev == mg.MG_EV_CLOSE:
             _file_done(g)

@@ -514,7 +514,7 @@ cdef bint _finish_response_with(mg.mg_connection *c, HttpGuard *g, const char *t
                 (g.plain_counted and g.plain_left > 0):
             whole = False
             close = True
-        _encoder_close(g)
+        _encoder_close(c, g)
     g.plain_counted = False
     if not whole:
         pass  # an unfinished body: no last chunk, the close tells the client
