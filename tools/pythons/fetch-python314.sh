@@ -17,8 +17,26 @@ say() { echo "fetch-python314.sh: $*" >&2; }
 packages=python3.14,python3.14-venv,python3.14-dev,ca-certificates,gcc,libc6-dev,pkg-config
 packages=$packages,libssl-dev,libnghttp2-dev,curl,openssl,nginx,haproxy,mosquitto
 packages=$packages,nghttp2-client,netcat-openbsd,procps
+# Added after roots were first made (issue 39: the extension links zlib and libzstd): a root
+# made before gets them installed into it once, below.
+added="zlib1g-dev libzstd-dev"
+packages=$packages,$(echo "$added" | tr ' ' ',')
 
 if [ -x "$root/usr/bin/python3.14" ]; then
+    missing=""
+    for pkg in $added; do
+        chroot "$root" dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null \
+            | grep -q "install ok installed" || missing="$missing $pkg"
+    done
+    if [ -n "$missing" ]; then
+        say "installing$missing into $root"
+        # The root's sid lists may be a snapshot whose Release file has expired.
+        sh "$(dirname "$0")/in-root.sh" "$root" /tmp apt-get update -qq \
+            -o Acquire::Check-Valid-Until=false >/dev/null
+        # shellcheck disable=SC2086 # one word per package
+        sh "$(dirname "$0")/in-root.sh" "$root" /tmp env DEBIAN_FRONTEND=noninteractive \
+            apt-get install -y -qq --no-install-recommends $missing >/dev/null
+    fi
     say "python3.14 is already in $root"
     exit 0
 fi
