@@ -80,6 +80,9 @@ cdef struct GilSlot:
     bint proxy_log_hook  # Manager.proxy_log_handler is set: it gets them instead
     void *h2_sessions  # the HTTP/2 connections' sessions (includes/cym_h2.h), for poll()
     const CompressConf *compress  # Manager.set_compression()'s (NULL: compression off)
+    # Manager.set_static_mounts()'s table (a StaticMounts, http_static_mounts.pxi; NULL:
+    # none), owned by Manager._static_table.
+    void *static_mounts
     # Streamed responses' encoders, kept when their response ends for the next one to reset
     # rather than build (http_compress.pxi): building costs a first event ~0.2 ms.
     void *stream_encoders[8]
@@ -179,6 +182,9 @@ cdef struct HttpGuard:
     mg.cym_encoder *encoder
     size_t plain_left
     bint plain_counted
+    # Static mounts (http_static_mounts.pxi): the last request head the guard took was
+    # answered from a mount, so the handler gets no MG_EV_READ/WRITE for it (dispatch.pxi).
+    bint static_quiet
 
 
 # What an outer event loop watches of one socket, for a Manager driven without an epoll
@@ -257,6 +263,7 @@ cdef class Manager:
     cdef object _proxy  # the ProxyTable _gil.proxy points into (None: none)
     cdef list _proxy_retired  # tables replaced while exchanges may still point into them
     cdef LoopCaches _caches
+    cdef object _static_table  # the _StaticTable _gil.static_mounts points into (None: none)
     cdef LoopSockets _loop_sockets  # loop_sockets.pxi: the per-socket watches
     # Response compression (http_compress.pxi): the settings _gil.compress points at, the
     # bytes its `types` point into, and the encoders and output buffer whole bodies share.

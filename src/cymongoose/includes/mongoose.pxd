@@ -619,6 +619,13 @@ cdef extern from "<sys/stat.h>" nogil:
     int stat_path "stat"(const char *path, file_stat *st)
     int fstat(int fd, file_stat *st)
     bint S_ISREG(unsigned int mode)
+    bint S_ISDIR(unsigned int mode)
+
+
+cdef extern from "<stdlib.h>" nogil:
+    # Static mounts (http_static_mounts.pxi): a path resolved, every symlink and `..`
+    # followed, before it is checked to be inside its mount.
+    char *realpath(const char *path, char *resolved)
 
 
 cdef extern from "<fcntl.h>" nogil:

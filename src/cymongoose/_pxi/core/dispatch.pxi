@@ -36,6 +36,11 @@ cdef void _on_event(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil:
             (<GilSlot *>c.mgr.userdata).closes += 1
         if (<Connection>c.fn_data)._guard.meter:  # an accepted HTTP-server connection
             _metrics_conn_event(c, &(<Connection>c.fn_data)._guard, ev, ev_data)
+        if ((<Connection>c.fn_data)._guard.static_quiet
+                and (ev == mg.MG_EV_READ or ev == mg.MG_EV_WRITE)):
+            # The guard answered the request these bytes carried from a static mount
+            # (http_static_mounts.pxi): no handler has anything to do with them.
+            return
         if (<Connection>c.fn_data)._guard.proxy != NULL and ev != mg.MG_EV_CLOSE:
             # Proxied: the guard and proxy_exchange.pxi move its bytes; no handler has a
             # say until the exchange ends (its MG_EV_CLOSE still reaches the handler).

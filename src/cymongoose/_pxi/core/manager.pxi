@@ -303,6 +303,13 @@ cdef class Manager:
     def compression(self):
         return _compression_dict(self)
 
+    def set_static_mounts(self, mounts, *, headers=None):
+        _set_static_mounts(self, mounts, headers)
+
+    @property
+    def static_mounts(self):
+        return _static_mounts_of(self)
+
     @property
     def health_path(self):
         return None if self._health_path is None else self._health_path.decode("latin-1")

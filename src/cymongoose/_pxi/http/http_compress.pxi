@@ -107,7 +107,8 @@ cdef inline void _note_coding(mg.mg_connection *c, HttpGuard *g, const char *ae,
     g.coding = _pick_coding(ae, ae_len, conf.offered) if conf != NULL else 0
 
 
-cdef bint _type_compressible(const CompressConf *conf, const char *p, Py_ssize_t n) noexcept:
+cdef bint _type_compressible(const CompressConf *conf, const char *p,
+                             Py_ssize_t n) noexcept nogil:
     """Whether Content-Type p[:n] is on the allow-list (its parameters ignored)."""
     cdef Py_ssize_t end = 0, k
     cdef size_t elen
@@ -272,8 +273,15 @@ DEF _STREAM_ENCODERS_KEPT = 8  # GilSlot.stream_encoders' size
 
 
 cdef int _encoder_open(mg.mg_connection *c, HttpGuard *g) except -1:
+    if _encoder_start(c, g) != 0:
+        raise MemoryError("out of memory for a response's encoder")
+    return 0
+
+
+cdef int _encoder_start(mg.mg_connection *c, HttpGuard *g) noexcept nogil:
     """A streamed response starts compressed: an encoder of its own, with the smaller window;
-    one a finished stream left, reset, when there is one (of its coding, if any)."""
+    one a finished stream left, reset, when there is one (of its coding, if any). 0, or -1
+    without memory (the guard's static answers call it without the GIL)."""
     cdef GilSlot *slot = <GilSlot *>c.mgr.userdata
     cdef const CompressConf *conf = slot.compress
     cdef mg.cym_encoder *e = NULL
@@ -289,12 +297,12 @@ cdef int _encoder_open(mg.mg_connection *c, HttpGuard *g) except -1:
     else:
         e = <mg.cym_encoder *>calloc(1, sizeof(mg.cym_encoder))
         if e == NULL:
-            raise MemoryError("out of memory for a response's encoder")
+            return -1
     if mg.cym_encoder_start(e, g.coding, conf.zstd_level if g.coding == CODING_ZSTD
                             else conf.gzip_level, 1) != 0:
         mg.cym_encoder_free(e)
         free(e)
-        raise MemoryError("out of memory for a response's encoder")
+        return -1
     g.encoder = e
     return 0
 

@@ -572,6 +572,8 @@ cdef void _advance(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nog
                 # its answer, so a client moves on while the server still serves rather than
                 # sending on a keep-alive connection that the drain is about to close.
                 g.flags = (g.flags | _GF_CLOSE) & ~_GF_KEEPALIVE
+            if _static_claim(c, g, now):  # a static mount (http_static_mounts.pxi)
+                continue
             if _px_claim(c, g, now):  # a reverse-proxy route (proxy_exchange.pxi)
                 continue
             if lim.stream_body:
@@ -898,6 +900,11 @@ cdef void _http_guard(mg.mg_connection *c, int ev, void *ev_data) noexcept nogil
             _file_done(g)
         elif ev == mg.MG_EV_WRITE or ev == mg.MG_EV_POLL:
             _pump_file(c, g)
+            if (ev == mg.MG_EV_WRITE and g.file_fd < 0 and g.static_quiet
+                    and not c.is_resp and g.phase == _PH_RESP):
+                # A static file's last byte is out: pipelined requests behind it go on
+                # now, not at the next poll.
+                _advance(c, g, mg.mg_millis())
     if g.inner != NULL:
         if ev == mg.MG_EV_READ and c.recv.len > _pipeline_cap(g.limits):
             _log_event(c, 0, b"pipelined input beyond one maximal request")
