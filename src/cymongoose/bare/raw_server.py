@@ -1,7 +1,7 @@
 """A raw handler `(conn, ev, data)` served on the core's HTTP, the command line's
 `--interface raw`: the handler answers each request itself, so the options that need an
-app protocol (static files, the access log, proxy headers, the request deadline) are
-refused. It stops at once on SIGINT/SIGTERM: nothing is in flight that the handler did not
+app protocol (the access log, proxy headers, the request deadline) are refused; --static
+mounts are answered by the core before the handler sees the request. It stops at once on SIGINT/SIGTERM: nothing is in flight that the handler did not
 answer within its own event, so there is nothing to drain. With --drain-delay it serves on
 for the delay first, its health path answering 503 (serving/drain_delay.py)."""
 
@@ -22,12 +22,12 @@ __all__ = ["RawServer"]
 
 class RawServer(BareServer):
     """Serve the raw `handler` on a Manager of its own, with `config`'s TLS, HTTP limits,
-    --limit-concurrency, --health-path and --proxy routes."""
+    --limit-concurrency, --health-path, --static mounts and --proxy routes."""
 
     def __init__(self, handler: Any, *, config: Config) -> None:
-        if (config.static or config.access_log or config.proxy_headers
+        if (config.access_log or config.proxy_headers
                 or config.request_timeout is not None):
-            raise ConfigError("--static, --access-log, --proxy-headers and --request-timeout "
+            raise ConfigError("--access-log, --proxy-headers and --request-timeout "
                               "need a WSGI or ASGI app; a raw handler answers requests itself")
         tls = config.new_tls()
         if tls is not None:

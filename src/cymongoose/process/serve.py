@@ -226,12 +226,10 @@ class _Server(Protocol):
 
 
 def _build_wsgi(config: Config, app: Any, status: StatusPipe) -> _Server:
-    from ..static_files import StaticFiles
     from ..wsgi import WSGIServer
 
     try:
-        if config.static:
-            app = StaticFiles(app, config.static_mounts())
+        # --static is the core's (serving/guard_options.py): the app is served as it is.
         # The app is loaded already (a --factory called): the server takes it as it is.
         server = WSGIServer(app, factory=False, config=_this_worker(config))
     except ValueError as exc:
@@ -250,10 +248,6 @@ def _build_asgi(config: Config, app: Any, status: StatusPipe) -> _Server:
     from .asgi_run import ASGIRun
 
     try:
-        if config.static:
-            from ..static_files import ASGIStaticFiles
-
-            app = ASGIStaticFiles(app, config.static_mounts())
         server = ASGIRun(asgi.ASGIServer(app, factory=False, config=_this_worker(config)),
                          config.graceful_timeout, config.drain_delay)
     except ValueError as exc:

@@ -42,7 +42,7 @@ def test_serves_the_app_from_the_working_directory(tmp_path: Path) -> None:
     (["cli_app:app", "--forwarded-allow-ips", "10.0.0.300"], "is not an IP address"),
     (["cli_app:app", "--access-log", "--access-log-format", "%(zz)s"], "unknown atom"),
     (["cli_app:app", "--log-config", "nope.json"], "no such file"),
-    (["cli_app:app", "--interface", "raw", "--static", "/s=."], "need a WSGI or ASGI app"),
+    (["cli_app:app", "--interface", "raw", "--access-log"], "need a WSGI or ASGI app"),
     (["cli_app:app", "--interface", "asgi", "--static", "/s=/no/such/dir"],
      "is not a directory"),
     ([], "give the app"),

@@ -544,7 +544,7 @@ cdef size_t _sm_text(mg.mg_connection *c, HttpGuard *g, const StaticMounts *t, i
     h.len = 0
     h.oom = False
     _sh_str(&h, _sm_status_line(status))
-    _sh_put(&h, b"Content-Type: text/plain; charset=utf-8\r\nContent-Length: ", 56)
+    _sh_str(&h, b"Content-Type: text/plain; charset=utf-8\r\nContent-Length: ")
     _sh_num(&h, n, 10)
     _sh_put(&h, b"\r\n", 2)
     if status == 405:
@@ -717,8 +717,8 @@ cdef size_t _sm_file(mg.mg_connection *c, HttpGuard *g, const StaticMounts *t,
     h.oom = False
     _sh_str(&h, _sm_status_line(status))
     if status == 416:
-        _sh_put(&h, b"Content-Type: text/plain; charset=utf-8\r\nContent-Length: 0\r\n"
-                b"Content-Range: bytes */", 82)
+        _sh_str(&h, b"Content-Type: text/plain; charset=utf-8\r\nContent-Length: 0\r\n"
+                b"Content-Range: bytes */")
         _sh_num(&h, <unsigned long long>size, 10)
         _sh_put(&h, b"\r\n", 2)
     elif status != 304:
