@@ -371,6 +371,34 @@ class Manager:
     ready yet) or `503 draining`, with `Cache-Control: no-store`, keeping the connection
     alive. Reported to `refusal_handler` (for the access log). Default None: no such path."""
 
+    def set_static_mounts(
+        self,
+        mounts: Iterable[tuple[str, str | os.PathLike[str] | bytes]] | None,
+        *,
+        headers: HeaderBlock | Iterable[tuple[str | bytes, str | bytes]] | None = None,
+    ) -> None:
+        """Serve files under URL prefixes from the guard itself, in C, with no handler call
+        and without the GIL (the servers' `--static`): `mounts` are (url_prefix, directory)
+        pairs; the longest prefix wins. A GET or HEAD whose percent-decoded path is under a
+        prefix gets what `static_file_response()` answers for the file (ranges,
+        conditionals, precompressed siblings with Vary, Content-Type guessed from the
+        extension as `serve_dir()` does); other methods get 405. A path that leaves the
+        directory (`..`, a symlink out, index files and siblings included) is 404; a
+        directory URL without its slash is 301 to it (query kept); with it, its index.html
+        (404 without one, never a listing); a file URL ending in a slash is 404. With
+        `set_compression()` on, a file without a chosen sibling is compressed as other
+        responses are. Each answer is counted in `metrics()` and reported to
+        `refusal_handler` (reason "static file"). `headers`: fields added to every static
+        answer (e.g. Server; not Connection or the framing). None or an empty list: no
+        mounts. `TypeError`/`ValueError` for a malformed mount, a prefix without a leading
+        '/' or with spaces, '?', '#' or '%', a directory that is not one, a prefix given
+        twice; nothing changes then."""
+
+    @property
+    def static_mounts(self) -> tuple[tuple[str, str], ...]:
+        """The mounts set_static_mounts() took: (url prefix without its trailing slash,
+        resolved directory) pairs, in the order given; () when there are none."""
+
     def set_compression(
         self,
         codings: str | Iterable[str] | None = "on",

@@ -18,8 +18,15 @@ from support.http_client import HttpConnection, get, get_as_sent
 from support.poll_thread import ServerThread
 from support.waiting import wait_for
 
-from cymongoose import (MG_EV_CLOSE, MG_EV_HTTP_MSG, MG_EV_POLL, MG_EV_READ, MG_EV_WRITE,
-                        Connection, Manager)
+from cymongoose import (
+    MG_EV_CLOSE,
+    MG_EV_HTTP_MSG,
+    MG_EV_POLL,
+    MG_EV_READ,
+    MG_EV_WRITE,
+    Connection,
+    Manager,
+)
 from cymongoose._mongoose import HeaderBlock
 
 pytestmark = pytest.mark.timeout(60)
@@ -218,7 +225,8 @@ def test_compression_of_a_file_without_sibling(server_thread: Any, root: Path) -
         assert r.header("content-encoding") is None
         r = c.request("GET", "/s/a.txt", [("Accept-Encoding", "gzip")])  # under min_length
         assert r.body == b"hello static\n" and r.header("content-encoding") is None
-        r = c.request("GET", "/s/big.png", [("Accept-Encoding", "gzip")])  # image/png: not on the list
+        # image/png is not on the list of types compressed
+        r = c.request("GET", "/s/big.png", [("Accept-Encoding", "gzip")])
         assert r.body == BIG and r.header("content-encoding") is None
     # HTTP/1.0: compressed, ended by the close.
     out = _raw_exchange(port, b"GET /s/page.txt HTTP/1.0\r\nAccept-Encoding: gzip\r\n\r\n")

@@ -1,8 +1,9 @@
 """A raw handler `(conn, ev, data)` served on the core's HTTP, the command line's
 `--interface raw`: the handler answers each request itself, so the options that need an
 app protocol (the access log, proxy headers, the request deadline) are refused; --static
-mounts are answered by the core before the handler sees the request. It stops at once on SIGINT/SIGTERM: nothing is in flight that the handler did not
-answer within its own event, so there is nothing to drain. With --drain-delay it serves on
+mounts are answered by the core before the handler sees the request. It stops at once on
+SIGINT/SIGTERM: nothing is in flight that the handler did not answer within its own event,
+so there is nothing to drain. With --drain-delay it serves on
 for the delay first, its health path answering 503 (serving/drain_delay.py)."""
 
 from __future__ import annotations
