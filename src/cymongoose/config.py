@@ -316,7 +316,7 @@ class Config:
                              "start with '/' and not end with one (or be empty)",
                              rule=_root_path, metavar="/MOUNT")
     static: tuple[str, ...] = _option(
-        (), "app", "serve DIR's files under URL (repeatable; WSGI and ASGI apps)",
+        (), "app", "serve DIR's files under URL (repeatable; answered by the core, in C)",
         "be URL=DIR, URL starting with '/' and DIR a directory", rule=_mount, metavar="URL=DIR",
         doc_more="files leave through `sendfile(2)`, with `Last-Modified` and `304` answers")
     compression: str | None = _option(
