@@ -20,8 +20,8 @@ from cpython.unicode cimport (PyUnicode_1BYTE_DATA, PyUnicode_1BYTE_KIND, PyUnic
                               PyUnicode_GET_LENGTH, PyUnicode_KIND)
 from cpython.ref cimport Py_DECREF, Py_INCREF, PyObject
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.errno cimport (EAGAIN, ECONNABORTED, ECONNRESET, EHOSTUNREACH, EINTR, ENETUNREACH,
-                         EPIPE, ETIMEDOUT, errno)
+from libc.errno cimport (EAGAIN, ECONNABORTED, ECONNRESET, EHOSTUNREACH, EINTR, ELOOP,
+                         ENETUNREACH, ENOSYS, EPIPE, ETIMEDOUT, EXDEV, errno)
 from libc.stdio cimport FILE, SEEK_SET, fseek, ftell
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport (memchr, memcmp, memcpy, memset, strcat, strcmp, strcpy, strlen,

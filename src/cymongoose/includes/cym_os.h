@@ -113,4 +113,28 @@ static inline ssize_t cym_sendfile(int out_fd, int in_fd, long *offset, size_t c
 }
 #endif
 
+/* Static mounts (http_static_mounts.pxi): open `path` under the directory `dirfd` only if
+   its resolution stays beneath it (Linux openat2(2), RESOLVE_BENEATH: `..` and symlinks that
+   lead out fail with EXDEV, absolute symlinks too). Elsewhere, and on kernels before 5.6,
+   ENOSYS: the caller then resolves the path with realpath(3) and checks it. */
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+#if defined(__linux__) && defined(SYS_openat2)
+#include <linux/openat2.h>
+static inline int cym_open_beneath(int dirfd, const char *path, int flags) {
+  struct open_how how = {0};
+  how.flags = (uint64_t) flags;
+  how.resolve = RESOLVE_BENEATH;
+  return (int) syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+}
+#else
+static inline int cym_open_beneath(int dirfd, const char *path, int flags) {
+  (void) dirfd, (void) path, (void) flags;
+  errno = ENOSYS;
+  return -1;
+}
+#endif
+
 #endif

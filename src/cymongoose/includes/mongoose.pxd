@@ -407,6 +407,9 @@ cdef extern from "cym_os.h" nogil:
     # Linux's sendfile(2); elsewhere a stand-in failing with EAGAIN, so the bytes are copied.
     ssize_t sendfile "cym_sendfile"(int out_fd, int in_fd, long *offset, size_t count)
 
+    # Static mounts (http_static_mounts.pxi): openat2(2) with RESOLVE_BENEATH, or ENOSYS.
+    int cym_open_beneath(int dirfd, const char *path, int flags)
+
     # The WSGI loop owner's check for apps that wait (wsgi_exchange.pxi run_batch).
     ctypedef struct cym_thread_usage:
         int64_t wall_ns
@@ -618,6 +621,7 @@ cdef extern from "<sys/stat.h>" nogil:
         long st_mtime
     int stat_path "stat"(const char *path, file_stat *st)
     int fstat(int fd, file_stat *st)
+    int fstatat(int dirfd, const char *path, file_stat *st, int flags)
     bint S_ISREG(unsigned int mode)
     bint S_ISDIR(unsigned int mode)
 
@@ -633,3 +637,4 @@ cdef extern from "<fcntl.h>" nogil:
     enum:
         O_RDONLY
         O_CLOEXEC
+        O_DIRECTORY

@@ -30,6 +30,7 @@ cdef struct StaticMount:
     size_t prefix_len
     const char *dir  # the directory, resolved; no trailing slash unless it is "/"
     size_t dir_len
+    int dirfd  # the directory, open: paths are opened beneath it (cym_open_beneath)
 
 
 cdef struct StaticMounts:
@@ -51,7 +52,12 @@ cdef class _StaticTable:
     cdef bytes extra
 
     def __dealloc__(self):
-        free(self.t.mounts)
+        cdef int i
+        if self.t.mounts != NULL:
+            for i in range(self.t.n):
+                if self.t.mounts[i].dirfd >= 0:
+                    mg.close(self.t.mounts[i].dirfd)
+            free(self.t.mounts)
 
 
 cdef int _set_static_mounts(Manager m, object mounts, object headers) except -1:
@@ -113,6 +119,8 @@ cdef int _set_static_mounts(Manager m, object mounts, object headers) except -1:
     table.t.mounts = <StaticMount *>calloc(len(entries), sizeof(StaticMount))
     if table.t.mounts == NULL:
         raise MemoryError("out of memory for the static mounts")
+    for i in range(len(entries)):
+        table.t.mounts[i].dirfd = -1
     table.t.n = len(entries)
     table.t.extra = PyBytes_AS_STRING(table.extra)
     table.t.extra_len = <size_t>PyBytes_GET_SIZE(table.extra)
@@ -127,6 +135,10 @@ cdef int _set_static_mounts(Manager m, object mounts, object headers) except -1:
         table.t.mounts[i].prefix_len = <size_t>len(bprefix)
         table.t.mounts[i].dir = PyBytes_AS_STRING(bdir)
         table.t.mounts[i].dir_len = <size_t>len(bdir)
+        table.t.mounts[i].dirfd = mg.open_read(bdir, mg.O_RDONLY | mg.O_DIRECTORY | mg.O_CLOEXEC)
+        if table.t.mounts[i].dirfd < 0:
+            raise OSError(errno, f"static mount {prefix!r}: cannot open {real!r}: "
+                          f"{os_strerror(errno)}")
         i += 1
     # Switched between two polls (the loop's own thread, or before it runs): the guard reads
     # the table only while it answers, and calls no Python code until it is done with it.
@@ -146,6 +158,7 @@ cdef struct _SmHead:
     mg.mg_connection *c
     size_t len
     bint oom
+    bint flushed  # part of it is in c->send already
     char buf[_SM_HEAD_BUF]
 
 
@@ -153,6 +166,7 @@ cdef void _sh_flush(_SmHead *h) noexcept nogil:
     if h.len and not mg.mg_send(h.c, h.buf, h.len):
         h.oom = True
     h.len = 0
+    h.flushed = True
 
 
 cdef void _sh_put(_SmHead *h, const void *p, size_t n) noexcept nogil:
@@ -211,7 +225,6 @@ cdef void _sh_tail(_SmHead *h, HttpGuard *g, const StaticMounts *t) noexcept nog
     elif g.flags & _GF_KEEPALIVE:
         _sh_put(h, b"Connection: keep-alive\r\n", 24)
     _sh_put(h, b"\r\n", 2)
-    _sh_flush(h)
 
 
 # Fields of the request the answer reads; found in one pass over the validated head.
@@ -543,6 +556,7 @@ cdef size_t _sm_text(mg.mg_connection *c, HttpGuard *g, const StaticMounts *t, i
     h.c = c
     h.len = 0
     h.oom = False
+    h.flushed = False
     _sh_str(&h, _sm_status_line(status))
     _sh_str(&h, b"Content-Type: text/plain; charset=utf-8\r\nContent-Length: ")
     _sh_num(&h, n, 10)
@@ -568,6 +582,7 @@ cdef size_t _sm_text(mg.mg_connection *c, HttpGuard *g, const StaticMounts *t, i
         # The Python path's plan for a text/plain answer this short: Vary only.
         _sh_put(&h, b"Vary: Accept-Encoding\r\n", 23)
     _sh_tail(&h, g, t)
+    _sh_flush(&h)
     if g.flags & _GF_HEAD:
         return 0
     mg.mg_send(c, body, n)
@@ -581,6 +596,7 @@ cdef void _sm_etag(char *w, size_t *n, long long mtime, long long size,
     h.c = NULL
     h.len = 0
     h.oom = False
+    h.flushed = False
     _sh_put(&h, b'"', 1)
     _sh_num(&h, <unsigned long long>mtime, 16)
     _sh_put(&h, b"-", 1)
@@ -614,37 +630,63 @@ cdef int _sm_inline_body(mg.mg_connection *c, int fd, long long offset,
     return 0
 
 
+cdef extern from "<sys/socket.h>" nogil:
+    ssize_t _sm_send "send"(int fd, const void *buf, size_t n, int flags)
+    enum:
+        MSG_NOSIGNAL
+        MSG_MORE
+
+
+cdef int _sm_open_in(const StaticMount *m, const char *rel) noexcept nogil:
+    """Open `rel` (relative to the mount, NUL-terminated) if it resolves inside the mount:
+    the kernel checks it (openat2 RESOLVE_BENEATH, one system call). What that refuses or
+    cannot do (a symlink leading out, or an absolute one, which may still land inside;
+    no openat2) is resolved with realpath(3) and the prefix checked, as static_files.py
+    does. -1 (errno set) when it does not exist or lies outside."""
+    cdef int fd = mg.cym_open_beneath(m.dirfd, rel, mg.O_RDONLY | mg.O_CLOEXEC)
+    cdef size_t n = strlen(rel)
+    cdef char full[_SM_PATH_MAX]
+    cdef char real[_SM_PATH_MAX]
+    if fd >= 0 or (errno != EXDEV and errno != ELOOP and errno != ENOSYS):
+        return fd
+    if m.dir_len + 1 + n >= _SM_PATH_MAX:
+        return -1
+    memcpy(full, m.dir, m.dir_len)
+    full[m.dir_len] = c'/'
+    memcpy(full + m.dir_len + 1, rel, n + 1)
+    if mg.realpath(full, real) == NULL or not _sm_inside(m, real):
+        return -1
+    return mg.open_read(real, mg.O_RDONLY | mg.O_CLOEXEC)
+
+
 cdef size_t _sm_file(mg.mg_connection *c, HttpGuard *g, const StaticMounts *t,
-                     const StaticMount *m, const char *real, const _SmFields *f,
-                     int *status_out) noexcept nogil:
-    """static_file_response() for the resolved file `real` (inside mount m): the answer is
-    queued or pumping (g.file_fd) when this returns; the size of the body it sends."""
+                     const StaticMount *m, int fd, mg.file_stat *fst, char *rel,
+                     const _SmFields *f, int *status_out) noexcept nogil:
+    """static_file_response() for the regular file `fd` (open, fstat'ed into fst), found as
+    `rel` in mount m (NUL-terminated, with room for a suffix; its name gives Content-Type
+    and its siblings'). Takes `fd`. The answer is queued, or pumping (g.file_fd), when this
+    returns; the size of the body it sends."""
     cdef GilSlot *slot = <GilSlot *>c.mgr.userdata
     cdef const CompressConf *conf = slot.compress
-    cdef mg.file_stat st
-    cdef mg.file_stat sst
-    cdef char cand[_SM_PATH_MAX]
-    cdef char creal[_SM_PATH_MAX]
+    cdef mg.file_stat st = fst[0]
+    cdef mg.file_stat sst[3]
+    cdef int sfd[3]
     cdef const char *suffix[3]
     cdef const char *names[3]
     cdef int bits[3]
-    cdef int k, offered = 0, coding = CODING_IDENTITY, variant, status, plan = _CP_NONE
-    cdef int sibling_of[5]  # by coding bit: index into suffix (when offered)
-    cdef size_t rlen = strlen(real), elen, body = 0
+    cdef int k, chosen = -1, offered = 0, coding = CODING_IDENTITY, status, plan = _CP_NONE
+    cdef size_t rlen = strlen(rel), elen, lm_len
     cdef const char *coding_name = NULL
     cdef char etag[64]
     cdef char lm[32]
-    cdef size_t lm_len
     cdef long long size, mtime, first = 0, count = 0, since
+    cdef ssize_t sent
     cdef int picked = -1
     cdef bint not_modified = False, head = (g.flags & _GF_HEAD) != 0
     cdef mg.mg_str ct
     cdef _SmHead h
-    cdef int fd = _sm_open_regular(real, &st)
-    if fd < 0:
-        status_out[0] = 404
-        return _sm_text(c, g, t, 404, NULL, 0, NULL, 0)
-    # The siblings in the order _SIBLINGS (http_static.pxi) has them.
+    # The siblings in the order _SIBLINGS (http_static.pxi) has them. One that resolves
+    # out of the mount (a symlink) is not offered.
     suffix[0] = b".zst"
     names[0] = b"zstd"
     bits[0] = CODING_ZSTD
@@ -654,33 +696,32 @@ cdef size_t _sm_file(mg.mg_connection *c, HttpGuard *g, const StaticMounts *t,
     suffix[2] = b".gz"
     names[2] = b"gzip"
     bits[2] = CODING_GZIP
-    if rlen + 5 < _SM_PATH_MAX:
-        for k in range(3):
-            memcpy(cand, real, rlen)
-            strcpy(cand + rlen, suffix[k])
-            if mg.stat_path(cand, &sst) != 0 or not mg.S_ISREG(sst.st_mode):
-                continue
-            # A sibling that resolves out of the mount (a symlink) is not offered.
-            if mg.realpath(cand, creal) == NULL or not _sm_inside(m, creal):
-                continue
-            offered |= bits[k]
-            sibling_of[bits[k]] = k
+    for k in range(3):
+        sfd[k] = -1
+        strcpy(rel + rlen, suffix[k])
+        if mg.fstatat(m.dirfd, rel, &sst[k], 0) == 0 and mg.S_ISREG(sst[k].st_mode):
+            sfd[k] = _sm_open_in(m, rel)
+            if sfd[k] >= 0 and (mg.fstat(sfd[k], &sst[k]) != 0
+                                or not mg.S_ISREG(sst[k].st_mode)):
+                mg.close(sfd[k])
+                sfd[k] = -1
+            if sfd[k] >= 0:
+                offered |= bits[k]
+    rel[rlen] = 0
     if offered and f.ae != NULL:
         coding = _pick_coding(<const char *>f.ae, f.ae_len, offered)
-    if coding != CODING_IDENTITY:
-        k = sibling_of[coding]
-        memcpy(cand, real, rlen)
-        strcpy(cand + rlen, suffix[k])
-        variant = _sm_open_regular(cand, &sst)
-        if variant >= 0:
-            mg.close(fd)
-            fd = variant
-            st = sst
-            coding_name = names[k]
-        else:
-            coding = CODING_IDENTITY  # gone between the stat and the open
-    # Mongoose's guess from the extension of the file asked for (not the sibling's).
-    ct = mg.cym_guess_content_type(mg.mg_str_n(real, rlen), NULL)
+    for k in range(3):
+        if sfd[k] >= 0 and bits[k] == coding:
+            chosen = k
+        elif sfd[k] >= 0:
+            mg.close(sfd[k])
+    if chosen >= 0:
+        mg.close(fd)
+        fd = sfd[chosen]
+        st = sst[chosen]
+        coding_name = names[chosen]
+    # Mongoose's guess from the extension of the name asked for (not the sibling's).
+    ct = mg.cym_guess_content_type(mg.mg_str_n(rel, rlen), NULL)
     size = st.st_size
     mtime = <long long>st.st_mtime
     _sm_etag(etag, &elen, mtime, size, coding_name)
@@ -715,6 +756,7 @@ cdef size_t _sm_file(mg.mg_connection *c, HttpGuard *g, const StaticMounts *t,
     h.c = c
     h.len = 0
     h.oom = False
+    h.flushed = False
     _sh_str(&h, _sm_status_line(status))
     if status == 416:
         _sh_str(&h, b"Content-Type: text/plain; charset=utf-8\r\nContent-Length: 0\r\n"
@@ -745,7 +787,10 @@ cdef size_t _sm_file(mg.mg_connection *c, HttpGuard *g, const StaticMounts *t,
         _sh_put(&h, b"Vary: Accept-Encoding\r\n", 23)
     # Compressed here, the bytes are no longer the ones a strong tag names: weak, as
     # _put_headers makes it.
-    _sh_put(&h, b"ETag: W/" if plan & _CP_ENCODE else b"ETag: ", 8 if plan & _CP_ENCODE else 6)
+    if plan & _CP_ENCODE:
+        _sh_put(&h, b"ETag: W/", 8)
+    else:
+        _sh_put(&h, b"ETag: ", 6)
     _sh_put(&h, etag, elen)
     _sh_put(&h, b"\r\nLast-Modified: ", 17)
     _sh_put(&h, lm, lm_len)
@@ -768,32 +813,46 @@ cdef size_t _sm_file(mg.mg_connection *c, HttpGuard *g, const StaticMounts *t,
     _sh_tail(&h, g, t)
     status_out[0] = status
     if head or status == 304 or status == 416 or count == 0:
+        _sh_flush(&h)
         mg.close(fd)
         if plan & _CP_ENCODE:  # an empty file, min_length 0: an empty compressed body
             if _encoder_start(c, g) == 0:
-                g.resp_state = _RS_BEGUN
                 _finish_response(c, g)
             else:
                 c.is_closing = 1
         return 0
     if plan & _CP_ENCODE:
+        _sh_flush(&h)
         if _encoder_start(c, g) != 0:
             mg.close(fd)
             _log_event(c, 0, b"out of memory for a static file's encoder")
             c.is_closing = 1
             return 0
-    elif <unsigned long long>count <= _SM_INLINE:
-        k = _sm_inline_body(c, fd, first, <size_t>count)
-        if k == 0:
-            mg.close(fd)
-            return <size_t>count
-        if k == -2:
-            mg.close(fd)
-            _log_event(c, 0, b"static file ended early or failed")
-            c.is_closing = 1
-            return 0
+    elif (not h.flushed and c.send.len == 0 and not c.is_tls
+          and not mg.cym_h2_is_stream(c)):
+        # Nothing queued before it: the head goes to the socket now, held back (MSG_MORE)
+        # to leave in one segment with the start of the file, which sendfile(2) sends next
+        # (_pump_file); what the socket does not take is queued as usual.
+        sent = _sm_send(<int><size_t>c.fd, h.buf, h.len, MSG_NOSIGNAL | MSG_MORE)
+        if sent < 0:
+            sent = 0  # EAGAIN, or an error Mongoose meets on its own write
+        _metrics_sent(c, g, <size_t>sent)
+        if <size_t>sent < h.len:
+            mg.mg_send(c, h.buf + sent, h.len - <size_t>sent)
         g.resp_framing = _RF_LENGTH
     else:
+        _sh_flush(&h)
+        if <unsigned long long>count <= _SM_INLINE:
+            # TLS, HTTP/2, or behind queued answers: read into c->send after the head.
+            k = _sm_inline_body(c, fd, first, <size_t>count)
+            if k == 0:
+                mg.close(fd)
+                return <size_t>count
+            if k == -2:
+                mg.close(fd)
+                _log_event(c, 0, b"static file ended early or failed")
+                c.is_closing = 1
+                return 0
         g.resp_framing = _RF_LENGTH
     # Pumped (http_response.pxi): sendfile(2) once the head is out, or encoded piece by
     # piece; the response ends (_finish_response) with the file's last byte.
@@ -804,9 +863,8 @@ cdef size_t _sm_file(mg.mg_connection *c, HttpGuard *g, const StaticMounts *t,
     g.file_left = <size_t>count
     g.resp_state = _RS_END_AFTER_FILE
     c.is_resp = 1
-    body = <size_t>count
     _pump_file(c, g)
-    return body
+    return <size_t>count
 
 
 cdef bint _static_claim(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcept nogil:
@@ -818,13 +876,11 @@ cdef bint _static_claim(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcep
     cdef size_t i = 0, ts, te, pe, plen, rest_len, k, body = 0
     cdef char small[1024]
     cdef char *path = small
-    cdef char full[_SM_PATH_MAX]
-    cdef char real[_SM_PATH_MAX]
-    cdef char index[_SM_PATH_MAX]
+    cdef char rel[_SM_PATH_MAX]
     cdef const StaticMount *m = NULL
     cdef const char *rest
-    cdef int method_ok, status = 404
-    cdef bint answered = False
+    cdef int method_ok, fd, status = 404
+    cdef bint answered = False, slash
     cdef mg.file_stat st
     cdef _SmFields f
     g.static_quiet = False
@@ -858,7 +914,8 @@ cdef bint _static_claim(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcep
         if path != small:
             free(path)
         return False
-    method_ok = (i == 3 and memcmp(p, b"GET", 3) == 0) or (i == 4 and memcmp(p, b"HEAD", 4) == 0)
+    method_ok = ((i == 3 and memcmp(p, b"GET", 3) == 0)
+                 or (i == 4 and memcmp(p, b"HEAD", 4) == 0))
     _metrics_request_start(c, g)
     g.phase = _PH_RESP
     g.deadline_ms = 0
@@ -868,6 +925,7 @@ cdef bint _static_claim(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcep
         g.flags = (g.flags | _GF_CLOSE) & ~_GF_KEEPALIVE
     rest = path + m.prefix_len
     rest_len = plen - m.prefix_len
+    slash = plen > 0 and path[plen - 1] == c'/'
     if not method_ok:
         status = 405
         body = _sm_text(c, g, t, 405, NULL, 0, NULL, 0)
@@ -881,35 +939,45 @@ cdef bint _static_claim(mg.mg_connection *c, HttpGuard *g, uint64_t now) noexcep
         while rest_len and rest[0] == c'/':
             rest += 1
             rest_len -= 1
-        if m.dir_len + 1 + rest_len < _SM_PATH_MAX:
-            memcpy(full, m.dir, m.dir_len)
-            full[m.dir_len] = c'/'
-            memcpy(full + m.dir_len + 1, rest, rest_len)
-            full[m.dir_len + 1 + rest_len] = 0
-            if mg.realpath(full, real) != NULL and _sm_inside(m, real):
-                if mg.stat_path(real, &st) == 0 and mg.S_ISDIR(st.st_mode):
-                    if plen == 0 or path[plen - 1] != c'/':
-                        # With the slash, the index page's relative links stay inside.
-                        status = 301
-                        body = _sm_text(c, g, t, 301, path, plen, p + pe + 1 if pe < te
-                                        else NULL, te - pe - 1 if pe < te else 0)
-                        answered = True
-                    else:
-                        k = strlen(real)
-                        if k + 12 < _SM_PATH_MAX:
-                            memcpy(full, real, k)
-                            strcpy(full + k, b"/index.html")
-                            # The index may be a symlink too: resolved and checked.
-                            if mg.realpath(full, index) != NULL and _sm_inside(m, index):
-                                _sm_read_fields(p, g.head_len, &f)
-                                body = _sm_file(c, g, t, m, index, &f, &status)
-                                answered = True
-                elif plen and path[plen - 1] == c'/':
-                    pass  # a file URL with a slash names no file (nginx)
-                else:
-                    _sm_read_fields(p, g.head_len, &f)
-                    body = _sm_file(c, g, t, m, real, &f, &status)
+        # Room for "/index.html" and a sibling's suffix after it.
+        if rest_len + 16 < _SM_PATH_MAX:
+            if rest_len == 0:
+                rel[0] = c'.'
+                rel[1] = 0
+            else:
+                memcpy(rel, rest, rest_len)
+                rel[rest_len] = 0
+            fd = _sm_open_in(m, rel)
+            if fd >= 0 and mg.fstat(fd, &st) != 0:
+                mg.close(fd)
+                fd = -1
+            if fd >= 0 and mg.S_ISDIR(st.st_mode):
+                mg.close(fd)
+                fd = -1
+                if not slash:
+                    # With the slash, the index page's relative links stay inside.
+                    status = 301
+                    body = _sm_text(c, g, t, 301, path, plen, p + pe + 1 if pe < te
+                                    else NULL, te - pe - 1 if pe < te else 0)
                     answered = True
+                else:
+                    # Its index.html, resolved and checked like any path (it may be a
+                    # symlink); never a listing.
+                    if rest_len == 0:
+                        strcpy(rel, b"index.html")
+                    else:
+                        strcpy(rel + rest_len, b"/index.html")
+                    fd = _sm_open_in(m, rel)
+                    if fd >= 0 and (mg.fstat(fd, &st) != 0 or not mg.S_ISREG(st.st_mode)):
+                        mg.close(fd)
+                        fd = -1
+            elif fd >= 0 and (slash or not mg.S_ISREG(st.st_mode)):
+                mg.close(fd)  # a file URL with a slash names no file (nginx)
+                fd = -1
+            if fd >= 0:
+                _sm_read_fields(p, g.head_len, &f)
+                body = _sm_file(c, g, t, m, fd, &st, rel, &f, &status)
+                answered = True
     if not answered:
         status = 404
         body = _sm_text(c, g, t, 404, NULL, 0, NULL, 0)
