@@ -621,7 +621,6 @@ cdef extern from "<sys/stat.h>" nogil:
         long st_mtime
     int stat_path "stat"(const char *path, file_stat *st)
     int fstat(int fd, file_stat *st)
-    int fstatat(int dirfd, const char *path, file_stat *st, int flags)
     bint S_ISREG(unsigned int mode)
     bint S_ISDIR(unsigned int mode)
 
