@@ -6,16 +6,18 @@
 # one static_files.py does for its middlewares:
 # - the path is percent-decoded (an invalid escape stays as it is, as urllib's unquote);
 #   the longest mount prefix wins; only GET and HEAD (405 with Allow otherwise);
-# - the file is the mount's directory joined with the rest, resolved with realpath(3) (every
-#   `..` and symlink followed) and checked to be inside the directory: else 404, index
-#   files and precompressed siblings included;
+# - the file is opened beneath the mount's directory (openat2 RESOLVE_BENEATH: the kernel
+#   refuses `..` and symlinks that lead out); what it refuses is resolved with realpath(3)
+#   and checked to be inside (an absolute symlink may land inside): else 404, index files
+#   and precompressed siblings included;
 # - a directory URL without its slash is 301 to it (the query kept), one with it serves its
 #   index.html (404 without one: never a listing), a file URL with a slash is 404;
 # - Content-Type is Mongoose's guess from the extension, as serve_dir's.
-# The head goes into c->send; a body up to _SM_INLINE bytes is read into c->send behind it
-# (one pread, one write for the whole answer), a larger one is pumped by sendfile(2) as
-# http_sendfile()'s (http_response.pxi _pump_file), which ends the response when the file
-# is out. With compression on (http_compress.pxi), a file without a chosen sibling whose
+# On plain TCP with nothing queued, the head goes to the socket at once (MSG_MORE) and the
+# body follows by sendfile(2), pumped as http_sendfile()'s (http_response.pxi _pump_file,
+# which ends the response when the file is out). Otherwise (TLS, HTTP/2, answers queued
+# before it) the head goes into c->send and a body up to _SM_INLINE bytes is read in behind
+# it; a larger one is pumped. With compression on (http_compress.pxi), a file without a chosen sibling whose
 # type is on the list is compressed as the Python path compresses it: chunked, weak ETag.
 
 cdef enum:
