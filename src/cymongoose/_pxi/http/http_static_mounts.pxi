@@ -17,8 +17,9 @@
 # body follows by sendfile(2), pumped as http_sendfile()'s (http_response.pxi _pump_file,
 # which ends the response when the file is out). Otherwise (TLS, HTTP/2, answers queued
 # before it) the head goes into c->send and a body up to _SM_INLINE bytes is read in behind
-# it; a larger one is pumped. With compression on (http_compress.pxi), a file without a chosen sibling whose
-# type is on the list is compressed as the Python path compresses it: chunked, weak ETag.
+# it; a larger one is pumped. With compression on (http_compress.pxi), a file without a
+# chosen sibling whose type is on the list is compressed as the Python path compresses it:
+# chunked, weak ETag, encoded piece by piece by the pump.
 
 cdef enum:
     _SM_PATH_MAX = 4096
