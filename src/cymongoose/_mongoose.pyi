@@ -381,8 +381,9 @@ class Manager:
         and without the GIL (the servers' `--static`): `mounts` are (url_prefix, directory)
         pairs; the longest prefix wins. A GET or HEAD whose percent-decoded path is under a
         prefix gets what `static_file_response()` answers for the file (ranges,
-        conditionals, precompressed siblings with Vary, Content-Type guessed from the
-        extension as `serve_dir()` does); other methods get 405. A path that leaves the
+        conditionals, precompressed siblings with Vary; Content-Type guessed from the
+        extension as `serve_dir()` does, then from Python's `mimetypes` table for what
+        Mongoose does not know, else application/octet-stream); other methods get 405. A path that leaves the
         directory (`..`, a symlink out, index files and siblings included) is 404; a
         directory URL without its slash is 301 to it (query kept); with it, its index.html
         (404 without one, never a listing); a file URL ending in a slash is 404. With

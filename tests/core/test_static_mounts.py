@@ -8,6 +8,7 @@ sibling, and the metrics and refusal_handler reports."""
 from __future__ import annotations
 
 import gzip
+import mimetypes
 import os
 import socket
 from pathlib import Path
@@ -251,3 +252,17 @@ def test_metrics_and_refusal_handler(server_thread: Any, root: Path) -> None:
                         (404, "static file", "GET /s/nope HTTP/1.1", 10)]
     requests = st.manager.metrics()["requests"]
     assert requests[200] >= 1 and requests[404] >= 1
+
+
+def test_content_types(served: tuple[ServerThread, int, Handler], root: Path) -> None:
+    _, port, _ = served
+    xml = mimetypes.guess_type("x.xml")[0] or "application/octet-stream"
+    xml += "; charset=utf-8" if xml.startswith("text/") else ""
+    # Mongoose's table first (serve_dir's), then Python's mimetypes table for what it does
+    # not know (as the --static middleware had it), else application/octet-stream.
+    for name, ctype in (("x.html", "text/html; charset=utf-8"), ("x.png", "image/png"),
+                        ("x.ico", "image/x-icon"), ("x.TXT", "text/plain; charset=utf-8"),
+                        ("x.xml", xml), ("x.zzq", "application/octet-stream"),
+                        ("noext", "application/octet-stream")):
+        (root / name).write_bytes(b"x")
+        assert get(port, f"/s/{name}").header("content-type") == ctype, name

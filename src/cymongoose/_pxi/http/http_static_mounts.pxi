@@ -12,7 +12,10 @@
 #   and precompressed siblings included;
 # - a directory URL without its slash is 301 to it (the query kept), one with it serves its
 #   index.html (404 without one: never a listing), a file URL with a slash is 404;
-# - Content-Type is Mongoose's guess from the extension, as serve_dir's.
+# - Content-Type is Mongoose's guess from the extension, as serve_dir's; an extension its
+#   small table does not know (wasm, woff2, xml...) is looked up in Python's mimetypes
+#   table, copied when the mounts are set (what the --static middleware used), and is
+#   application/octet-stream when neither knows it (nginx's default_type).
 # On plain TCP with nothing queued, the head goes to the socket at once (MSG_MORE) and the
 # body follows by sendfile(2), pumped as http_sendfile()'s (http_response.pxi _pump_file,
 # which ends the response when the file is out). Otherwise (TLS, HTTP/2, answers queued
@@ -36,11 +39,20 @@ cdef struct StaticMount:
     int dirfd  # the directory, open: paths are opened beneath it (cym_open_beneath)
 
 
+cdef struct StaticType:
+    const char *ext  # lower-case, without the dot
+    size_t ext_len
+    const char *ctype
+    size_t ctype_len
+
+
 cdef struct StaticMounts:
     StaticMount *mounts  # longest prefix first
     int n
     const char *extra  # "Name: value\r\n" lines added to every answer (Server)
     size_t extra_len
+    StaticType *types  # Python's mimetypes table, sorted by extension (_sm_content_type)
+    int n_types
 
 
 @cython.final
@@ -61,6 +73,7 @@ cdef class _StaticTable:
                 if self.t.mounts[i].dirfd >= 0:
                     mg.close(self.t.mounts[i].dirfd)
             free(self.t.mounts)
+        free(self.t.types)
 
 
 cdef int _set_static_mounts(Manager m, object mounts, object headers) except -1:
@@ -127,6 +140,7 @@ cdef int _set_static_mounts(Manager m, object mounts, object headers) except -1:
     table.t.n = len(entries)
     table.t.extra = PyBytes_AS_STRING(table.extra)
     table.t.extra_len = <size_t>PyBytes_GET_SIZE(table.extra)
+    _sm_copy_types(table)
     i = 0
     for prefix, real in sorted(entries, key=lambda e: len(e[0].encode("utf-8")),
                                reverse=True):
@@ -148,6 +162,68 @@ cdef int _set_static_mounts(Manager m, object mounts, object headers) except -1:
     m._gil.static_mounts = <void *>&table.t
     m._static_table = table
     return 0
+
+
+cdef int _sm_copy_types(_StaticTable table) except -1:
+    """Python's mimetypes table, as the --static middleware read it (text types with
+    "; charset=utf-8"), for the extensions Mongoose's own table does not know."""
+    import mimetypes
+    mimetypes.init()
+    cdef list rows = []
+    cdef int i
+    for ext, ctype in mimetypes.types_map.items():
+        key = ext.lstrip(".").lower().encode("ascii", "ignore")
+        if not key or len(key) > 15:
+            continue
+        if ctype.startswith("text/"):
+            ctype += "; charset=utf-8"
+        rows.append((key, ctype.encode("ascii", "ignore")))
+    rows = sorted(dict(rows).items())
+    table.t.types = <StaticType *>calloc(len(rows) + 1, sizeof(StaticType))
+    if table.t.types == NULL:
+        raise MemoryError("out of memory for the static mounts' types")
+    for i, (key, ctype) in enumerate(rows):
+        table.keep.append(key)
+        table.keep.append(ctype)
+        table.t.types[i].ext = PyBytes_AS_STRING(key)
+        table.t.types[i].ext_len = <size_t>len(key)
+        table.t.types[i].ctype = PyBytes_AS_STRING(ctype)
+        table.t.types[i].ctype_len = <size_t>len(ctype)
+    table.t.n_types = len(rows)
+    return 0
+
+
+cdef mg.mg_str _sm_content_type(const StaticMounts *t, const char *name,
+                                size_t n) noexcept nogil:
+    """Content-Type for the file name[:n]: see the top of this file."""
+    cdef mg.mg_str ct = mg.cym_guess_content_type(mg.mg_str_n(name, n), NULL)
+    cdef size_t i = n, k
+    cdef char ext[16]
+    cdef int lo = 0, hi = t.n_types - 1, mid, r
+    while i > 0 and name[i - 1] != c'.' and name[i - 1] != c'/':
+        i -= 1
+    # Mongoose answers "text/plain; charset=utf-8" for .txt and for what it does not know.
+    if ct.len != 25 or memcmp(ct.buf, b"text/plain; charset=utf-8", 25) != 0 or \
+            (i > 0 and name[i - 1] == c'.' and n - i == 3 and memcmp(name + i, b"txt", 3) == 0):
+        return ct
+    ct = mg.mg_str_n(b"application/octet-stream", 24)
+    if i == 0 or name[i - 1] != c'.' or n - i == 0 or n - i > 15:
+        return ct
+    for k in range(n - i):
+        ext[k] = name[i + k] + 32 if 65 <= name[i + k] <= 90 else name[i + k]
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        r = memcmp(t.types[mid].ext, ext, t.types[mid].ext_len if t.types[mid].ext_len < n - i
+                   else n - i)
+        if r == 0:
+            r = (t.types[mid].ext_len > n - i) - (t.types[mid].ext_len < n - i)
+        if r == 0:
+            return mg.mg_str_n(t.types[mid].ctype, t.types[mid].ctype_len)
+        if r < 0:
+            lo = mid + 1
+        else:
+            hi = mid - 1
+    return ct
 
 
 cdef tuple _static_mounts_of(Manager m):
@@ -724,8 +800,8 @@ cdef size_t _sm_file(mg.mg_connection *c, HttpGuard *g, const StaticMounts *t,
         fd = sfd[chosen]
         st = sst[chosen]
         coding_name = names[chosen]
-    # Mongoose's guess from the extension of the name asked for (not the sibling's).
-    ct = mg.cym_guess_content_type(mg.mg_str_n(rel, rlen), NULL)
+    # From the extension of the name asked for (not the sibling's).
+    ct = _sm_content_type(t, rel, rlen)
     size = st.st_size
     mtime = <long long>st.st_mtime
     _sm_etag(etag, &elen, mtime, size, coding_name)
