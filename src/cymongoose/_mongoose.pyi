@@ -383,10 +383,11 @@ class Manager:
         prefix gets what `static_file_response()` answers for the file (ranges,
         conditionals, precompressed siblings with Vary; Content-Type guessed from the
         extension as `serve_dir()` does, then from Python's `mimetypes` table for what
-        Mongoose does not know, else application/octet-stream); other methods get 405. A path that leaves the
-        directory (`..`, a symlink out, index files and siblings included) is 404; a
-        directory URL without its slash is 301 to it (query kept); with it, its index.html
-        (404 without one, never a listing); a file URL ending in a slash is 404. With
+        Mongoose does not know, else application/octet-stream); other methods get 405. A
+        path that leaves the directory (`..`, a symlink out, index files and siblings
+        included) is 404; a directory URL without its slash is 301 to it (query kept); with
+        it, its index.html (404 without one, never a listing); a file URL ending in a slash
+        is 404. With
         `set_compression()` on, a file without a chosen sibling is compressed as other
         responses are. Each answer is counted in `metrics()` and reported to
         `refusal_handler` (reason "static file"). `headers`: fields added to every static
