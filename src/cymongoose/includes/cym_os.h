@@ -121,7 +121,12 @@ static inline ssize_t cym_sendfile(int out_fd, int in_fd, long *offset, size_t c
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
-#if defined(__linux__) && defined(SYS_openat2)
+#if defined(__linux__) && defined(SYS_openat2) && defined(__has_include)
+#if __has_include(<linux/openat2.h>)
+#define CYM_HAVE_OPENAT2 1
+#endif
+#endif
+#if defined(CYM_HAVE_OPENAT2)
 #include <linux/openat2.h>
 static inline int cym_open_beneath(int dirfd, const char *path, int flags) {
   struct open_how how = {0};
